@@ -1,0 +1,1 @@
+//! kache-sim: a simulated kube-apiserver.

@@ -1,0 +1,1 @@
+//! Wires the parts together.

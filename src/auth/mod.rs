@@ -1,0 +1,1 @@
+//! auth (see lib.rs Layout).

@@ -1,0 +1,1 @@
+//! codec (see lib.rs Layout).

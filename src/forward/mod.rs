@@ -1,0 +1,1 @@
+//! forward (see lib.rs Layout).

@@ -1,0 +1,1 @@
+//! metrics (see lib.rs Layout).

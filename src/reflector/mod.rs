@@ -1,0 +1,1 @@
+//! reflector (see lib.rs Layout).

@@ -1,0 +1,1 @@
+//! serve (see lib.rs Layout).

@@ -1,0 +1,66 @@
+//! One stored object: the bytes the upstream sent plus the few fields extracted once at ingest.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// The store key: `namespace/name` for namespaced objects, `name` for cluster-scoped ones.
+///
+/// Ordered by raw bytes, which is the apiserver's storage key order (`/<resource>/<ns>/<name>`): `-` and `.`
+/// sort before `/`, so `kube-system/x` < `kube/x`.
+pub type Key = Arc<str>;
+
+/// A cached object. Immutable once built; shared by snapshots, history events and watchers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    /// `namespace/name` or `name`.
+    pub key: Key,
+    /// Length of the namespace prefix in `key` (0 for cluster-scoped objects).
+    pub ns_len: u32,
+    pub uid: Box<str>,
+    /// `metadata.resourceVersion`, parsed.
+    pub resource_version: u64,
+    /// Labels sorted by key.
+    pub labels: Box<[(Box<str>, Box<str>)]>,
+    /// Values of the kind's extra field-selector fields, in the order of
+    /// [`crate::resource::FieldKind::extra_fields`]; `None` when absent in the object.
+    pub fields: Box<[Option<Box<str>>]>,
+    /// The object's JSON exactly as the upstream sent it, with `kind` and `apiVersion`, compact, no newline.
+    pub raw: Bytes,
+    /// `raw[body_offset..]` is the object after its leading `"kind":…,"apiVersion":…,` members, so the
+    /// list-item form without type meta is `{` followed by that slice. Equals 1 when the object does not
+    /// start with those two members.
+    pub body_offset: u32,
+    /// Byte range of the `metadata` object's value inside `raw` (for PartialObjectMetadata views).
+    pub metadata_range: Range<u32>,
+}
+
+impl Object {
+    pub fn namespace(&self) -> Option<&str> {
+        if self.ns_len == 0 { None } else { Some(&self.key[..self.ns_len as usize]) }
+    }
+
+    pub fn name(&self) -> &str {
+        if self.ns_len == 0 { &self.key } else { &self.key[self.ns_len as usize + 1..] }
+    }
+
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.labels[i].1)
+    }
+
+    /// Approximate heap bytes held by this object (for memory accounting).
+    pub fn heap_bytes(&self) -> usize {
+        let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len() + 32).sum();
+        let fields: usize = self.fields.iter().map(|f| f.as_ref().map_or(0, |v| v.len()) + 16).sum();
+        self.raw.len() + self.key.len() + self.uid.len() + labels + fields + std::mem::size_of::<Self>()
+    }
+}
+
+/// Builds the store key of an object.
+pub fn make_key(namespace: Option<&str>, name: &str) -> (Key, u32) {
+    match namespace {
+        Some(ns) if !ns.is_empty() => (Arc::from(format!("{ns}/{name}")), ns.len() as u32),
+        _ => (Arc::from(name), 0),
+    }
+}

@@ -1,0 +1,8 @@
+//! The connection to the upstream kube-apiserver.
+//!
+//! [`Upstream`] is the one HTTP client kache uses for everything it sends upstream: the reflectors'
+//! list and watch requests, freshness probes, and forwarded client requests.
+
+mod client;
+
+pub use client::{Upstream, UpstreamError};
