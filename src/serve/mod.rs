@@ -1,1 +1,3 @@
 //! serve (see lib.rs Layout).
+
+pub mod route;
