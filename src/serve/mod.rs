@@ -1,3 +1,4 @@
 //! serve (see lib.rs Layout).
 
 pub mod route;
+pub mod server;

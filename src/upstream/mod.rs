@@ -4,5 +4,7 @@
 //! list and watch requests, freshness probes, and forwarded client requests.
 
 mod client;
+mod config;
 
-pub use client::{Upstream, UpstreamError};
+pub use client::{Credentials, Upstream, UpstreamError};
+pub use config::{H2_POOL_SIZE, install_crypto_provider};
