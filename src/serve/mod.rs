@@ -1,1 +1,4 @@
-//! serve (see lib.rs Layout).
+//! The HTTP front: routing, parameter validation, selectors, and get/list/watch from memory.
+
+pub mod fresh;
+pub mod scan;
