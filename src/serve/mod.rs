@@ -2,3 +2,5 @@
 
 pub mod fresh;
 pub mod scan;
+pub mod read;
+pub mod resolve;
