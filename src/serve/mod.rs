@@ -4,3 +4,4 @@ pub mod fresh;
 pub mod scan;
 pub mod read;
 pub mod resolve;
+pub mod route;
