@@ -1,1 +1,2 @@
 //! codec (see lib.rs Layout).
+pub mod extract;
