@@ -10,6 +10,7 @@
 mod fields;
 mod kinds;
 mod labels;
+mod lexer;
 mod validation;
 
 pub use fields::FieldSelector;
