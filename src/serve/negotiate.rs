@@ -1,0 +1,1 @@
+//! Content negotiation (filled in below the milestone commit).
