@@ -2,3 +2,4 @@
 
 pub mod fresh;
 pub mod scan;
+pub mod watch;
