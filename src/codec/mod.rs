@@ -4,3 +4,4 @@
 pub mod gzip;
 pub mod list;
 pub mod pretty;
+pub mod extract;

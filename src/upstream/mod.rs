@@ -4,5 +4,8 @@
 //! list and watch requests, freshness probes, and forwarded client requests.
 
 mod client;
+pub mod discovery;
+mod transport;
 
 pub use client::{Upstream, UpstreamError};
+pub use transport::{BoxFuture, ReadBodyError, Transport, read_body};
