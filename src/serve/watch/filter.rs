@@ -127,9 +127,8 @@ impl Filter {
 fn valid_range(lower: &Bound<Key>, upper: &Bound<Key>) -> bool {
     match (lower, upper) {
         (Bound::Included(l), Bound::Included(u)) => l <= u,
-        (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(u)) | (Bound::Excluded(l), Bound::Included(u)) => {
-            l < u
-        }
+        (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(u))
+        | (Bound::Excluded(l), Bound::Included(u)) => l < u,
         _ => true,
     }
 }
@@ -158,7 +157,14 @@ mod tests {
     }
 
     fn event(kind: EventType, object: Arc<Object>, prev: Option<Arc<Object>>) -> Event {
-        Event { rv: object.resource_version, kind, object, prev, json_frame: OnceLock::new(), applied_at: Instant::now() }
+        Event {
+            rv: object.resource_version,
+            kind,
+            object,
+            prev,
+            json_frame: OnceLock::new(),
+            applied_at: Instant::now(),
+        }
     }
 
     fn app_web() -> Filter {

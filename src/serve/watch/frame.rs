@@ -50,7 +50,8 @@ const FRAME_TAIL: &[u8] = b"}\n";
 /// Bytes a frame adds around its object (the longest type name is `BOOKMARK`/`MODIFIED`).
 const FRAME_OVERHEAD: usize = FRAME_HEAD.len() + 8 + FRAME_MID.len() + FRAME_TAIL.len();
 /// The type meta of the PartialObjectMetadata view (`meta.k8s.io/v1`).
-const PARTIAL_HEAD: &[u8] = b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":";
+const PARTIAL_HEAD: &[u8] =
+    b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":";
 
 /// How a watcher wants objects rendered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -88,7 +89,9 @@ pub fn shared_frame(event: &Event) -> Bytes {
 pub fn put_object_frame(out: &mut BytesMut, kind: FrameType, object: &Object, view: WatchView) {
     match view {
         WatchView::Full => put_frame(out, kind, &object.raw),
-        WatchView::PartialObjectMetadata => put_frame(out, kind, &partial_metadata(&object.raw, metadata_of(object))),
+        WatchView::PartialObjectMetadata => {
+            put_frame(out, kind, &partial_metadata(&object.raw, metadata_of(object)))
+        }
     }
 }
 
@@ -134,7 +137,8 @@ fn partial_metadata(raw: &[u8], metadata: Option<Range<usize>>) -> Vec<u8> {
 /// span of `raw`, otherwise found by scanning.
 fn metadata_of(object: &Object) -> Option<Range<usize>> {
     let range = object.metadata_range.start as usize..object.metadata_range.end as usize;
-    let recorded = object.raw.get(range.clone()).filter(|m| m.first() == Some(&b'{') && m.last() == Some(&b'}'));
+    let recorded =
+        object.raw.get(range.clone()).filter(|m| m.first() == Some(&b'{') && m.last() == Some(&b'}'));
     match recorded {
         Some(_) => Some(range),
         None => top_level_member(&object.raw, b"metadata"),
@@ -279,7 +283,8 @@ mod tests {
 
     #[test]
     fn member_lookup_skips_nested_and_strings() {
-        let obj = br#"{"a":{"resourceVersion":"1"},"s":"x\"}","metadata":{"name":"n","resourceVersion":"7"}}"#;
+        let obj =
+            br#"{"a":{"resourceVersion":"1"},"s":"x\"}","metadata":{"name":"n","resourceVersion":"7"}}"#;
         let m = top_level_member(obj, b"metadata").expect("metadata");
         assert_eq!(&obj[m.clone()], br#"{"name":"n","resourceVersion":"7"}"#);
         let rv = top_level_member(&obj[m.clone()], b"resourceVersion").expect("rv");
@@ -310,7 +315,9 @@ mod tests {
 
     #[test]
     fn scanner_never_panics_on_garbage() {
-        for input in [&b""[..], b"{", b"{\"", b"{\"a\"", b"{\"a\":", b"{\"a\":[", b"{\"a\":\"\\", b"}", b"{,,}"] {
+        for input in
+            [&b""[..], b"{", b"{\"", b"{\"a\"", b"{\"a\":", b"{\"a\":[", b"{\"a\":\"\\", b"}", b"{,,}"]
+        {
             let _ = top_level_member(input, b"a");
         }
     }

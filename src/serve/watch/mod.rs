@@ -99,3 +99,12 @@ pub fn watcher_body(watcher: Watcher) -> Body {
     });
     StreamBody::new(frames).boxed()
 }
+
+/// Whether a new watcher of `store` would exceed the per-resource cap (counted as a rejection when so).
+pub fn over_limit(store: &Store, cfg: &WatchConfig) -> bool {
+    let over = store.subscribers() >= cfg.max_watchers_per_resource;
+    if over {
+        stats::record_rejected();
+    }
+    over
+}

@@ -63,11 +63,18 @@ pub struct WatchSpec {
 /// [`Start`] with "start anywhere" pinned to the store's RV when the watcher subscribed.
 #[derive(Debug, Clone, Copy)]
 enum Begin {
-    Snapshot { wait_for: Option<u64>, end_bookmark: bool },
-    Resume { rv: u64 },
+    Snapshot {
+        wait_for: Option<u64>,
+        end_bookmark: bool,
+    },
+    Resume {
+        rv: u64,
+    },
     /// Resume from `since`, the RV at subscription; if a relist made that too old, the current state
     /// is as good a start as any for a client that asked for none.
-    Anywhere { since: u64 },
+    Anywhere {
+        since: u64,
+    },
 }
 
 enum Phase {

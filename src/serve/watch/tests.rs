@@ -141,7 +141,10 @@ async fn watch_list_sends_state_in_key_order_then_end_bookmark_then_live() {
     let mut w = watcher(&store, spec(WATCH_LIST));
     let initial = take(&mut w, 4).await;
     let end = Ev { annotated: true, ..ev("BOOKMARK", None, 10) };
-    assert_eq!(initial, [ev("ADDED", Some("a"), 3), ev("ADDED", Some("b"), 5), ev("ADDED", Some("c"), 10), end]);
+    assert_eq!(
+        initial,
+        [ev("ADDED", Some("a"), 3), ev("ADDED", Some("b"), 5), ev("ADDED", Some("c"), 10), end]
+    );
     writer.apply([(EventType::Added, pod("ns1", "d", 11, "web"))]);
     assert_eq!(take(&mut w, 1).await, [ev("ADDED", Some("d"), 11)]);
 }
@@ -263,10 +266,14 @@ fn app(value: &'static str) -> Filter {
 async fn namespace_and_label_filters_apply_to_initial_and_live_events() {
     let (store, mut writer) = synced();
     let mut by_ns = watcher(&store, WatchSpec { bookmarks: false, filter: ns("ns1"), ..spec(WATCH_LIST) });
-    let mut by_label = watcher(&store, WatchSpec { bookmarks: false, filter: app("web"), ..spec(WATCH_LIST) });
+    let mut by_label =
+        watcher(&store, WatchSpec { bookmarks: false, filter: app("web"), ..spec(WATCH_LIST) });
     assert_eq!(take(&mut by_ns, 2).await, [ev("ADDED", Some("a"), 3), ev("ADDED", Some("b"), 5)]);
     assert_eq!(take(&mut by_label, 2).await, [ev("ADDED", Some("a"), 3), ev("ADDED", Some("c"), 10)]);
-    writer.apply([(EventType::Added, pod("ns2", "x", 11, "db")), (EventType::Added, pod("ns1", "y", 12, "web"))]);
+    writer.apply([
+        (EventType::Added, pod("ns2", "x", 11, "db")),
+        (EventType::Added, pod("ns1", "y", 12, "web")),
+    ]);
     assert_eq!(take(&mut by_ns, 1).await, [ev("ADDED", Some("y"), 12)]);
     assert_eq!(take(&mut by_label, 1).await, [ev("ADDED", Some("y"), 12)]);
 }
@@ -284,7 +291,10 @@ async fn selector_transitions_send_added_modified_and_deleted_with_previous_obje
         lines.push(w.next_frame().await.expect("event"));
     }
     let kinds: Vec<_> = lines.iter().flat_map(|l| parse(l)).collect();
-    assert_eq!(kinds, [ev("ADDED", Some("b"), 11), ev("MODIFIED", Some("b"), 12), ev("DELETED", Some("b"), 13)]);
+    assert_eq!(
+        kinds,
+        [ev("ADDED", Some("b"), 11), ev("MODIFIED", Some("b"), 12), ev("DELETED", Some("b"), 13)]
+    );
     // The DELETED object is the previous version (still labelled web) with the event's RV.
     let deleted: Value = serde_json::from_slice(&lines[2]).expect("json");
     assert_eq!(deleted["object"]["metadata"]["labels"]["app"], "web");
@@ -298,7 +308,10 @@ async fn single_name_watch_sees_only_that_object() {
     let mut w = watcher(&store, WatchSpec { filter, ..spec(WATCH_LIST) });
     let end = Ev { annotated: true, ..ev("BOOKMARK", None, 10) };
     assert_eq!(take(&mut w, 2).await, [ev("ADDED", Some("b"), 5), end]);
-    writer.apply([(EventType::Modified, pod("ns1", "a", 11, "web")), (EventType::Modified, pod("ns1", "b", 12, "x"))]);
+    writer.apply([
+        (EventType::Modified, pod("ns1", "a", 11, "web")),
+        (EventType::Modified, pod("ns1", "b", 12, "x")),
+    ]);
     assert_eq!(take(&mut w, 1).await, [ev("MODIFIED", Some("b"), 12)]);
 }
 
@@ -329,7 +342,10 @@ async fn slow_watcher_is_closed_while_fast_watcher_gets_everything() {
         writer.apply([(EventType::Added, pod("ns", &format!("p{rv}"), rv, "x"))]);
         got.extend(take(&mut fast, 1).await);
     }
-    assert_eq!(got.iter().map(|e| e.rv.clone()).collect::<Vec<_>>(), (2..=40).map(|r| r.to_string()).collect::<Vec<_>>());
+    assert_eq!(
+        got.iter().map(|e| e.rv.clone()).collect::<Vec<_>>(),
+        (2..=40).map(|r| r.to_string()).collect::<Vec<_>>()
+    );
     // The slow one lagged past the ring: its stream ends cleanly, without an ERROR event.
     let rest = drain(&mut slow).await;
     assert!(rest.iter().all(|e| e.kind == "ADDED"), "no ERROR on slow close: {rest:?}");
@@ -367,7 +383,11 @@ async fn shutdown_ends_streams_cleanly() {
 #[tokio::test(start_paused = true)]
 async fn periodic_bookmarks_only_after_the_rv_moved_and_once_before_the_deadline() {
     let (store, mut writer) = synced();
-    let spec = WatchSpec { timeout: Duration::from_secs(10), bookmark_interval: SECOND * 3, ..spec(Start::Resume { rv: None }) };
+    let spec = WatchSpec {
+        timeout: Duration::from_secs(10),
+        bookmark_interval: SECOND * 3,
+        ..spec(Start::Resume { rv: None })
+    };
     let start = tokio::time::Instant::now();
     let mut w = watcher(&store, spec);
     let reader = tokio::spawn(async move {
@@ -394,7 +414,12 @@ async fn periodic_bookmarks_only_after_the_rv_moved_and_once_before_the_deadline
 #[tokio::test(start_paused = true)]
 async fn no_bookmarks_without_allow_watch_bookmarks() {
     let (store, mut writer) = synced();
-    let spec = WatchSpec { bookmarks: false, timeout: SECOND * 10, bookmark_interval: SECOND, ..spec(Start::Resume { rv: None }) };
+    let spec = WatchSpec {
+        bookmarks: false,
+        timeout: SECOND * 10,
+        bookmark_interval: SECOND,
+        ..spec(Start::Resume { rv: None })
+    };
     let mut w = watcher(&store, spec);
     writer.apply([(EventType::Added, pod("ns1", "d", 11, "web"))]);
     writer.progress(15);
@@ -404,7 +429,8 @@ async fn no_bookmarks_without_allow_watch_bookmarks() {
 #[tokio::test(start_paused = true)]
 async fn bookmark_carries_progress_rv() {
     let (store, mut writer) = synced();
-    let spec = WatchSpec { timeout: SECOND * 4, bookmark_interval: SECOND, ..spec(Start::Resume { rv: None }) };
+    let spec =
+        WatchSpec { timeout: SECOND * 4, bookmark_interval: SECOND, ..spec(Start::Resume { rv: None }) };
     let mut w = watcher(&store, spec);
     assert!(w.next_frame().now_or_never_pending(), "started and waiting");
     writer.progress(15);
@@ -439,8 +465,11 @@ async fn partial_object_metadata_view() {
     let view = WatchView::PartialObjectMetadata;
     let mut w = watcher(&store, WatchSpec { view, filter: ns("ns2"), ..spec(WATCH_LIST) });
     let chunk = w.next_frame().await.expect("initial");
-    let lines: Vec<Value> =
-        chunk.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).expect("json")).collect();
+    let lines: Vec<Value> = chunk
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).expect("json"))
+        .collect();
     assert_eq!(lines[0]["object"]["kind"], "PartialObjectMetadata");
     assert_eq!(lines[0]["object"]["apiVersion"], "meta.k8s.io/v1");
     assert_eq!(lines[0]["object"]["metadata"]["name"], "c");
