@@ -60,27 +60,22 @@ pub struct WatchSpec {
     pub wait_timeout: Duration,
 }
 
-/// [`Start`] with "start anywhere" pinned to the store's RV when the watcher subscribed.
-#[derive(Debug, Clone, Copy)]
-enum Begin {
-    Snapshot {
-        wait_for: Option<u64>,
+enum Phase {
+    /// sendInitialEvents at a resourceVersion the store has not reached: wait for it, then the snapshot.
+    Wait {
+        rv: u64,
         end_bookmark: bool,
     },
-    Resume {
-        rv: u64,
+    /// The start failed: send this ERROR event, then end.
+    Failed(StartError),
+    Initial {
+        snapshot: Arc<Snapshot>,
+        cursor: Option<Key>,
+        end_bookmark: bool,
     },
-    /// Resume from `since`, the RV at subscription; if a relist made that too old, the current state
-    /// is as good a start as any for a client that asked for none.
-    Anywhere {
-        since: u64,
+    Replay {
+        events: std::vec::IntoIter<Arc<Event>>,
     },
-}
-
-enum Phase {
-    Start(Begin),
-    Initial { snapshot: Arc<Snapshot>, cursor: Option<Key>, end_bookmark: bool },
-    Replay { events: std::vec::IntoIter<Arc<Event>> },
     Live,
     Done,
 }
@@ -117,21 +112,16 @@ impl Watcher {
     /// Subscribes to the store now (before any history or snapshot read, see the module invariants).
     pub fn new(store: Arc<Store>, spec: WatchSpec, shutdown: CancellationToken) -> Self {
         let rx = store.subscribe();
-        let begin = match spec.start {
-            Start::Snapshot { wait_for, end_bookmark } => Begin::Snapshot { wait_for, end_bookmark },
-            Start::Resume { rv: Some(rv) } => Begin::Resume { rv },
-            Start::Resume { rv: None } => Begin::Anywhere { since: store.load().snapshot.rv },
-        };
         let now = Instant::now();
         let deadline = now + spec.timeout;
         let bookmark = spec.bookmarks.then(|| BookmarkShape::new(store.info(), spec.view));
         let next = if spec.bookmarks { next_bookmark(now, spec.bookmark_interval, deadline) } else { None };
-        Self {
+        let mut watcher = Self {
             rx,
             filter: spec.filter,
             view: spec.view,
             bookmark,
-            phase: Phase::Start(begin),
+            phase: Phase::Done,
             position: 0,
             floor: 0,
             generation: 0,
@@ -144,7 +134,37 @@ impl Watcher {
             token: shutdown,
             store,
             _active: ActiveGuard::new(),
+        };
+        watcher.start(spec.start);
+        watcher
+    }
+
+    /// Resolves the start right after subscribing (at request time), so that what the watch replays
+    /// does not depend on when the body is first polled.
+    fn start(&mut self, start: Start) {
+        match start {
+            Start::Snapshot { wait_for: Some(rv), end_bookmark } if self.store.resource_version() < rv => {
+                self.phase = Phase::Wait { rv, end_bookmark };
+            }
+            Start::Snapshot { end_bookmark, .. } => self.take_snapshot(end_bookmark),
+            Start::Resume { rv: Some(rv) } => match self.store.events_after(rv) {
+                Ok((events, generation)) => self.resume(rv, events, generation),
+                Err(too_old) => self.phase = Phase::Failed(too_old.into()),
+            },
+            Start::Resume { rv: None } => {
+                // "Start anywhere": at the current state, with nothing to replay.
+                let state = self.store.load();
+                self.resume(state.snapshot.rv, Vec::new(), state.generation);
+            }
         }
+    }
+
+    fn take_snapshot(&mut self, end_bookmark: bool) {
+        let state = self.store.load();
+        self.generation = state.generation;
+        self.position = state.snapshot.rv;
+        self.floor = state.snapshot.rv;
+        self.phase = Phase::Initial { snapshot: state.snapshot.clone(), cursor: None, end_bookmark };
     }
 
     /// The next chunk of the response body; `None` ends the stream.
@@ -159,16 +179,18 @@ impl Watcher {
             }
             match std::mem::replace(&mut self.phase, Phase::Done) {
                 Phase::Done => return None,
-                Phase::Start(start) => {
-                    // Restored first: if this future is dropped while waiting, the next poll starts over.
-                    self.phase = Phase::Start(start);
-                    if let Err(e) = self.begin(start).await {
-                        let reason = match e {
-                            StartError::Expired(_) => EndReason::Expired,
-                            StartError::TooLarge(_) => EndReason::TooLarge,
-                        };
-                        self.finish(reason);
-                        return Some(e.frame());
+                Phase::Failed(e) => return self.fail(e),
+                Phase::Wait { rv, end_bookmark } => {
+                    // Restored first: if this future is dropped while waiting, the next poll waits again.
+                    self.phase = Phase::Wait { rv, end_bookmark };
+                    tokio::select! {
+                        biased;
+                        _ = &mut self.shutdown => {}
+                        _ = &mut self.timer => {}
+                        reached = self.store.wait_for(rv, self.wait_timeout) => match reached {
+                            Ok(()) => self.take_snapshot(end_bookmark),
+                            Err(e) => return self.fail(e.into()),
+                        },
                     }
                 }
                 Phase::Initial { snapshot, cursor, end_bookmark } => {
@@ -200,41 +222,6 @@ impl Watcher {
                 }
             }
         }
-    }
-
-    /// Resolves the start: waits if needed, reads the snapshot or history, sets `position`.
-    async fn begin(&mut self, start: Begin) -> Result<(), StartError> {
-        match start {
-            Begin::Snapshot { wait_for, end_bookmark } => {
-                if let Some(rv) = wait_for
-                    && self.store.resource_version() < rv
-                {
-                    tokio::select! {
-                        biased;
-                        _ = &mut self.shutdown => return Ok(()),
-                        _ = &mut self.timer => return Ok(()),
-                        reached = self.store.wait_for(rv, self.wait_timeout) => reached?,
-                    }
-                }
-                let state = self.store.load();
-                self.generation = state.generation;
-                self.position = state.snapshot.rv;
-                self.floor = state.snapshot.rv;
-                self.phase = Phase::Initial { snapshot: state.snapshot.clone(), cursor: None, end_bookmark };
-            }
-            Begin::Resume { rv } => {
-                let (events, generation) = self.store.events_after(rv)?;
-                self.resume(rv, events, generation);
-            }
-            Begin::Anywhere { since } => match self.store.events_after(since) {
-                Ok((events, generation)) => self.resume(since, events, generation),
-                Err(_) => {
-                    let state = self.store.load();
-                    self.resume(state.snapshot.rv, Vec::new(), state.generation);
-                }
-            },
-        }
-        Ok(())
     }
 
     fn resume(&mut self, rv: u64, events: Vec<Arc<Event>>, generation: u64) {
@@ -365,6 +352,16 @@ impl Watcher {
                 Some(frame::departure_frame(prev, event.rv, self.view))
             }
         }
+    }
+
+    /// Ends the watch with the ERROR event of `e`.
+    fn fail(&mut self, e: StartError) -> Option<Bytes> {
+        let reason = match e {
+            StartError::Expired(_) => EndReason::Expired,
+            StartError::TooLarge(_) => EndReason::TooLarge,
+        };
+        self.finish(reason);
+        Some(e.frame())
     }
 
     fn finish(&mut self, reason: EndReason) -> Option<Bytes> {

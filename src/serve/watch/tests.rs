@@ -525,3 +525,195 @@ impl<F: std::future::Future> NowOrNeverPending for F {
         futures_util::FutureExt::now_or_never(self).is_none()
     }
 }
+
+// --- event-sequence checker under churn ---
+
+mod churn {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
+
+    /// One upstream change as the model saw it.
+    struct Change {
+        rv: u64,
+        kind: EventType,
+        ns: String,
+        name: String,
+        app: String,
+        prev_app: Option<String>,
+    }
+
+    #[derive(Clone)]
+    struct Selection {
+        ns: Option<&'static str>,
+        app: Option<&'static str>,
+    }
+
+    impl Selection {
+        fn filter(&self) -> Filter {
+            let predicate: Option<Predicate> = self.app.map(|want| {
+                let p: Predicate = Arc::new(move |o: &Object| o.label("app") == Some(want));
+                p
+            });
+            Filter { namespace: self.ns.map(str::to_owned), name: None, predicate }
+        }
+
+        fn selects(&self, ns: &str, app: &str) -> bool {
+            self.ns.is_none_or(|n| n == ns) && self.app.is_none_or(|a| a == app)
+        }
+
+        /// What the apiserver sends this selection for the history after `after` (the transition table).
+        fn expected(&self, history: &[Change], after: u64) -> Vec<Ev> {
+            let mut out = Vec::new();
+            for c in history.iter().filter(|c| c.rv > after) {
+                let cur = c.kind != EventType::Deleted && self.selects(&c.ns, &c.app);
+                let prev = c.prev_app.as_deref().is_some_and(|p| self.selects(&c.ns, p));
+                let kind = match (prev, cur) {
+                    (false, false) => continue,
+                    (true, true) => "MODIFIED",
+                    (false, true) => "ADDED",
+                    (true, false) => "DELETED",
+                };
+                out.push(ev(kind, Some(&c.name), c.rv));
+            }
+            out
+        }
+
+        /// What a watch-list sees when its snapshot is at `at`: the selected state in key order, the
+        /// initial-events-end bookmark, then the history after `at`.
+        fn expected_list(&self, history: &[Change], at: u64) -> Vec<Ev> {
+            let mut state = BTreeMap::new();
+            for c in history.iter().filter(|c| c.rv <= at) {
+                let key = format!("{}/{}", c.ns, c.name);
+                match c.kind {
+                    EventType::Deleted => state.remove(&key),
+                    _ => state.insert(key, (c.ns.clone(), c.name.clone(), c.app.clone(), c.rv)),
+                };
+            }
+            let mut out: Vec<Ev> = state
+                .values()
+                .filter(|(ns, _, app, _)| self.selects(ns, app))
+                .map(|(_, name, _, rv)| ev("ADDED", Some(name), *rv))
+                .collect();
+            out.push(Ev { annotated: true, ..ev("BOOKMARK", None, at) });
+            out.extend(self.expected(history, at));
+            out
+        }
+    }
+
+    /// Applies random batches of churn; returns the history. Labels flip between two apps so objects
+    /// enter and leave selections.
+    fn churn(
+        writer: &mut Writer,
+        model: &mut BTreeMap<(String, String), String>,
+        rng: &mut StdRng,
+        rv: &mut u64,
+    ) -> Vec<Change> {
+        let mut history = Vec::new();
+        let batch_len = rng.random_range(1..5);
+        let mut batch = Vec::new();
+        for _ in 0..batch_len {
+            *rv += 1;
+            let ns = ["ns1", "ns2"][rng.random_range(0..2)].to_owned();
+            let name = format!("p{}", rng.random_range(0..12));
+            let app = ["web", "db"][rng.random_range(0..2)].to_owned();
+            let key = (ns.clone(), name.clone());
+            let prev_app = model.get(&key).cloned();
+            let kind = match (&prev_app, rng.random_range(0..4)) {
+                (None, _) => EventType::Added,
+                (Some(_), 0) => EventType::Deleted,
+                (Some(_), _) => EventType::Modified,
+            };
+            let shown_app = if kind == EventType::Deleted { prev_app.clone().expect("exists") } else { app };
+            match kind {
+                EventType::Deleted => model.remove(&key),
+                _ => model.insert(key, shown_app.clone()),
+            };
+            batch.push((kind, pod(&ns, &name, *rv, &shown_app)));
+            history.push(Change { rv: *rv, kind, ns, name, app: shown_app, prev_app });
+        }
+        writer.apply(batch);
+        history
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_watcher_sees_exactly_its_selection_of_the_history() {
+        let selections = [
+            Selection { ns: None, app: None },
+            Selection { ns: Some("ns1"), app: None },
+            Selection { ns: None, app: Some("web") },
+            Selection { ns: Some("ns2"), app: Some("db") },
+        ];
+        for seed in 0..4u64 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let (store, mut writer) = store_with(1 << 14);
+            writer.replace([], 1);
+            let mut model = BTreeMap::new();
+            let mut rv = 1;
+            let mut history = Vec::new();
+            for _ in 0..20 {
+                history.extend(churn(&mut writer, &mut model, &mut rng, &mut rv));
+            }
+            // Watchers resuming from every few RVs of the history, plus start-anywhere, per selection.
+            let mut readers = Vec::new();
+            for sel in &selections {
+                for from in [1, rv / 3, rv / 2, rv] {
+                    let spec = WatchSpec {
+                        filter: sel.filter(),
+                        bookmarks: false,
+                        ..spec(Start::Resume { rv: Some(from) })
+                    };
+                    let mut w = watcher(&store, spec);
+                    readers.push((sel.clone(), from, tokio::spawn(async move { drain(&mut w).await })));
+                }
+            }
+            let mut lists = Vec::new();
+            for round in 0..200 {
+                history.extend(churn(&mut writer, &mut model, &mut rng, &mut rv));
+                if rng.random_range(0..20) == 0 {
+                    tokio::task::yield_now().await;
+                }
+                if round % 50 == 25 {
+                    for sel in &selections {
+                        let spec = WatchSpec { filter: sel.filter(), ..spec(WATCH_LIST) };
+                        let mut w = watcher(&store, spec);
+                        lists.push((sel.clone(), rv, tokio::spawn(async move { drain(&mut w).await })));
+                    }
+                }
+            }
+            // A relist ends every stream (then each must be a prefix of its expected sequence).
+            writer.replace([], rv + 1);
+            for (sel, from, reader) in readers {
+                let got = reader.await.expect("reader");
+                let want = sel.expected(&history, from);
+                assert!(
+                    got.len() <= want.len() && got[..] == want[..got.len()],
+                    "seed {seed} from {from}: got {} events, not a prefix of the {} expected: {:?} vs {:?}",
+                    got.len(),
+                    want.len(),
+                    &got[..got.len().min(3)],
+                    &want[..want.len().min(3)]
+                );
+                assert_eq!(
+                    got.len(),
+                    want.len(),
+                    "seed {seed} from {from}: no watcher lagged, so all arrive"
+                );
+            }
+            for (sel, at, reader) in lists {
+                let got = reader.await.expect("reader");
+                // A periodic bookmark may come in on a slow machine; it must never run ahead of events.
+                let mut last_rv = 0;
+                let initial_end = got.iter().position(|e| e.annotated).expect("initial-events-end bookmark");
+                for e in &got[initial_end..] {
+                    let rv: u64 = e.rv.parse().expect("rv");
+                    assert!(rv >= last_rv, "seed {seed}: RVs never go back: {e:?} after {last_rv}");
+                    last_rv = rv;
+                }
+                let got: Vec<_> = got.into_iter().filter(|e| e.kind != "BOOKMARK" || e.annotated).collect();
+                assert_eq!(got, sel.expected_list(&history, at), "seed {seed}: watch-list at {at}");
+            }
+        }
+    }
+}
