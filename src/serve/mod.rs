@@ -5,4 +5,5 @@ pub mod read;
 pub mod resolve;
 pub mod route;
 pub mod scan;
+pub mod server;
 pub mod watch;
