@@ -10,3 +10,4 @@ pub mod negotiate;
 pub mod params;
 pub mod query;
 pub mod selector;
+pub mod watch;
