@@ -86,14 +86,6 @@ impl Progress {
     }
 }
 
-/// What handling a run of live watch lines decided.
-enum Outcome {
-    /// Keep reading the stream.
-    Continue,
-    /// Leave `Watching` for this state.
-    Transition(State),
-}
-
 /// One resource's reflector: owns the store's writer.
 pub(crate) struct Reflector {
     transport: Arc<dyn Transport>,
@@ -249,12 +241,12 @@ impl Reflector {
                     self.publish(side.into_values(), count, rv, progress.started);
                     let (mut rv, mut events) = (rv, 0);
                     // Lines after the bookmark in this batch are already live events.
-                    return match self.live_lines(lines, &mut rv, &mut events) {
-                        Outcome::Continue => match read {
-                            Ok(true) => State::Watching { stream, rv, opened: Instant::now(), events },
-                            _ => State::Resume { rv },
-                        },
-                        Outcome::Transition(next) => next,
+                    if let Some(next) = self.live_lines(lines, &mut rv, &mut events) {
+                        return next;
+                    }
+                    return match read {
+                        Ok(true) => State::Watching { stream, rv, opened: Instant::now(), events },
+                        _ => State::Resume { rv },
                     };
                 }
                 Ok(WatchEvent::Bookmark { .. }) => {}
@@ -345,7 +337,7 @@ impl Reflector {
     ) -> State {
         let mut lines = Vec::new();
         let read = stream.next_batch(self.config.max_batch, &mut lines).await;
-        if let Outcome::Transition(next) = self.live_lines(lines.into_iter(), &mut rv, &mut events) {
+        if let Some(next) = self.live_lines(lines.into_iter(), &mut rv, &mut events) {
             return next;
         }
         match read {
@@ -378,10 +370,16 @@ impl Reflector {
     }
 
     /// Handles live watch lines: changes are batched into one store publish, a bookmark flushes the batch and
-    /// advances the resourceVersion, an ERROR or an unparseable frame ends the stream.
-    fn live_lines(&mut self, lines: impl Iterator<Item = Bytes>, rv: &mut u64, events: &mut u64) -> Outcome {
+    /// advances the resourceVersion, an ERROR or an unparseable frame ends the stream (the returned state;
+    /// `None`: keep reading).
+    fn live_lines(
+        &mut self,
+        lines: impl Iterator<Item = Bytes>,
+        rv: &mut u64,
+        events: &mut u64,
+    ) -> Option<State> {
         let mut batch = Vec::new();
-        let mut outcome = Outcome::Continue;
+        let mut outcome = None;
         for line in lines {
             match decode::decode_event(&line, &self.info) {
                 Ok(WatchEvent::Change(kind, object)) => {
@@ -398,7 +396,7 @@ impl Reflector {
                 }
                 Ok(WatchEvent::Error(status)) => {
                     let error = ReflectError::Api(status);
-                    outcome = Outcome::Transition(if error.is_gone() {
+                    outcome = Some(if error.is_gone() {
                         info!(resource = %self.info.gvr, rv = *rv, "watch expired (410); relisting");
                         State::Sync
                     } else {
@@ -413,7 +411,7 @@ impl Reflector {
                     self.status.add_watch_restart();
                     warn!(resource = %self.info.gvr, rv = *rv, error = %e, "unparseable watch frame; re-watching from the last good resourceVersion");
                     self.status.set_error(e.to_string());
-                    outcome = Outcome::Transition(State::Resume { rv: *rv });
+                    outcome = Some(State::Resume { rv: *rv });
                     break;
                 }
             }
