@@ -293,3 +293,6 @@ pub(crate) fn type_meta_end(raw: &[u8]) -> usize {
     }
     pair(b"kind", b"apiVersion").or_else(|| pair(b"apiVersion", b"kind")).unwrap_or(1)
 }
+
+#[cfg(test)]
+mod tests;
