@@ -1,1 +1,3 @@
 //! kache-sim: a simulated kube-apiserver.
+
+pub mod selector;
