@@ -229,7 +229,7 @@ impl Reflector {
         let read = stream.next_batch(self.config.max_batch, &mut lines).await;
         let mut lines = lines.into_iter();
         while let Some(line) = lines.next() {
-            match decode::decode_event(&line, &self.info) {
+            match decode::decode_event(line, &self.info) {
                 Ok(WatchEvent::Change(EventType::Deleted, object)) => {
                     side.remove(&object.key);
                 }
@@ -258,16 +258,14 @@ impl Reflector {
                         self.fail(error, State::Sync)
                     };
                 }
-                Err(DecodeError::Object(e)) => self.skip_object(&e),
+                Err(DecodeError::Object(e)) => self.skip_object(&e.to_string()),
                 Err(e) => return self.fall_back(e.into()),
             }
         }
         progress.maybe_log(&self.info, side.len(), self.config.progress_log_interval);
         match read {
             Ok(true) => State::InitialEvents { stream, side, progress },
-            Ok(false) => self.fall_back(ReflectError::Decode(DecodeError::Frame(
-                "stream ended before the initial-events-end bookmark".into(),
-            ))),
+            Ok(false) => self.fall_back(ReflectError::Decode(DecodeError::NoInitialEventsEnd)),
             Err(e) if e.is_bad_bytes() => self.fall_back(e),
             Err(e) => self.fail(e, State::Sync),
         }
@@ -381,7 +379,7 @@ impl Reflector {
         let mut batch = Vec::new();
         let mut outcome = None;
         for line in lines {
-            match decode::decode_event(&line, &self.info) {
+            match decode::decode_event(line, &self.info) {
                 Ok(WatchEvent::Change(kind, object)) => {
                     *rv = (*rv).max(object.resource_version);
                     *events += 1;
@@ -405,7 +403,7 @@ impl Reflector {
                     });
                     break;
                 }
-                Err(DecodeError::Object(e)) => self.skip_object(&e),
+                Err(DecodeError::Object(e)) => self.skip_object(&e.to_string()),
                 Err(e) => {
                     self.status.add_bad_frames(1);
                     self.status.add_watch_restart();
