@@ -349,12 +349,14 @@ impl Reflector {
                 debug!(resource = %self.info.gvr, rv, "watch closed; re-watching");
                 State::Resume { rv }
             }
-            Err(
-                e @ (ReflectError::Stalled(_) | ReflectError::FrameTooLarge(_) | ReflectError::Truncated),
-            ) => {
-                if e.is_bad_bytes() {
-                    self.status.add_bad_frames(1);
-                }
+            Err(e @ ReflectError::Stalled(_)) => {
+                // A quiet resource may get no bookmark at all while the RV does not move: not an error.
+                info!(resource = %self.info.gvr, rv, error = %e, "watch silent; re-watching from the last resourceVersion");
+                self.status.add_watch_restart();
+                State::Resume { rv }
+            }
+            Err(e @ (ReflectError::FrameTooLarge(_) | ReflectError::Truncated)) => {
+                self.status.add_bad_frames(1);
                 warn!(resource = %self.info.gvr, rv, error = %e, "watch broken; re-watching from the last resourceVersion");
                 self.status.set_error(e.to_string());
                 self.status.add_watch_restart();
