@@ -1,3 +1,4 @@
 //! kache-sim: a simulated kube-apiserver.
 
 pub mod selector;
+pub mod workload;
