@@ -11,7 +11,7 @@
 mod object;
 mod state;
 
-pub use object::{Key, Object, make_key};
+pub use object::{Key, Labels, Object, make_key};
 pub use state::{
     Event, EventType, Signal, Snapshot, State, Store, StoreConfig, StoreStats, TooOld, WaitError, Writer,
 };

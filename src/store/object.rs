@@ -11,6 +11,9 @@ use bytes::Bytes;
 /// sort before `/`, so `kube-system/x` < `kube/x`.
 pub type Key = Arc<str>;
 
+/// An object's labels, sorted by key (binary-searchable).
+pub type Labels = Box<[(Box<str>, Box<str>)]>;
+
 /// A cached object. Immutable once built; shared by snapshots, history events and watchers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
@@ -22,7 +25,7 @@ pub struct Object {
     /// `metadata.resourceVersion`, parsed.
     pub resource_version: u64,
     /// Labels sorted by key.
-    pub labels: Box<[(Box<str>, Box<str>)]>,
+    pub labels: Labels,
     /// Values of the kind's extra field-selector fields, in the order of
     /// [`crate::resource::FieldKind::extra_fields`]; `None` when absent in the object.
     pub fields: Box<[Option<Box<str>>]>,
