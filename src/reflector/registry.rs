@@ -173,6 +173,14 @@ impl Registry {
         }
     }
 
+    /// Stops every reflector (shutdown).
+    pub fn stop_all(&self) {
+        let gvrs: Vec<Gvr> = self.lock().running.keys().cloned().collect();
+        for gvr in gvrs {
+            self.stop(&gvr);
+        }
+    }
+
     /// Stops caching a resource: its reflector ends and reads are forwarded again.
     pub fn stop(&self, gvr: &Gvr) {
         let removed = self.lock().running.remove(gvr);
