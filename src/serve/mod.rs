@@ -1,1 +1,13 @@
-//! serve (see lib.rs Layout).
+//! The HTTP front: routing, parameter validation, selectors, and get/list/watch from memory.
+
+pub mod fresh;
+pub mod read;
+pub mod resolve;
+pub mod route;
+pub mod scan;
+pub mod server;
+pub mod negotiate;
+pub mod params;
+pub mod query;
+pub mod selector;
+pub mod watch;
