@@ -111,7 +111,13 @@ pub struct Freshness {
 impl Freshness {
     pub fn new(upstream: Upstream, config: FreshnessConfig) -> Self {
         let fallbacks = Arc::new(Semaphore::new(config.fallback_concurrency.max(1)));
-        Self { upstream, config, slots: Mutex::new(HashMap::new()), fallbacks, stats: FreshnessStats::default() }
+        Self {
+            upstream,
+            config,
+            slots: Mutex::new(HashMap::new()),
+            fallbacks,
+            stats: FreshnessStats::default(),
+        }
     }
 
     pub fn config(&self) -> &FreshnessConfig {
@@ -177,7 +183,8 @@ impl Freshness {
                     let slot2 = slot.clone();
                     self.stats.probes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     tokio::spawn(async move {
-                        let result = match tokio::time::timeout(PROBE_TIMEOUT, probe(&upstream, &path)).await {
+                        let result = match tokio::time::timeout(PROBE_TIMEOUT, probe(&upstream, &path)).await
+                        {
                             Ok(r) => r,
                             Err(_) => Err("probe timed out".to_owned()),
                         };
@@ -243,6 +250,8 @@ mod tests {
         let body = Bytes::from_static(br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42","continue":"x"},"items":[{"metadata":{"name":"a"}}]}"#);
         assert_eq!(list_resource_version(&body), Ok(42));
         assert!(list_resource_version(&Bytes::from_static(b"{}")).is_err());
-        assert!(list_resource_version(&Bytes::from_static(br#"{"metadata":{"resourceVersion":"x"}}"#)).is_err());
+        assert!(
+            list_resource_version(&Bytes::from_static(br#"{"metadata":{"resourceVersion":"x"}}"#)).is_err()
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! The HTTP front: routing, parameter validation, selectors, and get/list/watch from memory.
 
 pub mod fresh;
-pub mod scan;
 pub mod read;
 pub mod resolve;
 pub mod route;
+pub mod scan;

@@ -106,7 +106,11 @@ mod tests {
     fn namespace_range_excludes_prefix_siblings() {
         // `kube-system` sorts before `kube/`: a scan of `kube` must not include it, nor `kube2`.
         let s = snap(&["kube-system/a", "kube/a", "kube/b", "kube2/a"]);
-        let r = scan(&s, &ScanRequest { namespace: Some("kube"), start: None, limit: 0, has_selector: false }, |_| true);
+        let r = scan(
+            &s,
+            &ScanRequest { namespace: Some("kube"), start: None, limit: 0, has_selector: false },
+            |_| true,
+        );
         assert_eq!(keys(&r), ["kube/a", "kube/b"]);
         assert!(r.continue_after.is_none());
     }
@@ -114,11 +118,16 @@ mod tests {
     #[test]
     fn limit_sets_continue_and_remaining() {
         let s = snap(&["ns/a", "ns/b", "ns/c", "ns/d", "ns/e"]);
-        let r = scan(&s, &ScanRequest { namespace: None, start: None, limit: 2, has_selector: false }, |_| true);
+        let r =
+            scan(&s, &ScanRequest { namespace: None, start: None, limit: 2, has_selector: false }, |_| true);
         assert_eq!(keys(&r), ["ns/a", "ns/b"]);
         assert_eq!(r.continue_after.as_deref(), Some("ns/b"));
         assert_eq!(r.remaining, Some(3));
-        let r = scan(&s, &ScanRequest { namespace: None, start: Some("ns/b\0"), limit: 2, has_selector: false }, |_| true);
+        let r = scan(
+            &s,
+            &ScanRequest { namespace: None, start: Some("ns/b\0"), limit: 2, has_selector: false },
+            |_| true,
+        );
         assert_eq!(keys(&r), ["ns/c", "ns/d"]);
         assert_eq!(r.remaining, Some(1));
     }
@@ -126,7 +135,8 @@ mod tests {
     #[test]
     fn last_page_has_no_continue() {
         let s = snap(&["a", "b"]);
-        let r = scan(&s, &ScanRequest { namespace: None, start: None, limit: 2, has_selector: false }, |_| true);
+        let r =
+            scan(&s, &ScanRequest { namespace: None, start: None, limit: 2, has_selector: false }, |_| true);
         assert!(r.continue_after.is_none());
         assert!(r.remaining.is_none());
     }
