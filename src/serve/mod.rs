@@ -5,3 +5,4 @@ pub mod read;
 pub mod resolve;
 pub mod route;
 pub mod scan;
+pub mod server;
