@@ -5,3 +5,6 @@ pub mod extract;
 pub mod gzip;
 pub mod list;
 pub mod pretty;
+pub mod gojson;
+pub mod status;
+pub mod token;

@@ -66,7 +66,11 @@ impl ReflectError {
 
     /// Bytes kache could not use (counted as bad frames).
     pub(crate) fn is_bad_bytes(&self) -> bool {
-        matches!(self, Self::Decode(_) | Self::FrameTooLarge(_) | Self::Truncated)
+        match self {
+            Self::Decode(DecodeError::NoInitialEventsEnd) => false,
+            Self::Decode(_) | Self::FrameTooLarge(_) | Self::Truncated => true,
+            _ => false,
+        }
     }
 
     /// How long the upstream asked us to wait.

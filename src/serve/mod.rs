@@ -6,3 +6,8 @@ pub mod resolve;
 pub mod route;
 pub mod scan;
 pub mod server;
+pub mod negotiate;
+pub mod params;
+pub mod query;
+pub mod selector;
+pub mod watch;
