@@ -13,3 +13,4 @@ pub mod scan;
 pub mod selector;
 pub mod server;
 pub mod watch;
+pub mod gzcache;

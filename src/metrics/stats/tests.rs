@@ -25,6 +25,7 @@ pub(crate) fn snapshot(gvr: Gvr, synced: bool, state: &'static str, objects: usi
         retained_snapshots: 3,
         resource_version: 42,
         generation: 1,
+        ..StoreStats::default()
     };
     ResourceSnapshot {
         gvr,
