@@ -101,7 +101,17 @@ impl KacheHandler {
         lazy: bool,
         shutdown: CancellationToken,
     ) -> Self {
-        Self { stats: Arc::default(), gzip_cache: GzipCache::default(), registry, forwarder, freshness, writes, config, lazy, shutdown }
+        Self {
+            stats: Arc::default(),
+            gzip_cache: GzipCache::default(),
+            registry,
+            forwarder,
+            freshness,
+            writes,
+            config,
+            lazy,
+            shutdown,
+        }
     }
 
     pub fn stats(&self) -> &Arc<HandlerStats> {

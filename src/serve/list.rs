@@ -179,7 +179,8 @@ pub fn respond(
                 let compressed = match cache.get(key, meta.resource_version) {
                     Some(hit) => hit,
                     None => {
-                        let compressed: Bytes = gzip::GzipChunks::new(chunks).collect::<Vec<_>>().concat().into();
+                        let compressed: Bytes =
+                            gzip::GzipChunks::new(chunks).collect::<Vec<_>>().concat().into();
                         cache.put(key, meta.resource_version, compressed.clone());
                         compressed
                     }
