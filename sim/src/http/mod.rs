@@ -124,6 +124,13 @@ pub fn route(store: &Store, path: &str) -> Route {
         ["api"] => return Route::Discovery(discovery::Doc::CoreVersions),
         ["apis"] => return Route::Discovery(discovery::Doc::Groups),
         ["apis", g] => return Route::Discovery(discovery::Doc::Group(g.to_string())),
+        ["openapi", "v3"] => return Route::Discovery(discovery::Doc::OpenApiIndex),
+        ["openapi", "v3", "api", v] => {
+            return Route::Discovery(discovery::Doc::OpenApi(String::new(), v.to_string()));
+        }
+        ["openapi", "v3", "apis", g, v] => {
+            return Route::Discovery(discovery::Doc::OpenApi(g.to_string(), v.to_string()));
+        }
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Route::NotFound,

@@ -175,9 +175,7 @@ fn prepare_new(res: &ResourceDef, mut obj: Value, rev: u64, opts: &WriteOpts) ->
 
 /// Records managedFields and normalises key order.
 fn finish(res: &ResourceDef, mut obj: Value, opts: &WriteOpts, subresource: &str) -> Value {
-    if !opts.manager.is_empty()
-        && let Some(m) = obj.as_object_mut()
-    {
+    if let Some(m) = obj.as_object_mut() {
         meta::update_managed_fields(m, &opts.manager, &res.api_version(), subresource);
     }
     res.normalize(&mut obj);
