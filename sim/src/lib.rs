@@ -14,11 +14,13 @@
 //! - [`status`], [`json`]: Status errors and Go-compatible JSON encoding.
 //! - [`sim`]: the public `Sim::builder()` / `SimHandle` API.
 
+pub mod auth;
+pub mod selector;
+pub mod workload;
 pub mod http;
 pub mod json;
 pub mod kinds;
 pub mod options;
-pub mod selector;
 pub mod sim;
 pub mod status;
 pub mod store;
