@@ -2,6 +2,7 @@
 //! `/sim/` admin API.
 
 pub mod admin;
+pub mod authz;
 pub mod discovery;
 pub mod list;
 pub mod objects;
@@ -17,6 +18,7 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use tokio::sync::watch as tokio_watch;
 
+use crate::auth::AuthConfig;
 use crate::options::{ListOptions, Query};
 use crate::status::ApiError;
 use crate::store::{ResId, Store};
@@ -81,6 +83,8 @@ impl Default for Admin {
 pub struct State {
     pub store: Arc<Store>,
     pub cfg: Config,
+    /// Authentication and authorization; None serves everyone.
+    pub auth: Option<Arc<AuthConfig>>,
     pub admin: Admin,
     pub addr: SocketAddr,
 }
@@ -194,6 +198,15 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body>
     if !accepts_json(&req) {
         let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
         return out.error(&ApiError::not_acceptable(accept));
+    }
+    if let Some(auth) = ctx.state.auth.clone() {
+        if path == authz::TOKEN_REVIEW_PATH || path == authz::SUBJECT_ACCESS_REVIEW_PATH {
+            return authz::review(&ctx, &auth, req).await;
+        }
+        let r = route(&ctx.state.store, &path);
+        if let Err(e) = authz::check(&ctx, &auth, &req, &q, &r) {
+            return out.error(&e);
+        }
     }
     match route(&ctx.state.store, &path) {
         Route::Health => response::text(200, "ok"),

@@ -162,3 +162,76 @@ async fn bad_input_never_panics() {
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(env.get("/api/v1/namespaces").await.code(), 200);
 }
+
+#[tokio::test]
+async fn authentication_and_authorization() {
+    use kache_sim::auth::{AuthConfig, Rule, UserInfo};
+    let auth = AuthConfig::new()
+        .with_token("admin-token", UserInfo::new("admin", &["system:masters"]))
+        .with_token("alice-token", UserInfo::new("alice", &[]))
+        .with_rule(
+            Rule::new("read-cms")
+                .user("alice")
+                .verbs(&["get", "list", "watch"])
+                .api_groups(&[""])
+                .resources(&["configmaps"])
+                .namespaces(&["default"]),
+        );
+    let env = start_with(builder().auth(Some(auth))).await;
+    let r = env.get("/api/v1/namespaces").await;
+    assert_eq!(
+        r.text(),
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"Unauthorized\",\"reason\":\"Unauthorized\",\"code\":401}\n"
+    );
+    assert_eq!(
+        env.send(Method::GET, "/api/v1/namespaces", None, &[("authorization", "Bearer nope")]).await.code(),
+        401
+    );
+    let admin = [("authorization", "Bearer admin-token")];
+    assert_eq!(env.send(Method::GET, "/api/v1/namespaces", None, &admin).await.code(), 200);
+    let alice = [("authorization", "Bearer alice-token")];
+    assert_eq!(
+        env.send(Method::GET, "/api/v1/namespaces/default/configmaps", None, &alice).await.code(),
+        200
+    );
+    let r = env.send(Method::GET, "/api/v1/namespaces/default/secrets/s", None, &alice).await;
+    assert_eq!(r.code(), 403);
+    assert_eq!(
+        r.json()["message"],
+        "secrets \"s\" is forbidden: User \"alice\" cannot get resource \"secrets\" in API group \"\" in the namespace \"default\""
+    );
+    assert_eq!(r.json()["details"], json!({"name": "s", "kind": "secrets"}));
+    let r = env.send(Method::GET, "/api/v1/configmaps", None, &alice).await;
+    assert_eq!(
+        r.json()["message"],
+        "configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" at the cluster scope"
+    );
+    let tr = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "alice-token"}});
+    let r = env.send(Method::POST, "/apis/authentication.k8s.io/v1/tokenreviews", Some(&tr), &admin).await;
+    assert_eq!(r.code(), 201, "{}", r.text());
+    assert_eq!(r.json()["status"]["user"]["username"], "alice");
+    let sar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "alice", "resourceAttributes": {"verb": "list", "resource": "configmaps", "namespace": "default"}}});
+    let r = env
+        .send(Method::POST, "/apis/authorization.k8s.io/v1/subjectaccessreviews", Some(&sar), &admin)
+        .await;
+    assert_eq!((r.code(), r.json()["status"]["allowed"].clone()), (201, json!(true)));
+    // Rules can change while serving.
+    env.sim.auth().expect("auth").set_rules(Vec::new());
+    assert_eq!(
+        env.send(Method::GET, "/api/v1/namespaces/default/configmaps", None, &alice).await.code(),
+        403
+    );
+}
+
+#[tokio::test]
+async fn seeding_a_workload() {
+    let env = start().await;
+    let w = kache_sim::workload::Workload { namespaces: 2, pods: 10, nodes: 3, churn_per_sec: 0.0, seed: 7 };
+    let n = env.sim.seed(&w).expect("seed");
+    assert_eq!(n, 15);
+    let l = env.get("/api/v1/pods").await.json();
+    assert_eq!(names(&l).len(), 10);
+    let l = env.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0").await.json();
+    assert!(!names(&l).is_empty());
+}
