@@ -239,6 +239,11 @@ async fn resource(
 ) -> Result<Response<Body>, ApiError> {
     let method = req.method().clone();
     let is_watch = t.watch_path || q.flag("watch");
+    // Namespaced resources take writes only under their namespace (the apiserver registers
+    // cluster-wide routes for list and watch only).
+    if method != Method::GET && t.ns.is_none() && ctx.state.store.resource(t.id).namespaced {
+        return Err(ApiError::method_not_allowed());
+    }
     match (method, t.name.as_deref(), t.sub.as_deref()) {
         (Method::GET, None, None) => {
             let res = ctx.state.store.resource(t.id).clone();

@@ -154,6 +154,10 @@ async fn bad_input_never_panics() {
     }
     let r = env.send(Method::PUT, "/api/v1/namespaces/default/configmaps", Some(&json!({})), &[]).await;
     assert_eq!(r.code(), 405);
+    let r = env.send(Method::DELETE, "/api/v1/configmaps", None, &[]).await;
+    assert_eq!(r.code(), 405);
+    let r = env.post("/api/v1/pods", json!({"metadata": {"name": "p"}})).await;
+    assert_eq!(r.code(), 405);
     let r = env
         .send(Method::GET, "/api/v1/namespaces", None, &[("accept", "application/vnd.kubernetes.protobuf")])
         .await;

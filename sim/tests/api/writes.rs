@@ -87,8 +87,25 @@ async fn patch_types() {
     assert_eq!((r.code(), r.json()["data"].clone()), (200, json!({"b": "2"})));
     let r = p("application/strategic-merge-patch+json", json!({"metadata": {"labels": {"x": "y"}}})).await;
     assert_eq!(r.code(), 200);
-    let r = p("application/strategic-merge-patch+json", json!({"data": {"$patch": "replace"}})).await;
+    let r =
+        p("application/strategic-merge-patch+json", json!({"data": {"$patch": "replace", "z": "1"}})).await;
+    assert_eq!((r.code(), r.json()["data"].clone()), (200, json!({"z": "1"})));
+    // Lists of unknown strategy and custom resources are refused, never guessed.
+    env.post(PODS, json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "image": "1"}]}}))
+        .await;
+    let smp = [("content-type", "application/strategic-merge-patch+json")];
+    let body = json!({"spec": {"containers": [{"name": "a", "image": "2"}]}});
+    let r = env.send(Method::PATCH, &format!("{PODS}/p"), Some(&body), &smp).await;
+    assert_eq!(
+        (r.code(), r.json()["spec"]["containers"].clone()),
+        (200, json!([{"name": "a", "image": "2"}]))
+    );
+    let r =
+        env.send(Method::PATCH, &format!("{PODS}/p"), Some(&json!({"spec": {"mystery": [1]}})), &smp).await;
     assert_eq!(r.code(), 415);
+    env.post("/apis/example.com/v1/namespaces/default/widgets", json!({"metadata": {"name": "w"}})).await;
+    let w = "/apis/example.com/v1/namespaces/default/widgets/w";
+    assert_eq!(env.send(Method::PATCH, w, Some(&json!({"spec": {}})), &smp).await.code(), 415);
     let r = p("application/apply-patch+yaml", json!({})).await;
     assert_eq!(r.code(), 415);
     assert_eq!(r.json()["reason"], "UnsupportedMediaType");
