@@ -173,7 +173,7 @@ pub fn route(store: &Store, path: &str) -> Route {
     match sub.as_deref() {
         None => {}
         Some("status") if res.has_status => {}
-        Some("log") if res.builtin && res.plural == "pods" => {}
+        Some("log" | "exec" | "attach" | "portforward") if res.builtin && res.plural == "pods" => {}
         Some(_) => return Route::NotFound,
     }
     Route::Resource(Target { id, ns: ns.map(str::to_string), name, sub, watch_path })
@@ -266,6 +266,9 @@ async fn resource(
             Ok(watch::watch(ctx, t.id, t.ns.as_deref(), Some(name), opts))
         }
         (Method::GET, Some(name), Some("log")) => admin::pod_log(ctx, t.ns.as_deref(), name, q),
+        (Method::GET | Method::POST, Some(name), Some("exec" | "attach" | "portforward")) => {
+            admin::pod_stream(ctx, req, t.ns.as_deref(), name)
+        }
         (Method::GET, Some(name), _) => objects::get(ctx, t.id, t.ns.as_deref(), name, q).await,
         (Method::POST, None, None) if !t.watch_path => objects::create(ctx, req, q, &t).await,
         (Method::PUT, Some(_), _) if !t.watch_path => objects::update(ctx, req, q, &t).await,

@@ -110,6 +110,15 @@ async fn echo_upgrade_and_pod_logs() {
 
     assert_eq!(env.get("/api/v1/namespaces/default/pods/p/log").await.code(), 404);
     env.post("/api/v1/namespaces/default/pods", json!({"metadata": {"name": "p"}})).await;
+    let mut s = tokio::net::TcpStream::connect(env.sim.addr()).await.expect("connect");
+    s.write_all(
+        b"POST /api/v1/namespaces/default/pods/p/exec?command=sh HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+    )
+    .await
+    .expect("w");
+    let n = s.read(&mut buf).await.expect("r");
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 101"));
+    assert_eq!(env.send(Method::POST, "/api/v1/namespaces/default/pods/p/exec", None, &[]).await.code(), 400);
     let r = env.get("/api/v1/namespaces/default/pods/p/log").await;
     assert_eq!(r.code(), 200);
     assert!(r.text().starts_with("log line 1 from pod p\n"));
