@@ -122,6 +122,32 @@ fn non_string_label_values_are_treated_as_absent() {
     assert!(LabelSelector::parse("a!=1").expect("valid").matches(&l));
 }
 
+/// apimachinery's own `TestSelectorParse` table: good strings print back without their spaces.
+#[test]
+fn apimachinery_parse_table() {
+    for good in ["x=a,y=b,z=c", "", "x!=a,y=b", "x=", "x= ", "x=,z= ", "x= ,z= ", "!x", "x>1", "x>1,z<5"] {
+        let sel = LabelSelector::parse(good).unwrap_or_else(|e| panic!("{good:?}: {e}"));
+        assert_eq!(sel.to_string(), good.replace(' ', ""), "{good:?}");
+    }
+    for bad in ["x=a||y=b", "x==a==b", "!x=a", "x<a"] {
+        assert!(LabelSelector::parse(bad).is_err(), "{bad:?} must be rejected");
+    }
+    // Deterministic: requirements are sorted by key.
+    assert_eq!(
+        LabelSelector::parse("x=a,a=x").map(|s| s.to_string()),
+        LabelSelector::parse("a=x,x=a").map(|s| s.to_string())
+    );
+    // Non-special characters are identifier characters (then rejected by key validation).
+    assert!(label_err("~").starts_with("unable to parse requirement: <nil>: Invalid value: \"~\""));
+    assert!(
+        LabelSelector::parse("\rx").expect("carriage return is whitespace").matches(&labels(&[("x", "")]))
+    );
+    let sel = LabelSelector::parse("0.1.2.domain/99 notin (10.10.100.1, tick.tack.clock)").expect("valid");
+    assert_eq!(sel.to_string(), "0.1.2.domain/99 notin (10.10.100.1,tick.tack.clock)");
+    let long_key = "a".repeat(254);
+    assert!(LabelSelector::parse(&long_key).is_err());
+}
+
 // === label selectors: errors worded like the apiserver ===
 
 #[test]
