@@ -314,6 +314,37 @@ fn field_matching_reads_missing_fields_as_empty() {
     assert!(m(""));
 }
 
+/// Random inputs never panic; accepted selectors print to a form that parses back to themselves, and a term
+/// `f=v` built with the escaper always parses to exactly `(f, v)`.
+#[test]
+fn field_selector_property_loop() {
+    const ALPHABET: &[&str] = &["a", "b", ".", "=", "!", ",", "\\", " ", "é", "=="];
+    let mut rng = StdRng::seed_from_u64(0xf1e1d);
+    let mut accepted = 0;
+    for _ in 0..20_000 {
+        let len = rng.random_range(0..10);
+        let s: String = (0..len).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())]).collect();
+        if let Ok(sel) = FieldSelector::parse(&s) {
+            accepted += 1;
+            let printed = sel.to_string();
+            let again = FieldSelector::parse(&printed)
+                .unwrap_or_else(|e| panic!("{s:?} printed as {printed:?} which fails: {e}"));
+            // The order may differ (terms sort by their raw text, `==` prints as `=`); the AND may not.
+            let sorted = |f: &FieldSelector| {
+                let mut t = f.terms().to_vec();
+                t.sort();
+                t
+            };
+            assert_eq!(sorted(&again), sorted(&sel), "{s:?} -> {printed:?}");
+        }
+        let value: String = (0..len).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())]).collect();
+        let term = format!("spec.x={}", super::fields::escape_value(&value));
+        let parsed = FieldSelector::parse(&term).unwrap_or_else(|e| panic!("{term:?}: {e}"));
+        assert_eq!(parsed.terms(), &[("spec.x".to_string(), true, value.clone())], "{term:?}");
+    }
+    assert!(accepted > 1000, "{accepted}");
+}
+
 // === per-kind support ===
 
 #[test]
