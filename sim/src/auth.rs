@@ -27,8 +27,10 @@ pub const DEFAULT_API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.l
 
 mod review;
 mod rules;
+mod status;
 
 pub use rules::{Rule, Subject};
+pub use status::{forbidden_message, forbidden_non_resource_status, forbidden_status, unauthorized_status};
 
 // === impl UserInfo ===
 

@@ -246,3 +246,32 @@ fn subject_access_review_validation() {
     assert!(err.contains("cannot be specified in combination with resourceAttributes"), "{err}");
     assert!(cfg.subject_access_review(b"{").is_err());
 }
+
+// === Status bodies ===
+
+#[test]
+fn forbidden_and_unauthorized_statuses() {
+    let alice = UserInfo::new("alice", &[]);
+    let status = forbidden_status(&alice, &attrs("list", "", "pods", "default"));
+    assert_eq!(
+        status.to_string(),
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\"","reason":"Forbidden","details":{"kind":"pods"},"code":403}"#
+    );
+    let mut a = attrs("get", "apps", "deployments", "");
+    a.name = "web".into();
+    a.subresource = "scale".into();
+    let status = forbidden_status(&alice, &a);
+    assert_eq!(
+        status["message"],
+        "deployments.apps \"web\" is forbidden: User \"alice\" cannot get resource \"deployments/scale\" in API group \"apps\" at the cluster scope"
+    );
+    assert_eq!(status["details"], json!({"name": "web", "group": "apps", "kind": "deployments"}));
+    assert_eq!(
+        forbidden_non_resource_status(&UserInfo::new(ANONYMOUS_USER, &[]), "get", "/").to_string(),
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"forbidden: User \"system:anonymous\" cannot get path \"/\"","reason":"Forbidden","details":{},"code":403}"#
+    );
+    assert_eq!(
+        unauthorized_status().to_string(),
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+    );
+}
