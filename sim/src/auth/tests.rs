@@ -119,11 +119,31 @@ fn rules_match_verbs_groups_resources_and_namespaces() {
     // Masters may do anything.
     let root = cfg.authenticate(Some("Bearer root-token")).expect("root");
     assert!(cfg.authorize(&root, &attrs("deletecollection", "apps", "deployments", "")));
-    // Non-resource URLs.
+    // Non-resource URLs (without the bootstrap policy, which would allow discovery anyway).
+    let cfg = config().with_bootstrap_policy(false);
     assert!(cfg.authorize_non_resource(&alice, "get", "/apis/apps/v1"));
     assert!(cfg.authorize_non_resource(&alice, "get", "/api"));
     assert!(!cfg.authorize_non_resource(&alice, "get", "/api/v1"));
     assert!(!cfg.authorize_non_resource(&alice, "post", "/api"));
+}
+
+#[test]
+fn bootstrap_policy_allows_discovery_and_self_reviews() {
+    let cfg = config();
+    let bob = UserInfo::new("bob", &[AUTHENTICATED_GROUP]);
+    let anonymous = UserInfo::new(ANONYMOUS_USER, &[UNAUTHENTICATED_GROUP]);
+    for path in ["/api", "/api/v1", "/apis", "/apis/apps/v1", "/version", "/openapi/v3", "/healthz"] {
+        assert!(cfg.authorize_non_resource(&bob, "get", path), "{path}");
+    }
+    assert!(!cfg.authorize_non_resource(&bob, "get", "/metrics"));
+    assert!(cfg.authorize_non_resource(&anonymous, "get", "/version"));
+    assert!(!cfg.authorize_non_resource(&anonymous, "get", "/api"));
+    assert!(cfg.authorize(&bob, &attrs("create", "authorization.k8s.io", "selfsubjectaccessreviews", "")));
+    assert!(!cfg.authorize(&bob, &attrs("create", "authorization.k8s.io", "subjectaccessreviews", "")));
+    cfg.set_rules(Vec::new());
+    assert!(cfg.authorize_non_resource(&bob, "get", "/api"), "set_rules keeps the bootstrap policy");
+    let cfg = config().with_bootstrap_policy(false);
+    assert!(!cfg.authorize_non_resource(&bob, "get", "/api/v1"));
 }
 
 #[test]
