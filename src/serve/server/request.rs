@@ -34,7 +34,7 @@ pub(super) async fn handle(
     let guard = ctx.activity.begin();
     let limits = &ctx.limits;
     if let Some(rejection) = check_limits(&req, limits) {
-        return Ok(rejection.into_response().map(|b| ServedBody::wrap(b, guard, None)));
+        return Ok(ServedBody::wrap(rejection.into_response(), guard, None));
     }
 
     let route = Route::parse(req.method(), req.uri());
@@ -58,7 +58,7 @@ pub(super) async fn handle(
     };
     // Long-running responses end when shutdown starts; others finish their body within the drain time.
     let drain = long_running.then(|| ctx.info.shutdown.drain.clone().cancelled_owned());
-    Ok(resp.map(|b| ServedBody::wrap(b, guard, drain)))
+    Ok(ServedBody::wrap(resp, guard, drain))
 }
 
 /// The apiserver's answer when a request outlives `--request-timeout` (its timeout filter).
@@ -135,20 +135,56 @@ pub(crate) fn body_too_large(limit: u64) -> FailureStatus {
     )
 }
 
+/// How a long-running body ends when shutdown starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DrainState {
+    /// Shutdown has not started.
+    Running,
+    /// Shutdown started mid-event of a newline-delimited (JSON) stream: pass frames on until one ends a
+    /// line, so the client never sees half an event.
+    FinishingLine,
+    /// The body ends at the next poll.
+    Done,
+}
+
 pin_project_lite::pin_project! {
     /// A response body as served: keeps the request counted as in flight until the body is done, and ends
-    /// long-running bodies (watches) cleanly, between frames, when shutdown starts.
+    /// long-running bodies (watches) cleanly, between events, when shutdown starts.
     struct ServedBody {
         #[pin]
         inner: Body,
         guard: Option<ActiveGuard>,
         drain: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+        // Whether the stream is newline-delimited (JSON watch events end with '\n'); others end at once.
+        line_delimited: bool,
+        // Whether the data sent so far ends at a line boundary.
+        at_line_end: bool,
+        state: DrainState,
     }
 }
 
 impl ServedBody {
-    fn wrap(inner: Body, guard: ActiveGuard, drain: Option<WaitForCancellationFutureOwned>) -> Body {
-        ServedBody { inner, guard: Some(guard), drain: drain.map(Box::pin) }.boxed()
+    fn wrap(
+        resp: Response<Body>,
+        guard: ActiveGuard,
+        drain: Option<WaitForCancellationFutureOwned>,
+    ) -> Response<Body> {
+        let line_delimited = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("application/json") || ct.starts_with("text/"));
+        resp.map(|inner| {
+            ServedBody {
+                inner,
+                guard: Some(guard),
+                drain: drain.map(Box::pin),
+                line_delimited,
+                at_line_end: true,
+                state: DrainState::Running,
+            }
+            .boxed()
+        })
     }
 }
 
@@ -161,15 +197,33 @@ impl HttpBody for ServedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.project();
-        if let Some(drain) = this.drain.as_mut()
+        if *this.state == DrainState::Running
+            && let Some(drain) = this.drain.as_mut()
             && drain.as_mut().poll(cx).is_ready()
         {
+            *this.state = if *this.line_delimited && !*this.at_line_end {
+                DrainState::FinishingLine
+            } else {
+                DrainState::Done
+            };
+        }
+        if *this.state == DrainState::Done {
             this.guard.take();
             return Poll::Ready(None);
         }
         let frame = ready!(this.inner.poll_frame(cx));
-        if frame.is_none() {
-            this.guard.take();
+        match &frame {
+            Some(Ok(f)) => {
+                if let Some(data) = f.data_ref().filter(|d| !d.is_empty()) {
+                    *this.at_line_end = data.ends_with(b"\n");
+                }
+                if *this.state == DrainState::FinishingLine && *this.at_line_end {
+                    *this.state = DrainState::Done;
+                }
+            }
+            _ => {
+                this.guard.take();
+            }
         }
         Poll::Ready(frame)
     }
