@@ -86,14 +86,6 @@ impl Progress {
     }
 }
 
-/// What handling a run of live watch lines decided.
-enum Outcome {
-    /// Keep reading the stream.
-    Continue,
-    /// Leave `Watching` for this state.
-    Transition(State),
-}
-
 /// One resource's reflector: owns the store's writer.
 pub(crate) struct Reflector {
     transport: Arc<dyn Transport>,
@@ -237,7 +229,7 @@ impl Reflector {
         let read = stream.next_batch(self.config.max_batch, &mut lines).await;
         let mut lines = lines.into_iter();
         while let Some(line) = lines.next() {
-            match decode::decode_event(&line, &self.info) {
+            match decode::decode_event(line, &self.info) {
                 Ok(WatchEvent::Change(EventType::Deleted, object)) => {
                     side.remove(&object.key);
                 }
@@ -249,15 +241,20 @@ impl Reflector {
                     self.publish(side.into_values(), count, rv, progress.started);
                     let (mut rv, mut events) = (rv, 0);
                     // Lines after the bookmark in this batch are already live events.
-                    return match self.live_lines(lines, &mut rv, &mut events) {
-                        Outcome::Continue => match read {
-                            Ok(true) => State::Watching { stream, rv, opened: Instant::now(), events },
-                            _ => State::Resume { rv },
-                        },
-                        Outcome::Transition(next) => next,
+                    if let Some(next) = self.live_lines(lines, &mut rv, &mut events) {
+                        return next;
+                    }
+                    return match read {
+                        Ok(true) => State::Watching { stream, rv, opened: Instant::now(), events },
+                        _ => State::Resume { rv },
                     };
                 }
-                Ok(WatchEvent::Bookmark { .. }) => {}
+                Ok(WatchEvent::Bookmark { .. }) => {
+                    // An apiserver that streams lists annotates the first bookmark; an ordinary one first means
+                    // it ignored `sendInitialEvents` (and would never send the end marker).
+                    return self
+                        .fall_back(ReflectError::NoInitialEventsEnd("an ordinary bookmark came first"));
+                }
                 Ok(WatchEvent::Error(status)) => {
                     let error = ReflectError::Api(status);
                     return if error.is_rejection() {
@@ -266,16 +263,14 @@ impl Reflector {
                         self.fail(error, State::Sync)
                     };
                 }
-                Err(DecodeError::Object(e)) => self.skip_object(&e),
+                Err(DecodeError::Object(e)) => self.skip_object(&e.to_string()),
                 Err(e) => return self.fall_back(e.into()),
             }
         }
         progress.maybe_log(&self.info, side.len(), self.config.progress_log_interval);
         match read {
             Ok(true) => State::InitialEvents { stream, side, progress },
-            Ok(false) => self.fall_back(ReflectError::Decode(DecodeError::Frame(
-                "stream ended before the initial-events-end bookmark".into(),
-            ))),
+            Ok(false) => self.fall_back(ReflectError::NoInitialEventsEnd("the stream ended")),
             Err(e) if e.is_bad_bytes() => self.fall_back(e),
             Err(e) => self.fail(e, State::Sync),
         }
@@ -345,7 +340,7 @@ impl Reflector {
     ) -> State {
         let mut lines = Vec::new();
         let read = stream.next_batch(self.config.max_batch, &mut lines).await;
-        if let Outcome::Transition(next) = self.live_lines(lines.into_iter(), &mut rv, &mut events) {
+        if let Some(next) = self.live_lines(lines.into_iter(), &mut rv, &mut events) {
             return next;
         }
         match read {
@@ -359,12 +354,14 @@ impl Reflector {
                 debug!(resource = %self.info.gvr, rv, "watch closed; re-watching");
                 State::Resume { rv }
             }
-            Err(
-                e @ (ReflectError::Stalled(_) | ReflectError::FrameTooLarge(_) | ReflectError::Truncated),
-            ) => {
-                if e.is_bad_bytes() {
-                    self.status.add_bad_frames(1);
-                }
+            Err(e @ ReflectError::Stalled(_)) => {
+                // A quiet resource may get no bookmark at all while the RV does not move: not an error.
+                info!(resource = %self.info.gvr, rv, error = %e, "watch silent; re-watching from the last resourceVersion");
+                self.status.add_watch_restart();
+                State::Resume { rv }
+            }
+            Err(e @ (ReflectError::FrameTooLarge(_) | ReflectError::Truncated)) => {
+                self.status.add_bad_frames(1);
                 warn!(resource = %self.info.gvr, rv, error = %e, "watch broken; re-watching from the last resourceVersion");
                 self.status.set_error(e.to_string());
                 self.status.add_watch_restart();
@@ -378,12 +375,18 @@ impl Reflector {
     }
 
     /// Handles live watch lines: changes are batched into one store publish, a bookmark flushes the batch and
-    /// advances the resourceVersion, an ERROR or an unparseable frame ends the stream.
-    fn live_lines(&mut self, lines: impl Iterator<Item = Bytes>, rv: &mut u64, events: &mut u64) -> Outcome {
+    /// advances the resourceVersion, an ERROR or an unparseable frame ends the stream (the returned state;
+    /// `None`: keep reading).
+    fn live_lines(
+        &mut self,
+        lines: impl Iterator<Item = Bytes>,
+        rv: &mut u64,
+        events: &mut u64,
+    ) -> Option<State> {
         let mut batch = Vec::new();
-        let mut outcome = Outcome::Continue;
+        let mut outcome = None;
         for line in lines {
-            match decode::decode_event(&line, &self.info) {
+            match decode::decode_event(line, &self.info) {
                 Ok(WatchEvent::Change(kind, object)) => {
                     *rv = (*rv).max(object.resource_version);
                     *events += 1;
@@ -398,7 +401,7 @@ impl Reflector {
                 }
                 Ok(WatchEvent::Error(status)) => {
                     let error = ReflectError::Api(status);
-                    outcome = Outcome::Transition(if error.is_gone() {
+                    outcome = Some(if error.is_gone() {
                         info!(resource = %self.info.gvr, rv = *rv, "watch expired (410); relisting");
                         State::Sync
                     } else {
@@ -407,13 +410,13 @@ impl Reflector {
                     });
                     break;
                 }
-                Err(DecodeError::Object(e)) => self.skip_object(&e),
+                Err(DecodeError::Object(e)) => self.skip_object(&e.to_string()),
                 Err(e) => {
                     self.status.add_bad_frames(1);
                     self.status.add_watch_restart();
                     warn!(resource = %self.info.gvr, rv = *rv, error = %e, "unparseable watch frame; re-watching from the last good resourceVersion");
                     self.status.set_error(e.to_string());
-                    outcome = Outcome::Transition(State::Resume { rv: *rv });
+                    outcome = Some(State::Resume { rv: *rv });
                     break;
                 }
             }

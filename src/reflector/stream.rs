@@ -106,3 +106,72 @@ impl WatchStream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use http_body::Frame;
+    use http_body_util::StreamBody;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::body::BoxError;
+
+    fn body_of(chunks: Vec<Vec<u8>>) -> Body {
+        let frames = chunks.into_iter().map(|c| Ok::<_, BoxError>(Frame::data(Bytes::from(c))));
+        StreamBody::new(futures_util::stream::iter(frames)).boxed()
+    }
+
+    fn read_all(chunks: Vec<Vec<u8>>, max: usize) -> (Vec<Bytes>, Option<String>) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
+        rt.block_on(async {
+            let mut s = WatchStream::new(body_of(chunks), Duration::from_secs(5), 64);
+            let mut out = Vec::new();
+            loop {
+                match s.next_batch(max, &mut out).await {
+                    Ok(true) => {}
+                    Ok(false) => return (out, None),
+                    Err(e) => return (out, Some(e.to_string())),
+                }
+            }
+        })
+    }
+
+    proptest! {
+        /// However the bytes are chunked, the stream yields the same non-blank lines, and a tail without a
+        /// newline is reported as truncated.
+        #[test]
+        fn framing_is_independent_of_chunking(
+            lines in proptest::collection::vec("[ -~]{0,40}", 0..12),
+            cuts in proptest::collection::vec(0usize..600, 0..8),
+            tail in "[a-z]{0,5}",
+            max in 1usize..5,
+        ) {
+            let mut bytes = Vec::new();
+            for l in &lines {
+                bytes.extend_from_slice(l.as_bytes());
+                bytes.push(b'\n');
+            }
+            bytes.extend_from_slice(tail.as_bytes());
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+            cuts.sort_unstable();
+            let mut chunks = Vec::new();
+            let mut at = 0;
+            for c in cuts.into_iter().chain([bytes.len()]) {
+                chunks.push(bytes[at..c].to_vec());
+                at = c;
+            }
+            let (got, err) = read_all(chunks, max);
+            let want: Vec<&str> = lines.iter().map(String::as_str).filter(|l| !l.trim().is_empty()).collect();
+            let got: Vec<String> = got.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect();
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(err.is_some(), !tail.is_empty());
+        }
+    }
+
+    #[test]
+    fn oversized_line_is_an_error() {
+        let (got, err) = read_all(vec![b"ok\n".to_vec(), vec![b'x'; 100]], 10);
+        assert_eq!(got, [Bytes::from_static(b"ok")]);
+        assert!(err.unwrap().contains("longer than 64"));
+    }
+}

@@ -1,0 +1,12 @@
+//! Label and field selectors: parsing with the apiserver's grammar and messages, and matching against
+//! stored objects (labels and extracted fields, never the object bytes).
+
+pub mod field;
+pub mod label;
+mod validation;
+
+pub use field::{FieldMatcher, FieldOp, FieldSelector, FieldSelectorError, FieldTerm, convert_field_label};
+pub use label::{LabelSelector, LabelSelectorError, Operator, Requirement};
+
+#[cfg(test)]
+mod test_support;
