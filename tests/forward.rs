@@ -349,7 +349,8 @@ async fn concurrent_forwarded_requests_are_bounded_with_429() {
     assert_eq!(headers["retry-after"], "1");
     assert_eq!(
         &body[..],
-        br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Too many requests, please try again later.","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}"#
+        br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Too many requests, please try again later.","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}
+"#
     );
     // Watches (long-running) are not counted against the bound.
     let (status, _, _) = collect(
@@ -381,7 +382,10 @@ async fn streamed_upload_over_the_body_limit_is_413() {
         .expect("valid");
     let (status, _, body) = collect(h1(k.addr).await.send_request(req).await.expect("response")).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{}", String::from_utf8_lossy(&body));
-    assert!(body.ends_with(br#""message":"Request entity too large: limit is 1048576","reason":"RequestEntityTooLarge","code":413}"#));
+    assert!(body.ends_with(
+        br#""message":"Request entity too large: limit is 1048576","reason":"RequestEntityTooLarge","code":413}
+"#
+    ));
 }
 
 /// Peak resident memory of this process (VmHWM), in bytes.

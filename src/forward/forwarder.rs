@@ -10,10 +10,11 @@ use http_body_util::{BodyExt, BodyStream, LengthLimitError, StreamBody};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::headers::{strip_client_identity, strip_hop_by_hop};
-use super::status::FailureStatus;
+use super::status::status_response;
 use super::writes::{WriteTracker, resource_version};
 use super::{guarded, upgrade};
 use crate::body::{Body, BoxError};
+use crate::codec::status::ApiError;
 use crate::resource::Gvr;
 use crate::serve::route::Route;
 use crate::serve::server::{BoxFuture, ConnInfo, Handler};
@@ -192,13 +193,10 @@ fn replay(frames: Vec<Frame<Bytes>>, rest: Option<Body>) -> Body {
 }
 
 fn too_many_requests() -> Response<Body> {
-    FailureStatus::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "TooManyRequests",
-        "Too many requests, please try again later.",
-    )
-    .retry_after(RETRY_AFTER_SECONDS)
-    .into_response()
+    status_response(&ApiError::TooManyRequests {
+        message: "Too many requests, please try again later.".into(),
+        retry_after: RETRY_AFTER_SECONDS,
+    })
 }
 
 /// The Status a client gets when the upstream exchange failed.
@@ -207,24 +205,24 @@ pub(super) fn error_response(e: &UpstreamError, body_limit: Option<u64>) -> Resp
         && e.caused_by::<LengthLimitError>()
     {
         tracing::debug!(limit, "request body over the limit");
-        return crate::serve::server::body_too_large(limit).into_response();
+        return status_response(&crate::serve::server::body_too_large(limit));
     }
     tracing::warn!(error = %e, "forwarding failed");
-    let status = match e {
-        UpstreamError::Connect(_) => FailureStatus::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            format!("the upstream apiserver is unavailable: {e}"),
-        )
-        .retry_after(RETRY_AFTER_SECONDS),
-        UpstreamError::Transport(_) | UpstreamError::Auth(_) => FailureStatus::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            format!("the request to the upstream apiserver failed: {e}"),
+    match e {
+        UpstreamError::Connect(_) => {
+            // Nothing reached the upstream, so a retry is safe: say when (client-go retries a 5xx that has
+            // Retry-After).
+            let mut resp = status_response(&ApiError::ServiceUnavailable(format!(
+                "the upstream apiserver is unavailable: {e}"
+            )));
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+            resp
+        }
+        UpstreamError::Transport(_) | UpstreamError::Auth(_) => status_response(
+            &ApiError::ServiceUnavailable(format!("the request to the upstream apiserver failed: {e}")),
         ),
         UpstreamError::InvalidUrl { .. } | UpstreamError::Config(_) => {
-            FailureStatus::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", e.to_string())
+            status_response(&ApiError::InternalError(e.to_string()))
         }
-    };
-    status.into_response()
+    }
 }

@@ -15,7 +15,8 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 use super::conn::{ActiveGuard, Activity};
 use super::{ConnInfo, Handler, Limits};
 use crate::body::{Body, BoxError};
-use crate::forward::status::FailureStatus;
+use crate::codec::status::ApiError;
+use crate::forward::status::status_response;
 use crate::serve::route::Route;
 
 /// Per-connection state shared by its requests.
@@ -34,7 +35,7 @@ pub(super) async fn handle(
     let guard = ctx.activity.begin();
     let limits = &ctx.limits;
     if let Some(rejection) = check_limits(&req, limits) {
-        return Ok(ServedBody::wrap(rejection.into_response(), guard, None));
+        return Ok(ServedBody::wrap(status_response(&rejection), guard, None));
     }
 
     let route = Route::parse(req.method(), req.uri());
@@ -53,7 +54,7 @@ pub(super) async fn handle(
             user_timeout(query.as_deref()).map_or(limits.request_timeout, |t| t.min(limits.request_timeout));
         match tokio::time::timeout(deadline, fut).await {
             Ok(resp) => resp,
-            Err(_) => timeout_status().into_response(),
+            Err(_) => status_response(&timeout_error()),
         }
     };
     // Long-running responses end when shutdown starts; others finish their body within the drain time.
@@ -62,13 +63,11 @@ pub(super) async fn handle(
 }
 
 /// The apiserver's answer when a request outlives `--request-timeout` (its timeout filter).
-fn timeout_status() -> FailureStatus {
-    FailureStatus::new(
-        StatusCode::GATEWAY_TIMEOUT,
-        "Timeout",
-        "Timeout: request did not complete within requested timeout - context deadline exceeded",
-    )
-    .with_empty_details()
+fn timeout_error() -> ApiError {
+    ApiError::Timeout {
+        message: "request did not complete within requested timeout - context deadline exceeded".into(),
+        retry_after: 0,
+    }
 }
 
 /// The client's `timeout` query parameter (e.g. `?timeout=30s`), which the apiserver's request-deadline
@@ -91,28 +90,26 @@ pub(crate) fn is_upgrade<B>(req: &Request<B>) -> bool {
 }
 
 /// Checks the URL, head and declared body size against the limits.
-fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<FailureStatus> {
+fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<ApiError> {
     let url_len = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if url_len > limits.max_url_bytes {
-        return Some(FailureStatus::new(
-            StatusCode::URI_TOO_LONG,
-            "",
-            format!("Request URI too long: {url_len} bytes, limit is {}", limits.max_url_bytes),
-        ));
+        return Some(ApiError::Unknown {
+            code: StatusCode::URI_TOO_LONG.as_u16(),
+            message: format!("Request URI too long: {url_len} bytes, limit is {}", limits.max_url_bytes),
+        });
     }
     // Counted like Go's MaxHeaderBytes: names, values and their ": " and CRLF, plus the request line.
     let head_len = url_len
         + req.method().as_str().len()
         + req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum::<usize>();
     if head_len > limits.max_header_bytes {
-        return Some(FailureStatus::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "",
-            format!(
+        return Some(ApiError::Unknown {
+            code: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE.as_u16(),
+            message: format!(
                 "Request header fields too large: {head_len} bytes, limit is {}",
                 limits.max_header_bytes
             ),
-        ));
+        });
     }
     let declared = req
         .body()
@@ -127,12 +124,8 @@ fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<FailureStatu
 }
 
 /// The apiserver's 413 (`errors.NewRequestEntityTooLargeError`).
-pub(crate) fn body_too_large(limit: u64) -> FailureStatus {
-    FailureStatus::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "RequestEntityTooLarge",
-        format!("Request entity too large: limit is {limit}"),
-    )
+pub(crate) fn body_too_large(limit: u64) -> ApiError {
+    ApiError::RequestEntityTooLarge(format!("limit is {limit}"))
 }
 
 /// How a long-running body ends when shutdown starts.

@@ -46,7 +46,7 @@ impl Handler for TestHandler {
                 "/body" => match req.into_body().collect().await {
                     Ok(b) => Response::new(body::full(b.to_bytes().len().to_string())),
                     Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                        body_too_large(info.max_body_bytes).into_response()
+                        crate::forward::status::status_response(&body_too_large(info.max_body_bytes))
                     }
                     Err(e) => panic!("unexpected body error {e}"),
                 },
@@ -198,7 +198,8 @@ async fn limits_answer_with_status() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(
         body,
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Request entity too large: limit is 10","reason":"RequestEntityTooLarge","code":413}"#
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Request entity too large: limit is 10","reason":"RequestEntityTooLarge","code":413}
+"#
     );
 
     // Streamed (chunked) over the limit: the handler's read fails with LengthLimitError.
@@ -230,7 +231,8 @@ async fn non_long_running_requests_time_out_with_504() {
     assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(
         body,
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504}"#
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504}
+"#
     );
 }
 
