@@ -319,8 +319,16 @@ async fn unreachable_upstream_is_a_503_status() {
     assert_eq!(status["code"], 503);
 }
 
+/// The value of one exact series in a Prometheus rendering (0 when absent).
+fn series(text: &str, series: &str) -> f64 {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok()).unwrap_or(0.0)
+}
+
 #[tokio::test]
 async fn concurrent_forwarded_requests_are_bounded_with_429() {
+    let metrics = kache::metrics::install();
+    let rejections = r#"kache_limit_rejections_total{limit="inflight"}"#;
+    let before = series(&metrics.render(), rejections);
     let (up, k) = setup(Limits { max_in_flight: 1, ..Limits::default() }).await;
     let mut held = h1(k.addr).await;
     let first = tokio::spawn(async move {
@@ -360,6 +368,7 @@ async fn concurrent_forwarded_requests_are_bounded_with_429() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "a watch passes while the slot is taken");
+    assert!(series(&metrics.render(), rejections) > before, "the rejection is counted");
     up.hold.notify_one();
     assert_eq!(first.await.expect("joined").0, StatusCode::OK);
     // The slot is free again once the first response is done.

@@ -15,8 +15,9 @@ use super::writes::{WriteTracker, resource_version};
 use super::{guarded, upgrade};
 use crate::body::{Body, BoxError};
 use crate::codec::status::ApiError;
+use crate::metrics::{self, ForwardKind, Limit, UpstreamErrorReason};
 use crate::resource::Gvr;
-use crate::serve::route::Route;
+use crate::serve::route::{Route, Verb};
 use crate::serve::server::{BoxFuture, ConnInfo, Handler};
 use crate::upstream::{Credentials, Upstream, UpstreamError};
 
@@ -67,12 +68,16 @@ impl Forwarder {
             Some(route) => route.clone(),
             None => Route::parse(req.method(), req.uri()),
         };
+        let kind = forward_kind(&route);
         let permit = if route.is_long_running() {
             None
         } else {
             match self.in_flight.clone().try_acquire_owned() {
                 Ok(permit) => Some(permit),
-                Err(_) => return too_many_requests(),
+                Err(_) => {
+                    metrics::limit_rejected(Limit::Inflight);
+                    return too_many_requests();
+                }
             }
         };
 
@@ -85,8 +90,12 @@ impl Forwarder {
 
         let resp = match self.upstream.send(upstream_req).await {
             Ok(resp) => resp,
-            Err(e) => return error_response(&e, body_limit),
+            Err(e) => {
+                metrics::forwarded(kind, 0);
+                return error_response(&e, body_limit);
+            }
         };
+        metrics::forwarded(kind, resp.status().as_u16());
         let (mut resp_parts, incoming) = resp.into_parts();
         strip_hop_by_hop(&mut resp_parts.headers);
         let mut body = incoming.map_err(BoxError::from).boxed();
@@ -140,6 +149,7 @@ impl Forwarder {
                     }
                     frames.push(frame);
                     if data.len() > WRITE_RESPONSE_BUFFER_LIMIT {
+                        metrics::limit_rejected(Limit::ResponseBody);
                         return replay(frames, Some(body));
                     }
                 }
@@ -160,6 +170,18 @@ impl Forwarder {
 impl Handler for Forwarder {
     fn handle(&self, req: Request<Body>) -> BoxFuture<'_, Response<Body>> {
         Box::pin(self.forward(req))
+    }
+}
+
+/// The metrics class of a forwarded request.
+pub(super) fn forward_kind(route: &Route) -> ForwardKind {
+    match route.resource() {
+        Some(r) if r.is_write() => ForwardKind::Write,
+        Some(r) if matches!(r.verb, Verb::Get | Verb::List | Verb::Watch) && r.subresource.is_none() => {
+            ForwardKind::Read
+        }
+        Some(r) if r.verb == Verb::Proxy || r.is_long_running() => ForwardKind::Upgrade,
+        _ => ForwardKind::Other,
     }
 }
 
@@ -205,9 +227,16 @@ pub(super) fn error_response(e: &UpstreamError, body_limit: Option<u64>) -> Resp
         && e.caused_by::<LengthLimitError>()
     {
         tracing::debug!(limit, "request body over the limit");
+        metrics::limit_rejected(Limit::RequestBody);
         return status_response(&crate::serve::server::body_too_large(limit));
     }
     tracing::warn!(error = %e, "forwarding failed");
+    metrics::upstream_error(match e {
+        UpstreamError::Connect(_) if e.caused_by::<rustls::Error>() => UpstreamErrorReason::Tls,
+        UpstreamError::Connect(_) => UpstreamErrorReason::Connect,
+        UpstreamError::Transport(_) => UpstreamErrorReason::Stream,
+        _ => UpstreamErrorReason::Other,
+    });
     match e {
         UpstreamError::Connect(_) => {
             // Nothing reached the upstream, so a retry is safe: say when (client-go retries a 5xx that has

@@ -17,6 +17,7 @@ use super::{ConnInfo, Handler, Limits};
 use crate::body::{Body, BoxError};
 use crate::codec::status::ApiError;
 use crate::forward::status::status_response;
+use crate::metrics::{self, Limit};
 use crate::serve::route::Route;
 
 /// Per-connection state shared by its requests.
@@ -93,6 +94,7 @@ pub(crate) fn is_upgrade<B>(req: &Request<B>) -> bool {
 fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<ApiError> {
     let url_len = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if url_len > limits.max_url_bytes {
+        metrics::limit_rejected(Limit::Headers);
         return Some(ApiError::Unknown {
             code: StatusCode::URI_TOO_LONG.as_u16(),
             message: format!("Request URI too long: {url_len} bytes, limit is {}", limits.max_url_bytes),
@@ -103,6 +105,7 @@ fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<ApiError> {
         + req.method().as_str().len()
         + req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum::<usize>();
     if head_len > limits.max_header_bytes {
+        metrics::limit_rejected(Limit::Headers);
         return Some(ApiError::Unknown {
             code: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE.as_u16(),
             message: format!(
@@ -118,6 +121,7 @@ fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<ApiError> {
         .or_else(|| req.headers().get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse::<u64>().ok());
     if let Some(len) = declared.filter(|&len| len > limits.max_body_bytes) {
         tracing::debug!(len, "request body over the limit");
+        metrics::limit_rejected(Limit::RequestBody);
         return Some(body_too_large(limits.max_body_bytes));
     }
     None
