@@ -11,7 +11,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::headers::{strip_client_identity, strip_hop_by_hop};
 use super::status::status_response;
-use super::writes::{WriteTracker, resource_version};
+use super::writes::{WriteTracker, resource_version, resource_version_protobuf};
 use super::{guarded, upgrade};
 use crate::body::{Body, BoxError};
 use crate::codec::status::ApiError;
@@ -99,8 +99,8 @@ impl Forwarder {
         let (mut resp_parts, incoming) = resp.into_parts();
         strip_hop_by_hop(&mut resp_parts.headers);
         let mut body = incoming.map_err(BoxError::from).boxed();
-        if let Some(gvr) = tracked_write(&route, resp_parts.status, &resp_parts.headers) {
-            body = self.track_write(gvr, body).await;
+        if let Some((gvr, encoding)) = tracked_write(&route, resp_parts.status, &resp_parts.headers) {
+            body = self.track_write(gvr, encoding, body).await;
         }
         let body = match permit {
             Some(permit) => guarded::<OwnedSemaphorePermit>(body, permit),
@@ -137,7 +137,7 @@ impl Forwarder {
     }
 
     /// Reads a write's response (up to the bound) to record its resourceVersion, then replays it.
-    async fn track_write(&self, gvr: Gvr, mut body: Body) -> Body {
+    async fn track_write(&self, gvr: Gvr, encoding: WriteEncoding, mut body: Body) -> Body {
         let mut frames: Vec<Frame<Bytes>> = Vec::new();
         let mut data = Vec::new();
         loop {
@@ -159,7 +159,11 @@ impl Forwarder {
                 }
             }
         }
-        if let Some(rv) = resource_version(&data) {
+        let rv = match encoding {
+            WriteEncoding::Json => resource_version(&data),
+            WriteEncoding::Protobuf => resource_version_protobuf(&data),
+        };
+        if let Some(rv) = rv {
             tracing::trace!(%gvr, rv, "recorded write");
             self.writes.record(&gvr, rv);
         }
@@ -185,23 +189,35 @@ pub(super) fn forward_kind(route: &Route) -> ForwardKind {
     }
 }
 
+/// How a write's response body is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteEncoding {
+    Json,
+    Protobuf,
+}
+
 /// The resource whose write this response completed, when its resourceVersion should be recorded: a
-/// successful write to a resource path, answered with uncompressed JSON that is not too large.
-fn tracked_write(route: &Route, status: StatusCode, headers: &HeaderMap) -> Option<Gvr> {
+/// successful write to a resource path, answered with an uncompressed JSON or protobuf object that is not
+/// too large.
+fn tracked_write(route: &Route, status: StatusCode, headers: &HeaderMap) -> Option<(Gvr, WriteEncoding)> {
     let res = route.resource().filter(|r| r.is_write())?;
     if !status.is_success() {
         return None;
     }
-    let json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok())?.trim_start();
+    let encoding = if content_type.starts_with("application/json") {
+        WriteEncoding::Json
+    } else if content_type.starts_with("application/vnd.kubernetes.protobuf") {
+        WriteEncoding::Protobuf
+    } else {
+        return None;
+    };
     let encoded = headers.get(header::CONTENT_ENCODING).is_some_and(|v| v.as_bytes() != b"identity");
     let too_large = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
         .is_some_and(|len| len > WRITE_RESPONSE_BUFFER_LIMIT);
-    (json && !encoded && !too_large).then(|| res.gvr.clone())
+    (!encoded && !too_large).then(|| (res.gvr.clone(), encoding))
 }
 
 /// A body yielding `frames` and then, if any, the rest of `rest`.
