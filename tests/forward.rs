@@ -760,6 +760,24 @@ async fn with_own_credentials_client_identity_is_not_forwarded() {
         "{seen}"
     );
     assert_eq!(headers["accept"], "application/json");
+
+    // Trusted code (the auth layer) can forward as the authenticated end user.
+    let mut identity = HeaderMap::new();
+    identity.insert("impersonate-user", "jane".parse().expect("valid"));
+    let mut req = request(Method::GET, "/api/v1/pods")
+        .header("impersonate-user", "admin")
+        .body(body::empty())
+        .expect("valid");
+    req.extensions_mut().insert(kache::forward::UpstreamIdentity(identity));
+    let forwarder = Forwarder::new(
+        Upstream::from_kubeconfig(Some(&up.kubeconfig)).await.expect("kubeconfig loads"),
+        Arc::new(WriteTracker::new()),
+        10,
+    );
+    let resp = forwarder.forward(req).await;
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    let seen: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+    assert_eq!(seen["headers"]["impersonate-user"], "jane", "{seen}");
 }
 
 // --- against kache-sim: the real upstream model ---
