@@ -1,13 +1,13 @@
 //! The HTTP front: routing, parameter validation, selectors, and get/list/watch from memory.
 
 pub mod fresh;
+pub mod negotiate;
+pub mod params;
+pub mod query;
 pub mod read;
 pub mod resolve;
 pub mod route;
 pub mod scan;
-pub mod server;
-pub mod negotiate;
-pub mod params;
-pub mod query;
 pub mod selector;
+pub mod server;
 pub mod watch;
