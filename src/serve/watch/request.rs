@@ -112,6 +112,126 @@ fn error_response(e: &ApiError) -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resource::{Gvr, ResourceInfo};
+    use crate::serve::params::parse_list_request;
+    use crate::store::{StoreConfig, Writer};
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+
+    fn store() -> (Arc<Store>, Writer) {
+        let info = ResourceInfo {
+            gvr: Gvr::new("", "v1", "pods"),
+            kind: "Pod".into(),
+            list_kind: "PodList".into(),
+            namespaced: true,
+            list_items_have_type_meta: false,
+        };
+        let (store, mut writer) = Store::new(info.clone(), StoreConfig::default());
+        let pods = [("ns1", "a", 3, "web"), ("ns1", "b", 5, "db"), ("ns2", "c", 10, "web")].map(|(ns, name, rv, app)| {
+            let raw = format!(
+                r#"{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"{ns}","resourceVersion":"{rv}","labels":{{"app":"{app}"}}}},"spec":{{}},"status":{{"phase":"Running"}}}}"#
+            );
+            Arc::new(crate::codec::extract::object_from_json(Bytes::from(raw), &info).expect("pod"))
+        });
+        writer.replace(pods, 10);
+        (store, writer)
+    }
+
+    fn request(store: &Arc<Store>, query: &str, namespace: Option<&str>) -> WatchRequest {
+        let opts = parse_list_request(Some(query), false, store.info().field_kind()).expect("valid options");
+        WatchRequest {
+            store: store.clone(),
+            opts,
+            namespace: namespace.map(str::to_owned),
+            name: None,
+            consistent_rv: None,
+            view: WatchView::Full,
+        }
+    }
+
+    /// Reads body frames until `lines` event lines arrived.
+    async fn lines(response: &mut Response<Body>, lines: usize) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        while out.len() < lines {
+            let frame = response.body_mut().frame().await.expect("stream open").expect("no body error");
+            let data = frame.into_data().expect("data frame");
+            for line in data.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                out.push(serde_json::from_slice(line).expect("JSON line"));
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn legacy_watch_is_defaulted_to_a_watch_list_with_its_bookmark() {
+        let (store, _writer) = store();
+        let req = request(&store, "watch=1&allowWatchBookmarks=true&labelSelector=app%3Dweb", None);
+        let mut response = serve_watch(req, &WatchConfig::default(), CancellationToken::new());
+        assert_eq!(response.status(), StatusCode::OK);
+        let got = lines(&mut response, 3).await;
+        assert_eq!(got[0]["object"]["metadata"]["name"], "a");
+        assert_eq!(got[1]["object"]["metadata"]["name"], "c");
+        assert_eq!(got[2]["type"], "BOOKMARK");
+        assert_eq!(got[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+        assert_eq!(got[2]["object"]["metadata"]["resourceVersion"], "10");
+    }
+
+    #[tokio::test]
+    async fn namespace_and_field_selector_narrow_the_watch() {
+        let (store, _writer) = store();
+        let req = request(&store, "watch=1&fieldSelector=status.phase%3DRunning", Some("ns1"));
+        let mut response = serve_watch(req, &WatchConfig::default(), CancellationToken::new());
+        let got = lines(&mut response, 2).await;
+        let names: Vec<_> =
+            got.iter().map(|v| v["object"]["metadata"]["name"].as_str().expect("name")).collect();
+        assert_eq!(names, ["a", "b"]);
+    }
+
+    #[tokio::test]
+    async fn too_old_resource_version_is_an_error_event_in_a_200() {
+        let (store, _writer) = store();
+        let mut response = serve_watch(
+            request(&store, "watch=1&resourceVersion=3", None),
+            &WatchConfig::default(),
+            CancellationToken::new(),
+        );
+        assert_eq!(response.status(), StatusCode::OK);
+        let got = lines(&mut response, 1).await;
+        assert_eq!(got[0]["type"], "ERROR");
+        assert_eq!(got[0]["object"]["message"], "too old resource version: 3 (10)");
+        assert!(response.body_mut().frame().await.is_none(), "the stream ends after the ERROR");
+    }
+
+    #[tokio::test]
+    async fn unparsable_resource_version_is_a_500() {
+        let (store, _writer) = store();
+        let response = serve_watch(
+            request(&store, "watch=1&resourceVersion=abc", None),
+            &WatchConfig::default(),
+            CancellationToken::new(),
+        );
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = response.into_body().collect().await.expect("body").to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body).expect("Status");
+        assert_eq!(
+            v["message"],
+            r#"resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax"#
+        );
+    }
+
+    #[tokio::test]
+    async fn watchers_over_the_cap_get_429_with_retry_after() {
+        let (store, _writer) = store();
+        let cfg = WatchConfig { max_watchers_per_resource: 1, ..WatchConfig::default() };
+        let first = serve_watch(request(&store, "watch=1", None), &cfg, CancellationToken::new());
+        assert_eq!(first.status(), StatusCode::OK);
+        let second = serve_watch(request(&store, "watch=1", None), &cfg, CancellationToken::new());
+        assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(second.headers()[header::RETRY_AFTER], "1");
+        drop(first);
+        let third = serve_watch(request(&store, "watch=1", None), &cfg, CancellationToken::new());
+        assert_eq!(third.status(), StatusCode::OK, "a closed watch frees its slot");
+    }
 
     #[test]
     fn start_mode_table() {
