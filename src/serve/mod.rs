@@ -1,6 +1,8 @@
 //! The HTTP front: routing, parameter validation, selectors, and get/list/watch from memory.
 
 pub mod fresh;
+pub mod handler;
+pub mod list;
 pub mod negotiate;
 pub mod params;
 pub mod query;
