@@ -91,7 +91,6 @@ pub struct ResourceMetrics {
     terminated_watchers: Counter,
     slow_watchers_closed: Counter,
     watchers: Gauge,
-    watch_events_sent: Counter,
     pub(crate) store_objects: Gauge,
     pub(crate) store_live_bytes: Gauge,
     pub(crate) store_history_bytes: Gauge,
@@ -161,7 +160,6 @@ impl ResourceMetrics {
             terminated_watchers: counter(TERMINATED_WATCHERS_TOTAL, gr()),
             slow_watchers_closed: counter(SLOW_WATCHERS_CLOSED_TOTAL, gr()),
             watchers: gauge(WATCHERS, gr()),
-            watch_events_sent: counter(WATCH_EVENTS_SENT_TOTAL, gr()),
             store_objects: gauge(STORE_OBJECTS, gr()),
             store_live_bytes: gauge(STORE_BYTES, with(&[("kind", "live")])),
             store_history_bytes: gauge(STORE_BYTES, with(&[("kind", "history")])),
@@ -254,11 +252,6 @@ impl ResourceMetrics {
     pub fn slow_watcher_closed(&self) {
         self.slow_watchers_closed.increment(1);
         self.terminated_watchers.increment(1);
-    }
-
-    /// Events written to a watcher.
-    pub fn watch_events_sent(&self, n: u64) {
-        self.watch_events_sent.increment(n);
     }
 }
 
