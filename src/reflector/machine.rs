@@ -249,7 +249,12 @@ impl Reflector {
                         _ => State::Resume { rv },
                     };
                 }
-                Ok(WatchEvent::Bookmark { .. }) => {}
+                Ok(WatchEvent::Bookmark { .. }) => {
+                    // An apiserver that streams lists annotates the first bookmark; an ordinary one first means
+                    // it ignored `sendInitialEvents` (and would never send the end marker).
+                    return self
+                        .fall_back(ReflectError::NoInitialEventsEnd("an ordinary bookmark came first"));
+                }
                 Ok(WatchEvent::Error(status)) => {
                     let error = ReflectError::Api(status);
                     return if error.is_rejection() {
@@ -265,7 +270,7 @@ impl Reflector {
         progress.maybe_log(&self.info, side.len(), self.config.progress_log_interval);
         match read {
             Ok(true) => State::InitialEvents { stream, side, progress },
-            Ok(false) => self.fall_back(ReflectError::Decode(DecodeError::NoInitialEventsEnd)),
+            Ok(false) => self.fall_back(ReflectError::NoInitialEventsEnd("the stream ended")),
             Err(e) if e.is_bad_bytes() => self.fall_back(e),
             Err(e) => self.fail(e, State::Sync),
         }

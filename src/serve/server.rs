@@ -29,7 +29,7 @@ use crate::body::Body;
 
 pub use limits::{LimitFlags, Limits, parse_duration};
 pub(crate) use request::{body_too_large, is_upgrade};
-pub use tls::{TlsConfig, TlsError};
+pub use tls::{TlsConfig, TlsError, TlsFlags};
 
 /// Pause after a failed `accept` (e.g. EMFILE) so a persistent error does not spin the accept loop.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);

@@ -52,11 +52,23 @@ impl Object {
         self.labels.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.labels[i].1)
     }
 
-    /// Approximate heap bytes held by this object (for memory accounting).
+    /// Estimated heap bytes held by this object alone: its `Arc` allocation, the key, uid, labels and
+    /// field values (each a separate allocation), and the raw bytes. Allocator rounding is not counted.
     pub fn heap_bytes(&self) -> usize {
-        let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len() + 32).sum();
-        let fields: usize = self.fields.iter().map(|f| f.as_ref().map_or(0, |v| v.len()) + 16).sum();
-        self.raw.len() + self.key.len() + self.uid.len() + labels + fields + std::mem::size_of::<Self>()
+        /// Reference counts in front of an `Arc` allocation.
+        const ARC_HEADER: usize = 16;
+        let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+            + self.labels.len() * std::mem::size_of::<(Box<str>, Box<str>)>();
+        let fields: usize = self.fields.iter().map(|f| f.as_ref().map_or(0, |v| v.len())).sum::<usize>()
+            + self.fields.len() * std::mem::size_of::<Option<Box<str>>>();
+        ARC_HEADER
+            + std::mem::size_of::<Self>()
+            + ARC_HEADER
+            + self.key.len()
+            + self.uid.len()
+            + labels
+            + fields
+            + self.raw.len()
     }
 }
 

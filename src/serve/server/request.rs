@@ -38,6 +38,7 @@ pub(super) async fn handle(
     }
 
     let route = Route::parse(req.method(), req.uri());
+    let query = req.uri().query().map(str::to_owned);
     let long_running = route.is_long_running() || is_upgrade(&req);
     let (mut parts, incoming) = req.into_parts();
     parts.extensions.insert(ctx.info.clone());
@@ -48,7 +49,9 @@ pub(super) async fn handle(
     let resp = if long_running {
         fut.await
     } else {
-        match tokio::time::timeout(limits.request_timeout, fut).await {
+        let deadline =
+            user_timeout(query.as_deref()).map_or(limits.request_timeout, |t| t.min(limits.request_timeout));
+        match tokio::time::timeout(deadline, fut).await {
             Ok(resp) => resp,
             Err(_) => timeout_status().into_response(),
         }
@@ -66,6 +69,15 @@ fn timeout_status() -> FailureStatus {
         "Timeout: request did not complete within requested timeout - context deadline exceeded",
     )
     .with_empty_details()
+}
+
+/// The client's `timeout` query parameter (e.g. `?timeout=30s`), which the apiserver's request-deadline
+/// filter honours when shorter than `--request-timeout`. Values that do not parse are left to whoever serves
+/// the request (the upstream answers 400 for them).
+pub(super) fn user_timeout(query: Option<&str>) -> Option<std::time::Duration> {
+    let value = query?.split('&').find_map(|pair| pair.strip_prefix("timeout="))?;
+    let value = crate::serve::route::percent_decode(value.as_bytes(), true)?;
+    super::parse_duration(&value).ok().filter(|d| !d.is_zero())
 }
 
 /// Whether the request asks for an HTTP/1.1 protocol upgrade (SPDY or WebSocket).

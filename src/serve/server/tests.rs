@@ -275,3 +275,40 @@ async fn shutdown_timeout_closes_what_is_left() {
     run.done.await.expect("joined").expect("serve returns Ok");
     assert!(stuck.await.expect("joined").is_err(), "the stuck request's connection was closed");
 }
+
+#[tokio::test]
+async fn a_shorter_timeout_parameter_is_honoured() {
+    // The server default is long; the client asks for 50ms.
+    let run = start(Limits::default()).await;
+    let mut c = h1(run.addr).await;
+    let (status, _) = text(c.send_request(get("/hang?timeout=50ms")).await.expect("response")).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(request::user_timeout(Some("a=b&timeout=1m30s")), Some(Duration::from_secs(90)));
+    assert!(request::user_timeout(Some("timeout=bogus")).is_none());
+    assert!(request::user_timeout(Some("timeoutSeconds=5")).is_none());
+}
+
+#[tokio::test]
+async fn connections_beyond_the_bound_wait_for_a_free_slot() {
+    let mut run = start(Limits { max_connections: 1, ..Limits::default() }).await;
+    let mut first = h1(run.addr).await;
+    let held = tokio::spawn(async move {
+        let resp = text(first.send_request(get("/gate")).await.expect("response")).await;
+        drop(first);
+        resp
+    });
+    assert_eq!(run.entered.recv().await.as_deref(), Some("/gate"));
+    // The second connection is accepted by the kernel but not served while the first holds the only slot.
+    let addr = run.addr;
+    let mut second = tokio::spawn(async move {
+        let mut c = h1(addr).await;
+        text(c.send_request(get("/version")).await.expect("response")).await
+    });
+    // A negative check: while the slot is held the second request cannot complete (a correct server never
+    // completes it, so this cannot fail spuriously).
+    assert!(tokio::time::timeout(Duration::from_millis(100), &mut second).await.is_err());
+    run.gate.notify_one();
+    assert_eq!(held.await.expect("joined"), (StatusCode::OK, "released".into()));
+    assert_eq!(second.await.expect("joined"), (StatusCode::OK, "other true".into()));
+    assert_eq!(run.entered.recv().await.as_deref(), Some("/version"), "served only after the first closed");
+}
