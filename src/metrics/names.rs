@@ -119,7 +119,7 @@ pub const ALL: &[MetricDef] = &[
     histogram(
         REQUEST_DURATION_SECONDS,
         &["verb", "group", "resource", "source"],
-        "Response latency in seconds, by verb, API group, resource and source (memory|upstream). Watches count until their first byte.",
+        "Response latency in seconds, by verb, API group, resource and source (memory|upstream). For WATCH, the time until the response starts.",
         REQUEST_BUCKETS,
     ),
     counter(
@@ -169,7 +169,7 @@ pub const ALL: &[MetricDef] = &[
     gauge(
         STORE_BYTES,
         &["group", "resource", "kind"],
-        "Bytes held by the store: kind=live (current objects) or history (the event ring).",
+        "Estimated bytes held by the store: kind=live (current objects), history (kept alive only by the event ring), snapshots (kept alive only by retained snapshots) or index.",
     ),
     gauge(HISTORY_EVENTS, GR, "Events in the store's history ring (how far back watches can resume)."),
     gauge(HISTORY_SPAN_SECONDS, GR, "Time between the oldest and the newest event in the history ring."),
@@ -273,6 +273,26 @@ pub fn series_names(def: &MetricDef) -> Vec<String> {
         }
         _ => vec![def.name.to_owned()],
     }
+}
+
+/// The README "Metrics" table: one row per metric (name, type, labels, meaning).
+pub fn markdown_table() -> String {
+    let mut out = String::from("| metric | type | labels | meaning |\n|---|---|---|---|\n");
+    for d in ALL {
+        let labels = if d.labels.is_empty() {
+            "—".to_owned()
+        } else {
+            d.labels.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", ")
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            d.name,
+            d.kind.as_str(),
+            labels,
+            d.help.replace('|', "\\|")
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -122,6 +122,8 @@ fn set_store_gauges(m: &ResourceMetrics, stats: &StoreStats) {
     m.store_objects.set(stats.objects as f64);
     m.store_live_bytes.set(stats.live_bytes as f64);
     m.store_history_bytes.set(stats.history_bytes as f64);
+    m.store_snapshot_bytes.set(stats.retained_bytes as f64);
+    m.store_index_bytes.set(stats.index_bytes as f64);
     m.history_events.set(stats.history_events as f64);
     m.history_span.set(stats.history_span.as_secs_f64());
     m.retained_snapshots.set(stats.retained_snapshots as f64);
