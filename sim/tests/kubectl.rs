@@ -328,3 +328,49 @@ fn delete_removes_objects() {
     assert!(out.contains("configmap \"doomed\" deleted"), "{out}");
     assert!(env.sim().get("configmaps", Some("ns-0"), "doomed").is_err());
 }
+
+#[test]
+fn selectors_reach_the_server() {
+    let Some(env) = Env::start(&workload(2, 12)) else { return };
+    let pods = env.sim().list("pods", None).expect("list");
+    let label = |p: &Value, k: &str| {
+        p.pointer(&format!("/metadata/labels/{k}")).and_then(Value::as_str).map(String::from)
+    };
+    let app = label(&pods[0], "app").expect("pods have an app label");
+    let mut want: Vec<String> = pods
+        .iter()
+        .filter(|p| label(p, "app").as_deref() == Some(app.as_str()))
+        .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str).map(|n| format!("pod/{n}")))
+        .collect();
+    want.sort_unstable();
+    let out = env.ok(&["get", "pods", "-A", "-l", &format!("app={app}"), "-o", "name"]);
+    let mut got: Vec<&str> = out.lines().collect();
+    got.sort_unstable();
+    assert_eq!(got, want);
+
+    let on_node0 = pods.iter().filter(|p| p.pointer("/spec/nodeName") == Some(&json!("node-0"))).count();
+    let out = env.ok(&[
+        "get",
+        "pods",
+        "-A",
+        "--field-selector",
+        "spec.nodeName=node-0,status.phase=Running",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(out.lines().count(), on_node0, "{out}");
+
+    for (flag, selector, message) in [
+        ("--field-selector", "foo=bar", "field label not supported: foo"),
+        ("--field-selector", "a=b=c", "invalid field selector: unescaped character in value: 61"),
+        ("-l", "a in (x", "unable to parse requirement: found '', expected: ',' or ')'"),
+    ] {
+        let out = env.run(&["get", "pods", flag, selector]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            stderr.contains("Error from server (BadRequest)") && stderr.contains(message),
+            "{selector}: {stderr}"
+        );
+    }
+}
