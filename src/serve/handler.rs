@@ -20,6 +20,7 @@ use crate::codec::status::ApiError;
 use crate::forward::{Forwarder, WriteTracker};
 use crate::reflector::Registry;
 use crate::serve::fresh::{Fallback, Freshness};
+use crate::serve::gzcache::GzipCache;
 use crate::serve::list::{GetQuery, ListQuery, NotServed, ResponseOptions, serve_get, serve_list};
 use crate::serve::negotiate;
 use crate::serve::params::{self, ListOptions, RvMatch};
@@ -72,6 +73,7 @@ impl HandlerStats {
 /// Serves from memory, forwards the rest.
 pub struct KacheHandler {
     stats: Arc<HandlerStats>,
+    gzip_cache: GzipCache,
     registry: Arc<Registry>,
     forwarder: Forwarder,
     freshness: Freshness,
@@ -99,7 +101,17 @@ impl KacheHandler {
         lazy: bool,
         shutdown: CancellationToken,
     ) -> Self {
-        Self { stats: Arc::default(), registry, forwarder, freshness, writes, config, lazy, shutdown }
+        Self {
+            stats: Arc::default(),
+            gzip_cache: GzipCache::default(),
+            registry,
+            forwarder,
+            freshness,
+            writes,
+            config,
+            lazy,
+            shutdown,
+        }
     }
 
     pub fn stats(&self) -> &Arc<HandlerStats> {
@@ -278,6 +290,7 @@ impl KacheHandler {
             arrived,
             min_rv: self.writes.last_write(&r.gvr),
             block_timeout: self.config.block_timeout,
+            gzip_cache: Some(&self.gzip_cache),
         };
         let (resp, _stats) = serve_list(store, &q, &self.freshness).await?;
         Ok(resp)
