@@ -194,7 +194,7 @@ mod fanout {
 }
 
 /// kache in front of the simulated apiserver, over HTTP.
-mod blackbox {
+pub mod blackbox {
     use std::collections::BTreeMap;
 
     use bytes::Bytes;
@@ -718,5 +718,100 @@ mod blackbox {
             assert!(last >= final_rv, "{sel:?}: reached RV {last}, history for it ends at {final_rv}");
         }
         Arc::into_inner(env).expect("clients done").stop().await;
+    }
+}
+
+/// kube-rs's watcher (a real client) through kache reaches the sim's state.
+mod kube_client {
+    use std::collections::BTreeMap;
+
+    use futures_util::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::runtime::{reflector, watcher};
+    use kube::{Api, Client};
+
+    use super::blackbox::{Env, rv_of};
+    use super::*;
+
+    /// (`ns/name`, RV) of every pod.
+    type PodState = BTreeMap<String, u64>;
+
+    fn sim_state(env: &Env) -> PodState {
+        let pods = env.sim.list("pods", None).expect("list");
+        pods.iter()
+            .map(|p| {
+                let ns = p["metadata"]["namespace"].as_str().unwrap_or_default();
+                let name = p["metadata"]["name"].as_str().unwrap_or_default();
+                (format!("{ns}/{name}"), rv_of(p))
+            })
+            .collect()
+    }
+
+    fn cache_state(reader: &reflector::Store<Pod>) -> PodState {
+        reader
+            .state()
+            .iter()
+            .map(|p| {
+                let ns = p.metadata.namespace.clone().unwrap_or_default();
+                let name = p.metadata.name.clone().unwrap_or_default();
+                let rv = p.metadata.resource_version.as_deref().and_then(|r| r.parse().ok()).unwrap_or(0);
+                (format!("{ns}/{name}"), rv)
+            })
+            .collect()
+    }
+
+    async fn reaches_sim_state(config: watcher::Config) {
+        let env = Env::start().await;
+        for i in 0..20 {
+            env.create_pod("default", &format!("before-{i}"), if i % 2 == 0 { "web" } else { "db" });
+        }
+        let watches_before = kache::serve::watch::stats().started;
+        let client =
+            Client::try_from(kube::Config::new(env.kache.url().parse().expect("url"))).expect("client");
+        let (reader, writer) = reflector::store::<Pod>();
+        let stream = reflector(writer, watcher(Api::<Pod>::all(client), config));
+        let consumer = tokio::spawn(stream.for_each(|event| async move {
+            assert!(event.is_ok(), "watcher error: {event:?}");
+        }));
+        tokio::time::timeout(Duration::from_secs(15), reader.wait_until_ready())
+            .await
+            .expect("ready")
+            .expect("store");
+        // Churn while the watcher runs, with one dropped upstream watch in the middle.
+        for i in 0..10 {
+            env.relabel_pod("default", &format!("before-{i}"), if i % 2 == 0 { "db" } else { "web" });
+            env.delete_pod("default", &format!("before-{}", 10 + i));
+            env.create_pod("default", &format!("after-{i}"), "web");
+            if i == 5 {
+                env.sim.drop_watches();
+            }
+        }
+        let want = sim_state(&env);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            tick.tick().await;
+            let got = cache_state(&reader);
+            if got == want {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "kube-rs cache never reached the sim's state:\n got {got:?}\nwant {want:?}"
+            );
+        }
+        assert!(kache::serve::watch::stats().started > watches_before, "the watch was served from memory");
+        consumer.abort();
+        env.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn streaming_lists_watcher_reaches_the_sim_state() {
+        reaches_sim_state(watcher::Config::default().streaming_lists()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn list_then_watch_watcher_reaches_the_sim_state() {
+        reaches_sim_state(watcher::Config::default()).await;
     }
 }
