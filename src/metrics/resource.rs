@@ -91,10 +91,11 @@ pub struct ResourceMetrics {
     terminated_watchers: Counter,
     slow_watchers_closed: Counter,
     watchers: Gauge,
-    watch_events_sent: Counter,
     pub(crate) store_objects: Gauge,
     pub(crate) store_live_bytes: Gauge,
     pub(crate) store_history_bytes: Gauge,
+    pub(crate) store_snapshot_bytes: Gauge,
+    pub(crate) store_index_bytes: Gauge,
     pub(crate) history_events: Gauge,
     pub(crate) history_span: Gauge,
     pub(crate) retained_snapshots: Gauge,
@@ -161,10 +162,11 @@ impl ResourceMetrics {
             terminated_watchers: counter(TERMINATED_WATCHERS_TOTAL, gr()),
             slow_watchers_closed: counter(SLOW_WATCHERS_CLOSED_TOTAL, gr()),
             watchers: gauge(WATCHERS, gr()),
-            watch_events_sent: counter(WATCH_EVENTS_SENT_TOTAL, gr()),
             store_objects: gauge(STORE_OBJECTS, gr()),
             store_live_bytes: gauge(STORE_BYTES, with(&[("kind", "live")])),
             store_history_bytes: gauge(STORE_BYTES, with(&[("kind", "history")])),
+            store_snapshot_bytes: gauge(STORE_BYTES, with(&[("kind", "snapshots")])),
+            store_index_bytes: gauge(STORE_BYTES, with(&[("kind", "index")])),
             history_events: gauge(HISTORY_EVENTS, gr()),
             history_span: gauge(HISTORY_SPAN_SECONDS, gr()),
             retained_snapshots: gauge(RETAINED_SNAPSHOTS, gr()),
@@ -254,11 +256,6 @@ impl ResourceMetrics {
     pub fn slow_watcher_closed(&self) {
         self.slow_watchers_closed.increment(1);
         self.terminated_watchers.increment(1);
-    }
-
-    /// Events written to a watcher.
-    pub fn watch_events_sent(&self, n: u64) {
-        self.watch_events_sent.increment(n);
     }
 }
 
