@@ -253,7 +253,11 @@ async fn resource(
             }
             let page = list::list(ctx, t.id, t.ns.as_deref(), &opts).await?;
             let meta = list::list_meta(&res, &page);
-            Ok(ctx.out.json(200, &list::ListBody { res: &res, metadata: meta, items: &page.items }))
+            Ok(ctx.out.bytes(
+                200,
+                list::encode_list(&res, meta, &page.items, ctx.out.pretty),
+                "application/json",
+            ))
         }
         (Method::GET, Some(name), None) if is_watch => {
             let res = ctx.state.store.resource(t.id).clone();
