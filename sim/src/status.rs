@@ -237,7 +237,13 @@ impl ApiError {
             401 => "Unauthorized",
             _ => "",
         };
-        let mut e = Self::new(code, reason, format!("injected failure (status {code})"));
+        // A 429 reads like the watch cache's while it (re)initialises, the apiserver's common one.
+        let message = if code == 429 {
+            "storage is (re)initializing".to_string()
+        } else {
+            format!("injected failure (status {code})")
+        };
+        let mut e = Self::new(code, reason, message);
         if code == 429 {
             e.details = Some(Box::new(Details { retry_after_seconds: 1, ..Details::default() }));
         }

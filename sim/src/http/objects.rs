@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::http::list::{self, Page};
 use crate::http::response::Body;
@@ -207,9 +207,4 @@ pub async fn delete_collection(ctx: &Ctx, q: &Query, t: &Target) -> Result<Respo
     let page = Page { rev: store.current_rev(), items: deleted, cont: None, remaining: None };
     let meta = list::list_meta(&res, &page);
     Ok(ctx.out.bytes(200, list::encode_list(&res, meta, &page.items, ctx.out.pretty), "application/json"))
-}
-
-/// A JSON value for `details`-less acknowledgements of the admin API.
-pub fn ack(v: Value) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": v})
 }
