@@ -181,6 +181,15 @@ pub fn route(store: &Store, path: &str) -> Route {
 
 /// Handles one request.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
+    let mut resp = serve(state, req).await;
+    // Every apiserver response carries an audit ID.
+    if let Ok(v) = http::HeaderValue::from_str(&crate::write::meta::new_uid()) {
+        resp.headers_mut().insert("audit-id", v);
+    }
+    resp
+}
+
+async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let q = Query::parse(req.uri().query());
     let out = Out::negotiate(req.headers(), q.get("pretty"));
     let ctx = Ctx { state, out };
