@@ -192,6 +192,11 @@ impl ApiError {
         )
     }
 
+    /// 413 for a request body over the limit.
+    pub fn too_large_body(limit: usize) -> Self {
+        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
+    }
+
     pub fn not_acceptable(accept: &str) -> Self {
         Self::new(
             406,
