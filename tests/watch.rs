@@ -525,6 +525,52 @@ pub mod blackbox {
         env.stop().await;
     }
 
+    /// Memory per idle watcher over HTTP/1.1 (server side: connection, body state machine, receiver), and
+    /// the time until every one of them has an event.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "measurement; run with --ignored --nocapture"]
+    async fn measure_idle_http_watchers() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        const WATCHERS: usize = 5_000;
+        let env = Env::start().await;
+        let from = env.sim.revision();
+        let request = format!(
+            "GET /api/v1/namespaces/default/pods?watch=1&resourceVersion={from} HTTP/1.1\r\nHost: k\r\n\r\n"
+        );
+        let rss_before = rss_bytes();
+        let mut conns = Vec::with_capacity(WATCHERS);
+        for _ in 0..WATCHERS {
+            let mut c = tokio::net::TcpStream::connect(env.kache.addr()).await.expect("connect");
+            c.write_all(request.as_bytes()).await.expect("request");
+            conns.push(c);
+        }
+        let store = env.pods_store();
+        while store.subscribers() < WATCHERS {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let per_watcher = rss_bytes().saturating_sub(rss_before) / WATCHERS as u64;
+        let started = Instant::now();
+        env.create_pod("default", "ping", "web");
+        let mut buf = vec![0u8; 4096];
+        for c in &mut conns {
+            // Headers, then the chunk with the event (possibly in one read).
+            let mut seen = Vec::new();
+            while !String::from_utf8_lossy(&seen).contains("\"ADDED\"") {
+                let n = c.read(&mut buf).await.expect("read");
+                assert!(n > 0, "connection closed");
+                seen.extend_from_slice(&buf[..n]);
+            }
+        }
+        println!(
+            "idle-http: {WATCHERS} watchers, {per_watcher} B RSS per idle watcher (server and client sockets in \
+             one process); one event reached all of them in {:?}",
+            started.elapsed()
+        );
+        env.stop().await;
+    }
+
     // --- event-sequence checker under churn with upstream faults ---
 
     /// One write as the test made it (the only writer of pods).
