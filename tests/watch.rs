@@ -1,10 +1,18 @@
-//! Watch tests that need more than one module: fan-out measurements against a real store.
+//! Watch, end to end. Contents:
 //!
-//! Contents:
-//! - `fanout`: many concurrent watchers, each polled by its own task as a server connection would poll its
-//!   body; delivery latency, CPU per delivered event and memory per idle watcher. The measurement runs are
-//!   `#[ignore]`d (they take seconds); run them with
-//!   `cargo test -p kache --test watch -- --ignored --nocapture --test-threads=1`.
+//! - `fanout`: many watchers on one store, each polled by its own task as a server connection polls its
+//!   body: every watcher gets every event; `#[ignore]`d measurements of delivery latency, CPU per delivery
+//!   and memory per idle watcher.
+//! - `blackbox`: kache in front of `kache_sim` over HTTP: differential tests (the same watch to the sim
+//!   and through kache gives the same lines: replay from an RV, watch-list, selector transitions, 410,
+//!   bookmarks), a stalled client cut off while a fast one gets everything, and an event-sequence checker
+//!   under churn with dropped upstream watches, compaction and an upstream restart (clients re-watch and
+//!   relist like client-go); `#[ignore]`d: memory per idle HTTP watcher.
+//! - `kube_client`: kube-rs's watcher, in streaming-lists and list-then-watch modes, reaches the sim's state
+//!   through kache.
+//!
+//! Measurements: `cargo test -p kache --test watch -- --ignored --nocapture --test-threads=1` (add
+//! `--config 'profile.dev.package.kache.opt-level=3'` for optimised kache code).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
