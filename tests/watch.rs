@@ -579,6 +579,35 @@ pub mod blackbox {
         env.stop().await;
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_watches_share_one_http2_connection() {
+        let env = Env::start().await;
+        let h2: Client<HttpConnector, Empty<Bytes>> =
+            Client::builder(TokioExecutor::new()).http2_only(true).build_http();
+        let from = env.sim.revision();
+        let mut streams = Vec::new();
+        for i in 0..50 {
+            let selector = if i % 2 == 0 { "" } else { "&labelSelector=app%3Dweb" };
+            let uri: http::Uri = format!(
+                "{}/api/v1/namespaces/default/pods?watch=1&resourceVersion={from}{selector}",
+                env.kache.url()
+            )
+            .parse()
+            .expect("uri");
+            let response =
+                tokio::time::timeout(READ_TIMEOUT, h2.get(uri)).await.expect("in time").expect("h2");
+            assert_eq!(response.version(), http::Version::HTTP_2);
+            assert_eq!(response.status(), StatusCode::OK);
+            streams.push(Lines { body: response.into_body(), buf: Vec::new() });
+        }
+        let rv = env.create_pod("default", "shared", "web");
+        for lines in &mut streams {
+            let v = lines.next_event().await.expect("event");
+            assert_eq!((v["type"].as_str(), rv_of(&v["object"])), (Some("ADDED"), rv));
+        }
+        env.stop().await;
+    }
+
     // --- event-sequence checker under churn with upstream faults ---
 
     /// One write as the test made it (the only writer of pods).
