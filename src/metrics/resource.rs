@@ -342,6 +342,22 @@ mod tests {
         assert_eq!(interner.all().len(), 2);
     }
 
+    proptest::proptest! {
+        /// Whatever a client puts in a URL, the label values are Kubernetes names or `other`, and the set
+        /// stays bounded.
+        #[test]
+        fn any_name_maps_to_a_bounded_valid_label(
+            names in proptest::collection::vec(proptest::prop_oneof!["[a-z]{1,8}(\\.[a-z]{1,8})?", ".{0,40}"], 1..20)
+        ) {
+            let interner = Interner::new(4);
+            for name in &names {
+                let m = interner.get(name.as_str().group(), name.as_str().resource());
+                proptest::prop_assert!(labels::valid_name(m.group()) && labels::valid_name(m.resource()));
+            }
+            proptest::prop_assert!(interner.all().len() <= 4);
+        }
+    }
+
     #[test]
     fn invalid_names_share_the_other_series() {
         let a = resource("Bad\"Name");
