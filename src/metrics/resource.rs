@@ -278,6 +278,24 @@ impl ResourceMetrics {
     }
 }
 
+/// Counts one open watcher of a resource in `kache_watchers` for as long as it lives.
+#[derive(Debug)]
+pub struct WatcherGuard(Arc<ResourceMetrics>);
+
+impl WatcherGuard {
+    pub fn new<R: AsResource + ?Sized>(r: &R) -> Self {
+        let m = resource(r);
+        m.watchers(1);
+        Self(m)
+    }
+}
+
+impl Drop for WatcherGuard {
+    fn drop(&mut self) {
+        self.0.watchers(-1);
+    }
+}
+
 /// The apiserver truncates resourceVersions to their 15 least significant digits (below 2^53).
 const RV_MODULUS: u64 = 1_000_000_000_000_000;
 
@@ -324,6 +342,22 @@ mod tests {
         assert_eq!(interner.all().len(), 2);
     }
 
+    proptest::proptest! {
+        /// Whatever a client puts in a URL, the label values are Kubernetes names or `other`, and the set
+        /// stays bounded.
+        #[test]
+        fn any_name_maps_to_a_bounded_valid_label(
+            names in proptest::collection::vec(proptest::prop_oneof!["[a-z]{1,8}(\\.[a-z]{1,8})?", ".{0,40}"], 1..20)
+        ) {
+            let interner = Interner::new(4);
+            for name in &names {
+                let m = interner.get(name.as_str().group(), name.as_str().resource());
+                proptest::prop_assert!(labels::valid_name(m.group()) && labels::valid_name(m.resource()));
+            }
+            proptest::prop_assert!(interner.all().len() <= 4);
+        }
+    }
+
     #[test]
     fn invalid_names_share_the_other_series() {
         let a = resource("Bad\"Name");
@@ -359,6 +393,21 @@ mod tests {
             "apiserver_watch_cache_consistent_read_total{{{gr},success=\"true\",fallback=\"false\"}} 0"
         )));
         assert!(text.contains(&format!("apiserver_watch_cache_resource_version{{{gr}}} 567890123456789")));
+    }
+
+    #[test]
+    fn watcher_guards_count_open_watchers() {
+        let handle = install();
+        let series = "kache_watchers{group=\"\",resource=\"guard-test\"}";
+        let value =
+            |text: &str| text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok());
+        let a = WatcherGuard::new("guard-test");
+        let b = WatcherGuard::new("guard-test");
+        assert_eq!(value(&handle.render()), Some(2.0));
+        drop(a);
+        assert_eq!(value(&handle.render()), Some(1.0));
+        drop(b);
+        assert_eq!(value(&handle.render()), Some(0.0));
     }
 
     #[test]
