@@ -27,6 +27,9 @@ pub mod token;
 pub mod workload;
 pub mod write;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 pub use kinds::Crd;
 pub use sim::{Sim, SimBuilder, SimHandle, StartError};
 pub use status::ApiError;

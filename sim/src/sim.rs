@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::auth::AuthConfig;
 use crate::http::{Admin, Config, State};
 use crate::kinds::{Crd, table};
 use crate::status::ApiError;
@@ -51,6 +52,7 @@ impl Sim {
             compaction_interval: Some(DEFAULT_COMPACTION_INTERVAL),
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             seed_default_namespace: true,
+            auth: None,
         }
     }
 }
@@ -64,6 +66,7 @@ pub struct SimBuilder {
     compaction_interval: Option<Duration>,
     wait_timeout: Duration,
     seed_default_namespace: bool,
+    auth: Option<Arc<AuthConfig>>,
 }
 
 // === impl SimBuilder ===
@@ -106,6 +109,13 @@ impl SimBuilder {
         self
     }
 
+    /// Authentication and authorization (static tokens, allow rules); None (the default) serves everyone.
+    /// Also enables the TokenReview and SubjectAccessReview APIs.
+    pub fn auth(mut self, auth: Option<AuthConfig>) -> Self {
+        self.auth = auth.map(Arc::new);
+        self
+    }
+
     /// Binds and starts serving.
     pub async fn start(self) -> Result<SimHandle, StartError> {
         let resources = table(&self.crds);
@@ -122,6 +132,7 @@ impl SimBuilder {
         let state = Arc::new(State {
             store,
             cfg: Config { bookmark_interval: self.bookmark_interval, wait_timeout: self.wait_timeout },
+            auth: self.auth,
             admin: Admin::new(),
             addr,
         });
@@ -181,6 +192,11 @@ impl SimHandle {
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.state.addr)
+    }
+
+    /// The authentication/authorization tables, to add tokens or change rules while serving.
+    pub fn auth(&self) -> Option<&AuthConfig> {
+        self.state.auth.as_deref()
     }
 
     /// The current global revision.
@@ -295,6 +311,20 @@ impl SimHandle {
         {
             Deleted::Gone(o) | Deleted::Pending(o) => Ok((*o).clone()),
         }
+    }
+
+    /// Creates the objects of a workload (namespaces, nodes, pods); returns how many were created.
+    /// Objects that already exist are left as they are.
+    pub fn seed(&self, w: &crate::workload::Workload) -> Result<usize, ApiError> {
+        let mut n = 0;
+        for (resource, ns, body) in crate::workload::seed_objects(w) {
+            match self.create(resource, ns.as_deref(), body) {
+                Ok(_) => n += 1,
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
     }
 
     /// Reads the latest state of an object.

@@ -177,8 +177,18 @@ impl ApiError {
             "UnsupportedMediaType",
             format!(
                 "the body of the request was in an unknown format - accepted media types include: \
-                 application/json-patch+json, application/merge-patch+json (got {content_type})"
+                 application/json-patch+json, application/merge-patch+json, \
+                 application/strategic-merge-patch+json (got {content_type})"
             ),
+        )
+    }
+
+    /// 415 for a patch the sim will not apply (instead of applying it wrongly).
+    pub fn unsupported_patch(why: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - {why}"),
         )
     }
 

@@ -2,6 +2,7 @@
 //! `/sim/` admin API.
 
 pub mod admin;
+pub mod authz;
 pub mod discovery;
 pub mod list;
 pub mod objects;
@@ -17,6 +18,7 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use tokio::sync::watch as tokio_watch;
 
+use crate::auth::AuthConfig;
 use crate::options::{ListOptions, Query};
 use crate::status::ApiError;
 use crate::store::{ResId, Store};
@@ -81,6 +83,8 @@ impl Default for Admin {
 pub struct State {
     pub store: Arc<Store>,
     pub cfg: Config,
+    /// Authentication and authorization; None serves everyone.
+    pub auth: Option<Arc<AuthConfig>>,
     pub admin: Admin,
     pub addr: SocketAddr,
 }
@@ -124,6 +128,13 @@ pub fn route(store: &Store, path: &str) -> Route {
         ["api"] => return Route::Discovery(discovery::Doc::CoreVersions),
         ["apis"] => return Route::Discovery(discovery::Doc::Groups),
         ["apis", g] => return Route::Discovery(discovery::Doc::Group(g.to_string())),
+        ["openapi", "v3"] => return Route::Discovery(discovery::Doc::OpenApiIndex),
+        ["openapi", "v3", "api", v] => {
+            return Route::Discovery(discovery::Doc::OpenApi(String::new(), v.to_string()));
+        }
+        ["openapi", "v3", "apis", g, v] => {
+            return Route::Discovery(discovery::Doc::OpenApi(g.to_string(), v.to_string()));
+        }
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Route::NotFound,
@@ -188,6 +199,15 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body>
         let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
         return out.error(&ApiError::not_acceptable(accept));
     }
+    if let Some(auth) = ctx.state.auth.clone() {
+        if path == authz::TOKEN_REVIEW_PATH || path == authz::SUBJECT_ACCESS_REVIEW_PATH {
+            return authz::review(&ctx, &auth, req).await;
+        }
+        let r = route(&ctx.state.store, &path);
+        if let Err(e) = authz::check(&ctx, &auth, &req, &q, &r) {
+            return out.error(&e);
+        }
+    }
     match route(&ctx.state.store, &path) {
         Route::Health => response::text(200, "ok"),
         Route::Discovery(doc) if req.method() == Method::GET => discovery::serve(&ctx, &doc),
@@ -219,6 +239,11 @@ async fn resource(
 ) -> Result<Response<Body>, ApiError> {
     let method = req.method().clone();
     let is_watch = t.watch_path || q.flag("watch");
+    // Namespaced resources take writes only under their namespace (the apiserver registers
+    // cluster-wide routes for list and watch only).
+    if method != Method::GET && t.ns.is_none() && ctx.state.store.resource(t.id).namespaced {
+        return Err(ApiError::method_not_allowed());
+    }
     match (method, t.name.as_deref(), t.sub.as_deref()) {
         (Method::GET, None, None) => {
             let res = ctx.state.store.resource(t.id).clone();

@@ -4,6 +4,7 @@
 
 pub mod meta;
 pub mod patch;
+mod smp;
 #[cfg(test)]
 mod tests;
 
@@ -175,9 +176,7 @@ fn prepare_new(res: &ResourceDef, mut obj: Value, rev: u64, opts: &WriteOpts) ->
 
 /// Records managedFields and normalises key order.
 fn finish(res: &ResourceDef, mut obj: Value, opts: &WriteOpts, subresource: &str) -> Value {
-    if !opts.manager.is_empty()
-        && let Some(m) = obj.as_object_mut()
-    {
+    if let Some(m) = obj.as_object_mut() {
         meta::update_managed_fields(m, &opts.manager, &res.api_version(), subresource);
     }
     res.normalize(&mut obj);
@@ -429,10 +428,8 @@ pub fn patch(
     let k = key(&res, ns, name);
     let w = store.write(id, &k, None, |cur, rev| {
         let cur = cur.ok_or_else(|| ApiError::not_found(&res, name))?;
-        let patched = patch::apply(ty, cur, patch_body).map_err(|e| match e {
-            patch::PatchError::Unsupported => {
-                ApiError::unsupported_media_type("application/strategic-merge-patch+json")
-            }
+        let patched = patch::apply(ty, &res.kind, res.builtin, cur, patch_body).map_err(|e| match e {
+            patch::PatchError::Unsupported(why) => ApiError::unsupported_patch(&why),
             patch::PatchError::Invalid(m) => ApiError::bad_request(m),
         })?;
         if !patched.is_object() {
