@@ -58,7 +58,10 @@ const GZIP_FLUSH_BYTES: usize = 32 * 1024;
 
 impl<I: Iterator<Item = Bytes>> GzipChunks<I> {
     pub fn new(inner: I) -> Self {
-        Self { inner, encoder: Some(GzEncoder::new(Vec::with_capacity(GZIP_FLUSH_BYTES * 2), Compression::new(1))) }
+        Self {
+            inner,
+            encoder: Some(GzEncoder::new(Vec::with_capacity(GZIP_FLUSH_BYTES * 2), Compression::new(1))),
+        }
     }
 }
 

@@ -99,7 +99,13 @@ pub struct ListChunks {
 impl ListChunks {
     pub fn new(info: &ResourceInfo, meta: &ListMeta, items: Vec<Arc<Object>>) -> Self {
         let header = list_header(&info.list_kind, &info.api_version(), meta);
-        Self { header: Some(header), items, next: 0, with_type_meta: info.list_items_have_type_meta, done: false }
+        Self {
+            header: Some(header),
+            items,
+            next: 0,
+            with_type_meta: info.list_items_have_type_meta,
+            done: false,
+        }
     }
 
     /// The exact number of bytes the chunks will add up to.

@@ -1,6 +1,7 @@
 //! The HTTP front: routing, parameter validation, selectors, and get/list/watch from memory.
 
 pub mod fresh;
+pub mod gzcache;
 pub mod handler;
 pub mod list;
 pub mod negotiate;
@@ -13,4 +14,3 @@ pub mod scan;
 pub mod selector;
 pub mod server;
 pub mod watch;
-pub mod gzcache;
