@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::body::{self, Body};
 use crate::codec::status::ApiError;
 use crate::forward::{Forwarder, WriteTracker};
-use crate::metrics::{self, Source};
+use crate::metrics;
 use crate::reflector::Registry;
 use crate::serve::fresh::{Fallback, Freshness};
 use crate::serve::gzcache::GzipCache;
@@ -128,23 +128,15 @@ impl KacheHandler {
         &self.freshness
     }
 
-    /// Answers one request and records `apiserver_request_total` / `_duration_seconds` for resource requests.
+    /// Answers one request. (`apiserver_request_total` is recorded by the server for every resource request;
+    /// the forwarder marks the responses it relays, which gives the `source` label.)
     async fn dispatch(&self, req: Request<Body>) -> Response<Body> {
         let arrived = Instant::now();
         let route = match req.extensions().get::<Route>() {
             Some(route) => route.clone(),
             None => Route::parse(req.method(), req.uri()),
         };
-        let forwarded_before = self.stats.forwarded();
-        let resp = self.dispatch_route(req, &route, arrived).await;
-        if let Some(r) = route.resource() {
-            // A forwarded request bumps the counter; this is per request, so a concurrent forward can only
-            // misattribute the source label of one sample, never the counts.
-            let source =
-                if self.stats.forwarded() > forwarded_before { Source::Upstream } else { Source::Memory };
-            metrics::request(r.verb.as_str(), &r.gvr, resp.status().as_u16(), source, arrived.elapsed());
-        }
-        resp
+        self.dispatch_route(req, &route, arrived).await
     }
 
     async fn dispatch_route(&self, req: Request<Body>, route: &Route, arrived: Instant) -> Response<Body> {
