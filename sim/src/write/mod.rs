@@ -285,7 +285,8 @@ pub fn create(
         if !causes.is_empty() {
             return Err(ApiError::invalid_object(&res, &name, causes));
         }
-        let mut obj = body.clone();
+        // A named create has one attempt: the body can move instead of being copied.
+        let mut obj = if requested.is_empty() { body.clone() } else { std::mem::take(&mut body) };
         meta_mut(&mut obj).insert("name".into(), json!(name));
         if res.builtin && res.plural == "namespaces" {
             let labels = meta_mut(&mut obj).entry("labels").or_insert_with(|| json!({}));
