@@ -1,9 +1,12 @@
 //! List responses: splitting a list into item slices, and giving list items their type meta.
 
-use bytes::{BufMut, Bytes, BytesMut};
-use sonic_rs::JsonValueTrait;
+use std::borrow::Cow;
 
-use super::{ExtractError, ITERATION, json};
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+use super::{ExtractError, json};
 
 /// A list response taken apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,58 +23,60 @@ pub struct ListParts {
     pub items_have_type_meta: Option<bool>,
 }
 
+/// The envelope of a list response. One serde_json pass validates the body and captures each item as a
+/// borrowed raw slice: faster than a validating scan followed by a lazy walk (benches/extract.rs).
+#[derive(Deserialize)]
+struct ListBody<'a> {
+    #[serde(borrow, default)]
+    metadata: Option<ListMeta<'a>>,
+    /// `None`: no `items` member; `Some(None)`: `"items": null`.
+    #[serde(borrow, default, deserialize_with = "present")]
+    items: Option<Option<Vec<&'a RawValue>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListMeta<'a> {
+    #[serde(borrow, default)]
+    resource_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "continue")]
+    continue_token: Option<Cow<'a, str>>,
+    #[serde(default)]
+    remaining_item_count: Option<i64>,
+}
+
+/// Marks a member as present (with `default`, an absent one stays `None`).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(de: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(de).map(Some)
+}
+
 /// Splits a list response body into its metadata and item slices, validating the whole body.
 pub fn split_list(body: &Bytes) -> Result<ListParts, ExtractError> {
-    let buf: &[u8] = body;
-    let mut metadata = None;
-    let mut items = None;
-    json::walk_object(buf, |_, key, value, _| {
-        match &*key {
-            "metadata" => metadata = Some(value),
-            "items" => items = Some(value),
-            _ => {}
+    let text = std::str::from_utf8(body).map_err(|_| ExtractError::InvalidUtf8)?;
+    let list: ListBody<'_> = serde_json::from_str(text).map_err(ExtractError::Json)?;
+    let metadata = list.metadata.ok_or(ExtractError::MissingMetadata)?;
+    let rv = metadata.resource_version.unwrap_or_default();
+    let resource_version =
+        json::parse_rv(&rv).ok_or_else(|| ExtractError::BadResourceVersion(rv.into_owned()))?;
+    let items = list.items.ok_or(ExtractError::MissingItems)?.unwrap_or_default();
+    let mut slices = Vec::with_capacity(items.len());
+    for item in items {
+        let raw = item.get();
+        if !raw.starts_with('{') {
+            return Err(ExtractError::WrongType("items[]"));
         }
-        Ok(())
-    })?;
-    let metadata = metadata.ok_or(ExtractError::MissingMetadata)?;
-    let members = metadata.into_object_iter().ok_or(ExtractError::WrongType("metadata"))?;
-    let (mut rv, mut continue_token, mut remaining_item_count) = (String::new(), None, None);
-    for member in members {
-        let (key, value) = member.map_err(|_| ExtractError::Internal(ITERATION))?;
-        match &*key {
-            "resourceVersion" => {
-                rv = json::opt_str(&value, "metadata.resourceVersion")?.unwrap_or("").to_owned();
-            }
-            "continue" => {
-                continue_token =
-                    json::opt_str(&value, "metadata.continue")?.filter(|c| !c.is_empty()).map(str::to_owned);
-            }
-            "remainingItemCount" if !value.is_null() => {
-                remaining_item_count =
-                    Some(value.as_i64().ok_or(ExtractError::WrongType("metadata.remainingItemCount"))?);
-            }
-            _ => {}
-        }
-    }
-    let resource_version = json::parse_rv(&rv).ok_or(ExtractError::BadResourceVersion(rv))?;
-    let items = items.ok_or(ExtractError::MissingItems)?;
-    let mut slices = Vec::new();
-    if !items.is_null() {
-        let elements = items.into_array_iter().ok_or(ExtractError::WrongType("items"))?;
-        for element in elements {
-            let element = element.map_err(|_| ExtractError::Internal(ITERATION))?;
-            if !element.is_object() {
-                return Err(ExtractError::WrongType("items[]"));
-            }
-            let range = json::range_in(buf, &element).ok_or(ExtractError::Internal("item outside body"))?;
-            slices.push(body.slice(range));
-        }
+        // The raw value borrows from `body`: its position is a pointer difference.
+        let start = (raw.as_ptr() as usize)
+            .checked_sub(body.as_ptr() as usize)
+            .filter(|s| s + raw.len() <= body.len())
+            .ok_or(ExtractError::Internal("item outside body"))?;
+        slices.push(body.slice(start..start + raw.len()));
     }
     let items_have_type_meta = slices.first().map(|item| json::starts_with_type_meta(item));
     Ok(ListParts {
         resource_version,
-        continue_token,
-        remaining_item_count,
+        continue_token: metadata.continue_token.filter(|c| !c.is_empty()).map(Cow::into_owned),
+        remaining_item_count: metadata.remaining_item_count,
         items: slices,
         items_have_type_meta,
     })

@@ -1,6 +1,10 @@
 //! Watch streams: one JSON line → event type and object; bookmarks.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use sonic_rs::JsonValueTrait;
 
 use super::{ExtractError, INITIAL_EVENTS_END_ANNOTATION, ITERATION, json};
@@ -63,27 +67,27 @@ pub struct WatchFrame {
 
 /// Decodes one line of a JSON watch stream (`{"type":…,"object":{…}}`, trailing newline allowed).
 pub fn parse_watch_line(line: Bytes) -> Result<WatchFrame, ExtractError> {
-    let buf: &[u8] = &line;
-    let mut event_type = None;
-    let mut object = None;
-    json::walk_object(buf, |_, key, value, range| {
-        match &*key {
-            "type" => {
-                let text = json::opt_str(&value, "type")?.ok_or(ExtractError::MissingType)?;
-                let parsed = WatchEventType::parse(text);
-                event_type = Some(parsed.ok_or_else(|| ExtractError::UnknownEventType(text.to_owned()))?);
-            }
-            "object" => object = Some((value.is_object(), range)),
-            _ => {}
-        }
-        Ok(())
-    })?;
-    let event_type = event_type.ok_or(ExtractError::MissingType)?;
-    let (is_object, range) = object.ok_or(ExtractError::MissingObject)?;
-    if !is_object {
-        return Err(ExtractError::MissingObject);
-    }
-    Ok(WatchFrame { event_type, object: line.slice(range) })
+    let text = std::str::from_utf8(&line).map_err(|_| ExtractError::InvalidUtf8)?;
+    // One serde_json pass validates the line and captures the object as a borrowed raw slice.
+    let frame: Frame<'_> = serde_json::from_str(text).map_err(ExtractError::Json)?;
+    let kind = frame.kind.ok_or(ExtractError::MissingType)?;
+    let event_type =
+        WatchEventType::parse(&kind).ok_or_else(|| ExtractError::UnknownEventType(kind.into_owned()))?;
+    let object =
+        frame.object.map(RawValue::get).filter(|o| o.starts_with('{')).ok_or(ExtractError::MissingObject)?;
+    let start = (object.as_ptr() as usize)
+        .checked_sub(line.as_ptr() as usize)
+        .filter(|s| s + object.len() <= line.len())
+        .ok_or(ExtractError::Internal("object outside line"))?;
+    Ok(WatchFrame { event_type, object: line.slice(start..start + object.len()) })
+}
+
+#[derive(Deserialize)]
+struct Frame<'a> {
+    #[serde(borrow, default, rename = "type")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
 }
 
 /// What a BOOKMARK event tells.
