@@ -45,9 +45,13 @@ fn pod(i: usize, rv: u64, info: &ResourceInfo, buf: &mut String) -> Arc<Object> 
     Arc::new(object_from_json(Bytes::copy_from_slice(buf.as_bytes()), info).expect("valid pod"))
 }
 
+/// The initial list, in key order as the apiserver returns it.
 fn objects(info: &ResourceInfo) -> Vec<Arc<Object>> {
     let mut buf = String::new();
-    (0..OBJECTS).map(|i| pod(i, LIST_RV - OBJECTS as u64 + i as u64, info, &mut buf)).collect()
+    let mut list: Vec<_> =
+        (0..OBJECTS).map(|i| pod(i, LIST_RV - OBJECTS as u64 + i as u64, info, &mut buf)).collect();
+    list.sort_by(|a, b| a.key.cmp(&b.key));
+    list
 }
 
 /// The same object at a new RV (a MODIFIED event): shares the template's bytes, so building it is cheap
