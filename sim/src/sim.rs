@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::auth::AuthConfig;
 use crate::http::{Admin, Config, State};
 use crate::kinds::{Crd, table};
 use crate::status::ApiError;
@@ -51,6 +52,7 @@ impl Sim {
             compaction_interval: Some(DEFAULT_COMPACTION_INTERVAL),
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             seed_default_namespace: true,
+            auth: None,
         }
     }
 }
@@ -64,6 +66,7 @@ pub struct SimBuilder {
     compaction_interval: Option<Duration>,
     wait_timeout: Duration,
     seed_default_namespace: bool,
+    auth: Option<Arc<AuthConfig>>,
 }
 
 // === impl SimBuilder ===
@@ -106,6 +109,13 @@ impl SimBuilder {
         self
     }
 
+    /// Authentication and authorization (static tokens, allow rules); None (the default) serves everyone.
+    /// Also enables the TokenReview and SubjectAccessReview APIs.
+    pub fn auth(mut self, auth: Option<AuthConfig>) -> Self {
+        self.auth = auth.map(Arc::new);
+        self
+    }
+
     /// Binds and starts serving.
     pub async fn start(self) -> Result<SimHandle, StartError> {
         let resources = table(&self.crds);
@@ -122,6 +132,7 @@ impl SimBuilder {
         let state = Arc::new(State {
             store,
             cfg: Config { bookmark_interval: self.bookmark_interval, wait_timeout: self.wait_timeout },
+            auth: self.auth,
             admin: Admin::new(),
             addr,
         });
@@ -183,6 +194,11 @@ impl SimHandle {
         format!("http://{}", self.state.addr)
     }
 
+    /// The authentication/authorization tables, to add tokens or change rules while serving.
+    pub fn auth(&self) -> Option<&AuthConfig> {
+        self.state.auth.as_deref()
+    }
+
     /// The current global revision.
     pub fn revision(&self) -> u64 {
         self.state.store.current_rev()
@@ -242,7 +258,7 @@ impl SimHandle {
     /// errors as `POST`.
     pub fn create(&self, resource: &str, namespace: Option<&str>, obj: Value) -> Result<Value, ApiError> {
         let id = self.resolve(resource)?;
-        write::create(&self.state.store, id, namespace, obj, &Self::opts()).map(|o| (*o).clone())
+        write::create(&self.state.store, id, namespace, obj, &Self::opts())
     }
 
     /// Replaces an object (`PUT`); a `metadata.resourceVersion` in `obj` is a precondition.
@@ -250,7 +266,6 @@ impl SimHandle {
         let id = self.resolve(resource)?;
         let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
         write::update(&self.state.store, id, namespace, &name, obj, Part::Main, &Self::opts())
-            .map(|o| (*o).clone())
     }
 
     /// Replaces an object's status (`PUT .../status`).
@@ -263,7 +278,6 @@ impl SimHandle {
         let id = self.resolve(resource)?;
         let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
         write::update(&self.state.store, id, namespace, &name, obj, Part::Status, &Self::opts())
-            .map(|o| (*o).clone())
     }
 
     /// Applies a JSON merge patch (`PATCH` with `application/merge-patch+json`).
@@ -285,7 +299,6 @@ impl SimHandle {
             Part::Main,
             &Self::opts(),
         )
-        .map(|o| (*o).clone())
     }
 
     /// Deletes an object; returns its last state (with finalizers: the object now being deleted).
@@ -293,8 +306,22 @@ impl SimHandle {
         let id = self.resolve(resource)?;
         match write::delete(&self.state.store, id, namespace, name, &Preconditions::default(), &Self::opts())?
         {
-            Deleted::Gone(o) | Deleted::Pending(o) => Ok((*o).clone()),
+            Deleted::Gone(o) | Deleted::Pending(o) => Ok(o),
         }
+    }
+
+    /// Creates the objects of a workload (namespaces, nodes, pods); returns how many were created.
+    /// Objects that already exist are left as they are.
+    pub fn seed(&self, w: &crate::workload::Workload) -> Result<usize, ApiError> {
+        let mut n = 0;
+        for (resource, ns, body) in crate::workload::seed_objects(w) {
+            match self.create(resource, ns.as_deref(), body) {
+                Ok(_) => n += 1,
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
     }
 
     /// Reads the latest state of an object.
@@ -302,7 +329,7 @@ impl SimHandle {
         let id = self.resolve(resource)?;
         let res = self.state.store.resource(id).clone();
         match self.state.store.get(id, &write::key(&res, namespace, name), None) {
-            Ok(Some(o)) => Ok((*o).clone()),
+            Ok(Some(o)) => Ok(o.value()),
             _ => Err(ApiError::not_found(&res, name)),
         }
     }
@@ -313,6 +340,6 @@ impl SimHandle {
         let prefix = namespace.map(|n| format!("{n}/")).unwrap_or_default();
         let (_, items) =
             self.state.store.range(id, &prefix, "", None).map_err(|_| ApiError::list_too_old())?;
-        Ok(items.into_iter().map(|(_, v)| (*v).clone()).collect())
+        Ok(items.into_iter().map(|(_, v)| v.value()).collect())
     }
 }

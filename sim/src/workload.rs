@@ -11,7 +11,7 @@ mod objects;
 use rand::{SeedableRng, rngs::StdRng};
 use serde_json::Value;
 
-pub use churn::{ChurnStats, churn, churn_with_stats};
+pub use churn::{ChurnStats, churn, churn_ops, churn_with_stats};
 pub use objects::{namespace, node, pod, pod_name};
 
 /// The shape of a simulated cluster and its rate of change.

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use super::labels::{
-    self, AsResource, AuthDecision, AuthResult, Encoding, ForwardKind, FreshnessOutcome, Limit, Served,
-    Source, UpstreamErrorReason,
+    self, AsResource, AuthDecision, AuthResult, Encoding, ForwardKind, Limit, Served, Source,
+    UpstreamErrorReason,
 };
 use super::names::*;
 use super::recorder::{counter, label};
@@ -42,11 +42,6 @@ pub fn read_wait<R: AsResource + ?Sized>(resource: &R, waited: Duration) {
     handles(resource).read_wait(waited);
 }
 
-/// A freshness check's outcome.
-pub fn freshness_probe(outcome: FreshnessOutcome) {
-    counter(FRESHNESS_PROBES_TOTAL, vec![label("outcome", outcome.as_str())]).increment(1);
-}
-
 /// A streaming list (sendInitialEvents=true) sent its initial-events-end bookmark after `elapsed`.
 pub fn watch_list_done<R: AsResource + ?Sized>(resource: &R, elapsed: Duration) {
     handles(resource).watch_list_done(elapsed);
@@ -60,11 +55,6 @@ pub fn watchers<R: AsResource + ?Sized>(resource: &R, delta: i64) {
 /// A watcher closed because it could not keep up (also counts `apiserver_terminated_watchers_total`).
 pub fn slow_watcher_closed<R: AsResource + ?Sized>(resource: &R) {
     handles(resource).slow_watcher_closed();
-}
-
-/// `n` watch events written to one watcher.
-pub fn watch_events_sent<R: AsResource + ?Sized>(resource: &R, n: u64) {
-    handles(resource).watch_events_sent(n);
 }
 
 /// A request passed through to the upstream, with the upstream's status code (0: no response).
@@ -98,9 +88,6 @@ pub fn encoding(encoding: Encoding, served: Served) {
 /// Registers every series of the fixed label sets at zero, so a fresh kache already exports every metric
 /// name its dashboards use. Called by [`install`](super::install); cheap to repeat.
 pub(crate) fn register_fixed_series() {
-    for o in FreshnessOutcome::ALL {
-        counter(FRESHNESS_PROBES_TOTAL, vec![label("outcome", o.as_str())]).increment(0);
-    }
     for r in UpstreamErrorReason::ALL {
         counter(UPSTREAM_ERRORS_TOTAL, vec![label("reason", r.as_str())]).increment(0);
     }
@@ -155,11 +142,6 @@ mod tests {
         forwarded(ForwardKind::Write, 201);
         forwarded(ForwardKind::Write, 201);
         assert_eq!(value(&handle.render(), series), Some(before + 2.0));
-
-        let series = "kache_freshness_probes_total{outcome=\"lagging\"}";
-        let before = value(&handle.render(), series).unwrap_or(0.0);
-        freshness_probe(FreshnessOutcome::Lagging);
-        assert_eq!(value(&handle.render(), series), Some(before + 1.0));
     }
 
     #[test]

@@ -10,7 +10,8 @@ use crate::body::{self, Body};
 use crate::codec::{gzip, list as listcodec, pretty, token};
 use crate::resource::{FieldKind, ResourceInfo};
 use crate::serve::fresh::Freshness;
-use crate::serve::read::{ContinueAt, ListPlan, Match, Rv, plan_list, plan_single};
+use crate::serve::gzcache::GzipCache;
+use crate::serve::read::{ContinueAt, ListPlan, Match, ReadAt, Rv, plan_list, plan_single};
 use crate::serve::resolve::{ResolveError, Resolved, resolve};
 use crate::serve::scan::{ScanRequest, scan};
 use crate::store::{Object, Store, make_key};
@@ -33,6 +34,8 @@ pub struct ListQuery<'a> {
     /// The last write through kache to this resource: a consistent read reflects at least it.
     pub min_rv: u64,
     pub block_timeout: std::time::Duration,
+    /// Compressed bodies of hot full lists.
+    pub gzip_cache: Option<&'a GzipCache>,
 }
 
 /// How the response body is encoded.
@@ -83,7 +86,7 @@ pub async fn serve_list(
         // The cache reports its own RV for single-key reads (`watch_cache.go` WaitUntilFreshAndGet).
         let meta = listcodec::ListMeta { resource_version: resolved.snapshot.rv, ..Default::default() };
         let stats = ListStats { fetched: items.len(), returned: items.len() };
-        return Ok((respond(info, &meta, &items, q.response), stats));
+        return Ok((respond(info, &meta, items, q.response, None), stats));
     }
     let ListPlan::Memory { at, limit, start_key } = plan_list(q.rv, q.rvm, q.limit, q.cont.as_ref()) else {
         return Err(NotServed::Forward("plan"));
@@ -104,7 +107,11 @@ pub async fn serve_list(
     let meta =
         listcodec::ListMeta { resource_version: rv, continue_token, remaining_item_count: page.remaining };
     let stats = ListStats { fetched: snapshot.objects.len(), returned: page.items.len() };
-    Ok((respond(info, &meta, &page.items, q.response), stats))
+    // A whole resource or namespace at a current snapshot: its compressed form can be reused.
+    let cacheable = limit == 0 && !q.has_selector && q.cont.is_none() && !matches!(at, ReadAt::Exact(_));
+    let key = format!("{}|{}", info.gvr, q.namespace.unwrap_or(""));
+    let cache = q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str()));
+    Ok((respond(info, &meta, page.items, q.response, cache), stats))
 }
 
 /// Objects examined and returned, for metrics.
@@ -145,14 +152,47 @@ pub async fn serve_get(
         .map(|o| respond_bytes(vec![o.raw.clone(), Bytes::from_static(b"\n")], response)))
 }
 
-/// Builds the list response: compact JSON chunks, pretty-printed or gzipped as the apiserver would.
+/// Builds the list response, streamed: compact JSON chunks produced as the body is sent, gzipped on the fly
+/// (or taken from `cache`) when the apiserver would compress, pretty-printed when asked.
 pub fn respond(
     info: &ResourceInfo,
     meta: &listcodec::ListMeta,
-    items: &[Arc<Object>],
+    items: Vec<Arc<Object>>,
     opts: ResponseOptions,
+    cache: Option<(&GzipCache, &str)>,
 ) -> Response<Body> {
-    respond_bytes(listcodec::assemble_list(info, meta, items.iter()), opts)
+    let chunks = listcodec::ListChunks::new(info, meta, items);
+    if opts.pretty {
+        return respond_bytes(chunks.collect(), opts);
+    }
+    let len = chunks.total_len();
+    let builder = Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .header(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    let (builder, body) = if opts.gzip && gzip::should_compress(len) {
+        let builder = builder
+            .header(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"))
+            .header(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        match cache {
+            Some((cache, key)) => {
+                let compressed = match cache.get(key, meta.resource_version) {
+                    Some(hit) => hit,
+                    None => {
+                        let compressed: Bytes =
+                            gzip::GzipChunks::new(chunks).collect::<Vec<_>>().concat().into();
+                        cache.put(key, meta.resource_version, compressed.clone());
+                        compressed
+                    }
+                };
+                (builder.header(header::CONTENT_LENGTH, compressed.len()), body::full(compressed))
+            }
+            None => (builder, body::stream_iter(gzip::GzipChunks::new(chunks))),
+        }
+    } else {
+        (builder.header(header::CONTENT_LENGTH, len), body::stream_iter(chunks))
+    };
+    builder.body(body).expect("static headers are valid")
 }
 
 /// A 200 JSON response from chunks, applying pretty printing and gzip (level 1, > 128 KiB).

@@ -25,6 +25,10 @@ pub enum Doc {
     Groups,
     Group(String),
     Resources(String, String),
+    /// `/openapi/v3`: the index of per-group-version documents.
+    OpenApiIndex,
+    /// `/openapi/v3/api/v1`, `/openapi/v3/apis/{g}/{v}`.
+    OpenApi(String, String),
 }
 
 const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
@@ -102,7 +106,59 @@ fn build(ctx: &Ctx, doc: &Doc) -> Option<Value> {
             m.insert("resources".into(), Value::Array(entries));
             Some(Value::Object(m))
         }
+        Doc::OpenApiIndex => {
+            let mut paths = Map::new();
+            for r in resources {
+                let p = gv_path(&r.group, &r.version);
+                paths.insert(
+                    p.clone(),
+                    json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={OPENAPI_HASH}")}),
+                );
+            }
+            Some(json!({"paths": paths}))
+        }
+        Doc::OpenApi(g, v) => openapi_doc(resources, g, v),
     }
+}
+
+/// A constant hash: the documents only change with the resource table, which is fixed at start.
+const OPENAPI_HASH: &str = "0000000000000000";
+
+fn gv_path(g: &str, v: &str) -> String {
+    if g.is_empty() { format!("api/{v}") } else { format!("apis/{g}/{v}") }
+}
+
+/// A minimal OpenAPI v3 document: one path per object with its PATCH and PUT operations, tagged with
+/// x-kubernetes-group-version-kind and the `fieldValidation` query parameter. kubectl reads exactly this
+/// to decide that the server validates fields itself (server-side validation), so it needs no schemas.
+fn openapi_doc(resources: &[std::sync::Arc<ResourceDef>], g: &str, v: &str) -> Option<Value> {
+    let mut paths = Map::new();
+    for r in resources.iter().filter(|r| r.group == g && r.version == v) {
+        let base = format!("/{}", gv_path(g, v));
+        let item = if r.namespaced {
+            format!("{base}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
+        } else {
+            format!("{base}/{}/{{name}}", r.plural)
+        };
+        let collection = item.trim_end_matches("/{name}").to_string();
+        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+        let params = json!([
+            {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}}
+        ]);
+        let op = |verb: &str| {
+            json!({"operationId": format!("{verb}{}", r.kind), "parameters": params,
+                   "responses": {"200": {"description": "OK"}},
+                   "x-kubernetes-action": verb, "x-kubernetes-group-version-kind": gvk})
+        };
+        paths.insert(item, json!({"put": op("put"), "patch": op("patch")}));
+        paths.insert(collection, json!({"post": op("post")}));
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": GIT_VERSION}, "paths": paths}))
 }
 
 fn resource_entry(r: &ResourceDef) -> Value {

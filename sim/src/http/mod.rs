@@ -2,6 +2,7 @@
 //! `/sim/` admin API.
 
 pub mod admin;
+pub mod authz;
 pub mod discovery;
 pub mod list;
 pub mod objects;
@@ -17,6 +18,7 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use tokio::sync::watch as tokio_watch;
 
+use crate::auth::AuthConfig;
 use crate::options::{ListOptions, Query};
 use crate::status::ApiError;
 use crate::store::{ResId, Store};
@@ -81,6 +83,8 @@ impl Default for Admin {
 pub struct State {
     pub store: Arc<Store>,
     pub cfg: Config,
+    /// Authentication and authorization; None serves everyone.
+    pub auth: Option<Arc<AuthConfig>>,
     pub admin: Admin,
     pub addr: SocketAddr,
 }
@@ -124,6 +128,13 @@ pub fn route(store: &Store, path: &str) -> Route {
         ["api"] => return Route::Discovery(discovery::Doc::CoreVersions),
         ["apis"] => return Route::Discovery(discovery::Doc::Groups),
         ["apis", g] => return Route::Discovery(discovery::Doc::Group(g.to_string())),
+        ["openapi", "v3"] => return Route::Discovery(discovery::Doc::OpenApiIndex),
+        ["openapi", "v3", "api", v] => {
+            return Route::Discovery(discovery::Doc::OpenApi(String::new(), v.to_string()));
+        }
+        ["openapi", "v3", "apis", g, v] => {
+            return Route::Discovery(discovery::Doc::OpenApi(g.to_string(), v.to_string()));
+        }
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Route::NotFound,
@@ -162,7 +173,7 @@ pub fn route(store: &Store, path: &str) -> Route {
     match sub.as_deref() {
         None => {}
         Some("status") if res.has_status => {}
-        Some("log") if res.builtin && res.plural == "pods" => {}
+        Some("log" | "exec" | "attach" | "portforward") if res.builtin && res.plural == "pods" => {}
         Some(_) => return Route::NotFound,
     }
     Route::Resource(Target { id, ns: ns.map(str::to_string), name, sub, watch_path })
@@ -170,6 +181,15 @@ pub fn route(store: &Store, path: &str) -> Route {
 
 /// Handles one request.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
+    let mut resp = serve(state, req).await;
+    // Every apiserver response carries an audit ID.
+    if let Ok(v) = http::HeaderValue::from_str(&crate::write::meta::new_uid()) {
+        resp.headers_mut().insert("audit-id", v);
+    }
+    resp
+}
+
+async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let q = Query::parse(req.uri().query());
     let out = Out::negotiate(req.headers(), q.get("pretty"));
     let ctx = Ctx { state, out };
@@ -187,6 +207,15 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body>
     if !accepts_json(&req) {
         let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
         return out.error(&ApiError::not_acceptable(accept));
+    }
+    if let Some(auth) = ctx.state.auth.clone() {
+        if path == authz::TOKEN_REVIEW_PATH || path == authz::SUBJECT_ACCESS_REVIEW_PATH {
+            return authz::review(&ctx, &auth, req).await;
+        }
+        let r = route(&ctx.state.store, &path);
+        if let Err(e) = authz::check(&ctx, &auth, &req, &q, &r) {
+            return out.error(&e);
+        }
     }
     match route(&ctx.state.store, &path) {
         Route::Health => response::text(200, "ok"),
@@ -219,6 +248,11 @@ async fn resource(
 ) -> Result<Response<Body>, ApiError> {
     let method = req.method().clone();
     let is_watch = t.watch_path || q.flag("watch");
+    // Namespaced resources take writes only under their namespace (the apiserver registers
+    // cluster-wide routes for list and watch only).
+    if method != Method::GET && t.ns.is_none() && ctx.state.store.resource(t.id).namespaced {
+        return Err(ApiError::method_not_allowed());
+    }
     match (method, t.name.as_deref(), t.sub.as_deref()) {
         (Method::GET, None, None) => {
             let res = ctx.state.store.resource(t.id).clone();
@@ -228,7 +262,11 @@ async fn resource(
             }
             let page = list::list(ctx, t.id, t.ns.as_deref(), &opts).await?;
             let meta = list::list_meta(&res, &page);
-            Ok(ctx.out.json(200, &list::ListBody { res: &res, metadata: meta, items: &page.items }))
+            Ok(ctx.out.bytes(
+                200,
+                list::encode_list(&res, meta, &page.items, ctx.out.pretty),
+                "application/json",
+            ))
         }
         (Method::GET, Some(name), None) if is_watch => {
             let res = ctx.state.store.resource(t.id).clone();
@@ -241,6 +279,9 @@ async fn resource(
             Ok(watch::watch(ctx, t.id, t.ns.as_deref(), Some(name), opts))
         }
         (Method::GET, Some(name), Some("log")) => admin::pod_log(ctx, t.ns.as_deref(), name, q),
+        (Method::GET | Method::POST, Some(name), Some("exec" | "attach" | "portforward")) => {
+            admin::pod_stream(ctx, req, t.ns.as_deref(), name)
+        }
         (Method::GET, Some(name), _) => objects::get(ctx, t.id, t.ns.as_deref(), name, q).await,
         (Method::POST, None, None) if !t.watch_path => objects::create(ctx, req, q, &t).await,
         (Method::PUT, Some(_), _) if !t.watch_path => objects::update(ctx, req, q, &t).await,

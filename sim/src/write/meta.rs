@@ -108,7 +108,10 @@ pub fn update_managed_fields(
 ) {
     let fields = fields_v1(obj);
     let mut entry = Map::new();
-    entry.insert("manager".into(), json!(manager));
+    // An empty manager (no fieldManager, no User-Agent) is omitted, as `omitempty` does.
+    if !manager.is_empty() {
+        entry.insert("manager".into(), json!(manager));
+    }
     entry.insert("operation".into(), json!("Update"));
     entry.insert("apiVersion".into(), json!(api_version));
     entry.insert("time".into(), json!(now_rfc3339()));
@@ -123,7 +126,7 @@ pub fn update_managed_fields(
         _ => Vec::new(),
     };
     list.retain(|e| {
-        !(e.get("manager").and_then(Value::as_str) == Some(manager)
+        !(e.get("manager").and_then(Value::as_str).unwrap_or("") == manager
             && e.get("operation").and_then(Value::as_str) == Some("Update")
             && e.get("subresource").and_then(Value::as_str).unwrap_or("") == subresource)
     });

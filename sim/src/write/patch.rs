@@ -1,6 +1,5 @@
-//! PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902), and the subset of strategic
-//! merge patch that is identical to a merge patch (no lists, no `$` directives). Anything else is
-//! refused with 415 rather than applied wrongly.
+//! PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and strategic merge patch (for
+//! built-in kinds, see `smp`). Anything else is refused with 415 rather than applied wrongly.
 
 use serde_json::{Map, Value};
 
@@ -9,7 +8,7 @@ use serde_json::{Map, Value};
 pub enum PatchType {
     Merge,
     Json,
-    /// Strategic merge patch, accepted only where it means the same as a merge patch.
+    /// Strategic merge patch (built-in kinds only, like the apiserver).
     Strategic,
 }
 
@@ -31,21 +30,31 @@ pub enum PatchError {
     /// The patch is malformed or does not apply (400/422 to the client).
     #[error("{0}")]
     Invalid(String),
-    /// A strategic merge patch that needs list merge semantics the sim does not model (415).
-    #[error("strategic merge patch with lists or directives is not supported")]
-    Unsupported,
+    /// A strategic merge patch the sim cannot apply faithfully (415): a custom resource, or a list
+    /// whose strategy it does not know.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
-/// Applies a patch of the given type to `target`.
-pub fn apply(ty: PatchType, target: &Value, patch: &Value) -> Result<Value, PatchError> {
+/// Applies a patch of the given type to `target`, an object of `kind` (`builtin` when typed).
+pub fn apply(
+    ty: PatchType,
+    kind: &str,
+    builtin: bool,
+    target: &Value,
+    patch: &Value,
+) -> Result<Value, PatchError> {
     match ty {
         PatchType::Merge => Ok(merge(target, patch)),
-        PatchType::Strategic => {
-            if has_lists_or_directives(patch) {
-                return Err(PatchError::Unsupported);
-            }
-            Ok(merge(target, patch))
+        PatchType::Strategic if !builtin => {
+            Err(PatchError::Unsupported("strategic merge patch is not supported for custom resources".into()))
         }
+        PatchType::Strategic => super::smp::apply(kind, target, patch).map_err(|e| match e {
+            super::smp::SmpError::UnknownList(f) => PatchError::Unsupported(format!(
+                "strategic merge patch of list {f} is not supported by kache-sim"
+            )),
+            super::smp::SmpError::Invalid(m) => PatchError::Invalid(m),
+        }),
         PatchType::Json => json_patch(target, patch),
     }
 }
@@ -66,14 +75,6 @@ pub fn merge(target: &Value, patch: &Value) -> Value {
         }
     }
     Value::Object(out)
-}
-
-fn has_lists_or_directives(v: &Value) -> bool {
-    match v {
-        Value::Array(_) => true,
-        Value::Object(m) => m.iter().any(|(k, v)| k.starts_with('$') || has_lists_or_directives(v)),
-        _ => false,
-    }
 }
 
 /// RFC 6902 operations: add, remove, replace, move, copy, test.
@@ -217,19 +218,17 @@ mod tests {
     }
 
     #[test]
-    fn strategic_only_when_equivalent_to_merge() {
+    fn strategic_for_builtins_only() {
         let t = json!({"metadata": {"labels": {"a": "1"}}});
         let ok = json!({"metadata": {"labels": {"b": "2"}}});
         assert_eq!(
-            apply(PatchType::Strategic, &t, &ok),
+            apply(PatchType::Strategic, "Pod", true, &t, &ok),
             Ok(json!({"metadata": {"labels": {"a": "1", "b": "2"}}}))
         );
-        let lists = json!({"spec": {"containers": [{"name": "c"}]}});
-        assert_eq!(apply(PatchType::Strategic, &t, &lists), Err(PatchError::Unsupported));
-        assert_eq!(
-            apply(PatchType::Strategic, &t, &json!({"$patch": "replace"})),
-            Err(PatchError::Unsupported)
-        );
+        assert!(matches!(
+            apply(PatchType::Strategic, "Widget", false, &t, &ok),
+            Err(PatchError::Unsupported(_))
+        ));
         assert_eq!(PatchType::from_content_type("application/apply-patch+yaml"), None);
     }
 }
