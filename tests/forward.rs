@@ -968,6 +968,16 @@ async fn kubectl_through_kache() {
     let (ok, _, err) = run(&["get", "configmap", "settings"]).await;
     assert!(!ok && err.contains("NotFound"), "{err}");
     assert!(f.kache.writes.last_write(&Gvr::new("", "v1", "configmaps")) > 0, "writes were tracked");
+
+    // Logs through kubectl's raw path (`kubectl logs` needs spec.containers, which the sim does not keep).
+    f.sim
+        .create("pods", Some("default"), serde_json::json!({"metadata": {"name": "web"}}))
+        .expect("pod created");
+    let (ok, out, err) = run(&["get", "--raw", "/api/v1/namespaces/default/pods/web/log"]).await;
+    assert!(ok, "logs: {out}{err}");
+    assert!(out.starts_with("log line 1 from pod web\n"), "{out}");
+    let (ok, out, err) = run(&["get", "--raw", "/version"]).await;
+    assert!(ok && out.contains("gitVersion"), "get --raw /version: {out}{err}");
 }
 
 #[tokio::test]
