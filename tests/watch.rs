@@ -1,10 +1,18 @@
-//! Watch tests that need more than one module: fan-out measurements against a real store.
+//! Watch, end to end. Contents:
 //!
-//! Contents:
-//! - `fanout`: many concurrent watchers, each polled by its own task as a server connection would poll its
-//!   body; delivery latency, CPU per delivered event and memory per idle watcher. The measurement runs are
-//!   `#[ignore]`d (they take seconds); run them with
-//!   `cargo test -p kache --test watch -- --ignored --nocapture --test-threads=1`.
+//! - `fanout`: many watchers on one store, each polled by its own task as a server connection polls its
+//!   body: every watcher gets every event; `#[ignore]`d measurements of delivery latency, CPU per delivery
+//!   and memory per idle watcher.
+//! - `blackbox`: kache in front of `kache_sim` over HTTP: differential tests (the same watch to the sim
+//!   and through kache gives the same lines: replay from an RV, watch-list, selector transitions, 410,
+//!   bookmarks), a stalled client cut off while a fast one gets everything, and an event-sequence checker
+//!   under churn with dropped upstream watches, compaction and an upstream restart (clients re-watch and
+//!   relist like client-go); `#[ignore]`d: memory per idle HTTP watcher.
+//! - `kube_client`: kube-rs's watcher, in streaming-lists and list-then-watch modes, reaches the sim's state
+//!   through kache.
+//!
+//! Measurements: `cargo test -p kache --test watch -- --ignored --nocapture --test-threads=1` (add
+//! `--config 'profile.dev.package.kache.opt-level=3'` for optimised kache code).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -194,7 +202,7 @@ mod fanout {
 }
 
 /// kache in front of the simulated apiserver, over HTTP.
-mod blackbox {
+pub mod blackbox {
     use std::collections::BTreeMap;
 
     use bytes::Bytes;
@@ -223,6 +231,11 @@ mod blackbox {
 
     impl Env {
         pub async fn start() -> Env {
+            Self::start_with(|_| {}).await
+        }
+
+        /// Starts with a tweaked kache configuration.
+        pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Env {
             // Logs go to the test's captured output (shown for failing tests).
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "kache=info".into()))
@@ -232,6 +245,7 @@ mod blackbox {
                 Sim::builder().bookmark_interval(Duration::from_secs(1)).start().await.expect("sim starts");
             let mut config = Config::for_url(sim.url());
             config.handler.watch.bookmark_interval = Duration::from_secs(1);
+            tweak(&mut config);
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
             let kache = Kache::start(config, listener).await.expect("kache starts");
             tokio::time::timeout(READ_TIMEOUT, kache.wait_synced()).await.expect("kache syncs");
@@ -457,6 +471,140 @@ mod blackbox {
             bookmark["object"]["metadata"]["resourceVersion"].as_str().expect("rv").parse().expect("n");
         assert!(bookmark_rv >= rv);
         assert_eq!(bookmark["object"]["spec"], json!({"containers": null}));
+        env.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stalled_watcher_is_closed_while_a_fast_one_gets_every_event() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        // A small broadcast ring, so a stalled reader falls behind after a few hundred events.
+        let env = Env::start_with(|c| c.reflector.store.broadcast_capacity = 64).await;
+        let from = env.sim.revision();
+        let q = format!("/api/v1/namespaces/default/pods?watch=1&resourceVersion={from}");
+        let (_, mut fast) = env.watch(&env.kache.url(), &q).await;
+        // The stalled client: a raw connection with a tiny receive buffer that does not read.
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("rcvbuf");
+        let mut stalled = socket.connect(env.kache.addr()).await.expect("connect");
+        let request = format!("GET {q} HTTP/1.1\r\nHost: kache\r\nConnection: close\r\n\r\n");
+        stalled.write_all(request.as_bytes()).await.expect("send request");
+        while env.pods_store().subscribers() < 2 {
+            tokio::task::yield_now().await;
+        }
+        let slow_before = kache::serve::watch::stats().closed_slow;
+        // ~1000 events of ~8 KiB: far more than socket buffers, hyper's write buffer and the ring hold.
+        let padding = "x".repeat(8 << 10);
+        let total = 1000;
+        let fast_reader = tokio::spawn(async move {
+            let mut rvs = Vec::new();
+            while rvs.len() < total {
+                let v = fast.next_event().await.expect("fast watcher keeps streaming");
+                rvs.push(rv_of(&v["object"]));
+            }
+            rvs
+        });
+        let mut written = Vec::new();
+        for i in 0..total {
+            let pod = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("big-{i}"), "annotations": {"padding": padding}},
+                "spec": {"containers": [{"name": "c", "image": "img"}]}
+            });
+            written.push(rv_of(&env.sim.create("pods", Some("default"), pod).expect("create")));
+        }
+        let rvs =
+            tokio::time::timeout(READ_TIMEOUT, fast_reader).await.expect("fast in time").expect("reader");
+        assert_eq!(rvs, written, "the fast watcher got every event, in order");
+        // Now the stalled client reads: what was buffered, then a clean end (no ERROR event).
+        let mut raw = Vec::new();
+        tokio::time::timeout(READ_TIMEOUT, stalled.read_to_end(&mut raw))
+            .await
+            .expect("stream ends")
+            .expect("read");
+        let text = String::from_utf8_lossy(&raw);
+        let events = text.matches("{\"type\":\"ADDED\"").count();
+        assert!(text.starts_with("HTTP/1.1 200 OK"), "{}", &text[..text.len().min(200)]);
+        assert!(!text.contains("\"type\":\"ERROR\""), "a slow watcher is closed without an ERROR event");
+        assert!(text.ends_with("0\r\n\r\n"), "the chunked body ends cleanly");
+        println!("stalled watcher: {events} of {total} events before it was closed");
+        assert!(events < total, "the stalled watcher was cut off ({events} of {total} events)");
+        assert!(kache::serve::watch::stats().closed_slow > slow_before, "counted as a slow watcher");
+        env.stop().await;
+    }
+
+    /// Memory per idle watcher over HTTP/1.1 (server side: connection, body state machine, receiver), and
+    /// the time until every one of them has an event.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "measurement; run with --ignored --nocapture"]
+    async fn measure_idle_http_watchers() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        const WATCHERS: usize = 5_000;
+        let env = Env::start().await;
+        let from = env.sim.revision();
+        let request = format!(
+            "GET /api/v1/namespaces/default/pods?watch=1&resourceVersion={from} HTTP/1.1\r\nHost: k\r\n\r\n"
+        );
+        let rss_before = rss_bytes();
+        let mut conns = Vec::with_capacity(WATCHERS);
+        for _ in 0..WATCHERS {
+            let mut c = tokio::net::TcpStream::connect(env.kache.addr()).await.expect("connect");
+            c.write_all(request.as_bytes()).await.expect("request");
+            conns.push(c);
+        }
+        let store = env.pods_store();
+        while store.subscribers() < WATCHERS {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let per_watcher = rss_bytes().saturating_sub(rss_before) / WATCHERS as u64;
+        let started = Instant::now();
+        env.create_pod("default", "ping", "web");
+        let mut buf = vec![0u8; 4096];
+        for c in &mut conns {
+            // Headers, then the chunk with the event (possibly in one read).
+            let mut seen = Vec::new();
+            while !String::from_utf8_lossy(&seen).contains("\"ADDED\"") {
+                let n = c.read(&mut buf).await.expect("read");
+                assert!(n > 0, "connection closed");
+                seen.extend_from_slice(&buf[..n]);
+            }
+        }
+        println!(
+            "idle-http: {WATCHERS} watchers, {per_watcher} B RSS per idle watcher (server and client sockets in \
+             one process); one event reached all of them in {:?}",
+            started.elapsed()
+        );
+        env.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_watches_share_one_http2_connection() {
+        let env = Env::start().await;
+        let h2: Client<HttpConnector, Empty<Bytes>> =
+            Client::builder(TokioExecutor::new()).http2_only(true).build_http();
+        let from = env.sim.revision();
+        let mut streams = Vec::new();
+        for i in 0..50 {
+            let selector = if i % 2 == 0 { "" } else { "&labelSelector=app%3Dweb" };
+            let uri: http::Uri = format!(
+                "{}/api/v1/namespaces/default/pods?watch=1&resourceVersion={from}{selector}",
+                env.kache.url()
+            )
+            .parse()
+            .expect("uri");
+            let response =
+                tokio::time::timeout(READ_TIMEOUT, h2.get(uri)).await.expect("in time").expect("h2");
+            assert_eq!(response.version(), http::Version::HTTP_2);
+            assert_eq!(response.status(), StatusCode::OK);
+            streams.push(Lines { body: response.into_body(), buf: Vec::new() });
+        }
+        let rv = env.create_pod("default", "shared", "web");
+        for lines in &mut streams {
+            let v = lines.next_event().await.expect("event");
+            assert_eq!((v["type"].as_str(), rv_of(&v["object"])), (Some("ADDED"), rv));
+        }
         env.stop().await;
     }
 
@@ -718,5 +866,100 @@ mod blackbox {
             assert!(last >= final_rv, "{sel:?}: reached RV {last}, history for it ends at {final_rv}");
         }
         Arc::into_inner(env).expect("clients done").stop().await;
+    }
+}
+
+/// kube-rs's watcher (a real client) through kache reaches the sim's state.
+mod kube_client {
+    use std::collections::BTreeMap;
+
+    use futures_util::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::runtime::{reflector, watcher};
+    use kube::{Api, Client};
+
+    use super::blackbox::{Env, rv_of};
+    use super::*;
+
+    /// (`ns/name`, RV) of every pod.
+    type PodState = BTreeMap<String, u64>;
+
+    fn sim_state(env: &Env) -> PodState {
+        let pods = env.sim.list("pods", None).expect("list");
+        pods.iter()
+            .map(|p| {
+                let ns = p["metadata"]["namespace"].as_str().unwrap_or_default();
+                let name = p["metadata"]["name"].as_str().unwrap_or_default();
+                (format!("{ns}/{name}"), rv_of(p))
+            })
+            .collect()
+    }
+
+    fn cache_state(reader: &reflector::Store<Pod>) -> PodState {
+        reader
+            .state()
+            .iter()
+            .map(|p| {
+                let ns = p.metadata.namespace.clone().unwrap_or_default();
+                let name = p.metadata.name.clone().unwrap_or_default();
+                let rv = p.metadata.resource_version.as_deref().and_then(|r| r.parse().ok()).unwrap_or(0);
+                (format!("{ns}/{name}"), rv)
+            })
+            .collect()
+    }
+
+    async fn reaches_sim_state(config: watcher::Config) {
+        let env = Env::start().await;
+        for i in 0..20 {
+            env.create_pod("default", &format!("before-{i}"), if i % 2 == 0 { "web" } else { "db" });
+        }
+        let watches_before = kache::serve::watch::stats().started;
+        let client =
+            Client::try_from(kube::Config::new(env.kache.url().parse().expect("url"))).expect("client");
+        let (reader, writer) = reflector::store::<Pod>();
+        let stream = reflector(writer, watcher(Api::<Pod>::all(client), config));
+        let consumer = tokio::spawn(stream.for_each(|event| async move {
+            assert!(event.is_ok(), "watcher error: {event:?}");
+        }));
+        tokio::time::timeout(Duration::from_secs(15), reader.wait_until_ready())
+            .await
+            .expect("ready")
+            .expect("store");
+        // Churn while the watcher runs, with one dropped upstream watch in the middle.
+        for i in 0..10 {
+            env.relabel_pod("default", &format!("before-{i}"), if i % 2 == 0 { "db" } else { "web" });
+            env.delete_pod("default", &format!("before-{}", 10 + i));
+            env.create_pod("default", &format!("after-{i}"), "web");
+            if i == 5 {
+                env.sim.drop_watches();
+            }
+        }
+        let want = sim_state(&env);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            tick.tick().await;
+            let got = cache_state(&reader);
+            if got == want {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "kube-rs cache never reached the sim's state:\n got {got:?}\nwant {want:?}"
+            );
+        }
+        assert!(kache::serve::watch::stats().started > watches_before, "the watch was served from memory");
+        consumer.abort();
+        env.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn streaming_lists_watcher_reaches_the_sim_state() {
+        reaches_sim_state(watcher::Config::default().streaming_lists()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn list_then_watch_watcher_reaches_the_sim_state() {
+        reaches_sim_state(watcher::Config::default()).await;
     }
 }
