@@ -69,7 +69,8 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding --listen {}", args.listen))?;
-    let kache = Kache::start(config, listener).await?;
+    let metrics = crate::bind_metrics(&args.common.metrics_listen).await?;
+    let kache = Kache::start_with_metrics(config, listener, metrics).await?;
     let sync_started = Instant::now();
     let mut last_print = Instant::now();
     loop {
@@ -97,6 +98,9 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     println!();
     println!("kache:    {}", kache.url());
     println!("upstream: {} (the simulated apiserver)", sim.url());
+    if let Some(m) = kache.metrics_url() {
+        println!("metrics:  {m}/metrics   health: {m}/readyz?verbose");
+    }
     println!("kubeconfig: {kc}  (contexts: kache-demo, kache-demo-upstream)");
     println!();
     println!("Try:");

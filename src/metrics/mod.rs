@@ -43,7 +43,7 @@ pub use record::{
     slow_watcher_closed, upstream_error, watch_list_done, watchers,
 };
 pub use recorder::MetricsHandle;
-pub use resource::{MAX_RESOURCES, OTHER_RESOURCE, ResourceMetrics, resource};
+pub use resource::{MAX_RESOURCES, OTHER_RESOURCE, ResourceMetrics, WatcherGuard, resource};
 pub use server::{DEFAULT_METRICS_LISTEN, readiness, serve_metrics};
 pub use stats::{KacheStats, ResourceSnapshot, StatsSource, check_name, export_store_stats, refresh};
 

@@ -154,7 +154,8 @@ impl Registry {
         true
     }
 
-    /// Starts caching these resources (configured: they count for readiness). Already running ones are kept.
+    /// Starts caching these resources (configured: they count for readiness). Already running ones are kept
+    /// (and now count for readiness).
     pub fn start(&self, resources: Vec<ResourceInfo>) {
         self.catalog.rcu(|c| {
             let mut c = HashMap::clone(c);
@@ -170,8 +171,9 @@ impl Registry {
         });
         let mut inner = self.lock();
         for info in resources {
-            if !inner.running.contains_key(&info.gvr) {
-                self.spawn_locked(&mut inner, info, true);
+            match inner.running.get(&info.gvr) {
+                Some(running) => running.status.set_configured(),
+                None => self.spawn_locked(&mut inner, info, true),
             }
         }
     }
@@ -228,9 +230,12 @@ impl Registry {
         }
         let mut started = Vec::new();
         for info in selected {
-            if !inner.running.contains_key(&info.gvr) {
-                started.push(info.gvr.clone());
-                self.spawn_locked(&mut inner, info, true);
+            match inner.running.get(&info.gvr) {
+                Some(running) => running.status.set_configured(),
+                None => {
+                    started.push(info.gvr.clone());
+                    self.spawn_locked(&mut inner, info, true);
+                }
             }
         }
         started

@@ -115,6 +115,9 @@ async fn ensure_starts_discovered_resources_lazily() {
     eventually(|| registry.get(&gvr).is_some_and(|s| s.is_synced())).await;
     assert!(registry.all_synced(), "lazily cached resources do not gate readiness");
     assert!(!registry.statuses()[0].configured);
+    registry.start(vec![pods_info()]);
+    assert!(registry.statuses()[0].configured, "configuring a lazily cached resource keeps its reflector");
+    assert_eq!(registry.statuses().len(), 1);
     assert_eq!(upstream.seen().iter().filter(|u| u.contains("sendInitialEvents")).count(), 1);
 }
 

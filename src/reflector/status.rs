@@ -1,5 +1,6 @@
 //! Per-reflector status for readiness and metrics.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -82,7 +83,8 @@ struct Inner {
 #[derive(Debug)]
 pub(crate) struct StatusCell {
     gvr: Gvr,
-    configured: bool,
+    /// Set once a resource is configured, also after it was first cached lazily.
+    configured: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -100,7 +102,7 @@ impl StatusCell {
             bad_frames: 0,
             last_event: None,
         };
-        Self { gvr, configured, inner: Mutex::new(inner) }
+        Self { gvr, configured: AtomicBool::new(configured), inner: Mutex::new(inner) }
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
@@ -110,7 +112,11 @@ impl StatusCell {
     }
 
     pub(crate) fn configured(&self) -> bool {
-        self.configured
+        self.configured.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_configured(&self) {
+        self.configured.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn set_store(&self, store: Arc<Store>) {
@@ -165,7 +171,7 @@ impl StatusCell {
                 gvr: self.gvr.clone(),
                 state: i.state,
                 synced: stats.as_ref().is_some_and(|(synced, _)| *synced),
-                configured: self.configured,
+                configured: self.configured(),
                 resource_version: stats.as_ref().map_or(0, |(_, s)| s.resource_version),
                 objects: stats.as_ref().map_or(0, |(_, s)| s.objects),
                 live_bytes: stats.as_ref().map_or(0, |(_, s)| s.live_bytes),

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::body::{self, Body};
 use crate::codec::status::ApiError;
 use crate::forward::{Forwarder, WriteTracker};
+use crate::metrics;
 use crate::reflector::Registry;
 use crate::serve::fresh::{Fallback, Freshness};
 use crate::serve::gzcache::GzipCache;
@@ -76,7 +77,7 @@ pub struct KacheHandler {
     gzip_cache: GzipCache,
     registry: Arc<Registry>,
     forwarder: Forwarder,
-    freshness: Freshness,
+    freshness: Arc<Freshness>,
     writes: Arc<WriteTracker>,
     config: HandlerConfig,
     lazy: bool,
@@ -95,7 +96,7 @@ impl KacheHandler {
     pub fn new(
         registry: Arc<Registry>,
         forwarder: Forwarder,
-        freshness: Freshness,
+        freshness: Arc<Freshness>,
         writes: Arc<WriteTracker>,
         config: HandlerConfig,
         lazy: bool,
@@ -127,12 +128,18 @@ impl KacheHandler {
         &self.freshness
     }
 
+    /// Answers one request. (`apiserver_request_total` is recorded by the server for every resource request;
+    /// the forwarder marks the responses it relays, which gives the `source` label.)
     async fn dispatch(&self, req: Request<Body>) -> Response<Body> {
         let arrived = Instant::now();
         let route = match req.extensions().get::<Route>() {
             Some(route) => route.clone(),
             None => Route::parse(req.method(), req.uri()),
         };
+        self.dispatch_route(req, &route, arrived).await
+    }
+
+    async fn dispatch_route(&self, req: Request<Body>, route: &Route, arrived: Instant) -> Response<Body> {
         let Some(r) = route.resource() else { return self.forward(req).await };
         let Some(store) = self.servable_store(&req, r) else { return self.forward(req).await };
         // Encodings other than JSON (Table, protobuf, YAML, CBOR) are forwarded: the upstream answers them.
@@ -168,6 +175,7 @@ impl KacheHandler {
             }
             Err(NotServed::NotFresh) => {
                 self.stats.not_fresh.fetch_add(1, Relaxed);
+                metrics::consistent_read(&r.gvr, false, true);
                 self.fallback(req).await
             }
             Err(NotServed::TooLarge { requested, current }) => {
@@ -292,7 +300,8 @@ impl KacheHandler {
             block_timeout: self.config.block_timeout,
             gzip_cache: Some(&self.gzip_cache),
         };
-        let (resp, _stats) = serve_list(store, &q, &self.freshness).await?;
+        let (resp, stats) = serve_list(store, &q, &self.freshness).await?;
+        metrics::list_served(&r.gvr, stats.fetched, stats.returned);
         Ok(resp)
     }
 

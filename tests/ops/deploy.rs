@@ -14,6 +14,10 @@ use super::support::{find_program, target_dir};
 /// not failed, until the binary knows them.
 const PENDING_FLAGS: &[&str] = &["--metrics-listen"];
 
+/// Files of Prometheus Operator kinds: kubernetes-validate has no schema for them (it warns and passes);
+/// their fields are checked by the tests below and their rules by promtool.
+const OPERATOR_FILES: &[&str] = &["servicemonitor.yaml", "prometheus-rules.yaml"];
+
 /// Kinds that live outside namespaces.
 const CLUSTER_SCOPED: &[&str] = &["Namespace", "ClusterRole", "ClusterRoleBinding"];
 
@@ -381,7 +385,7 @@ fn manifests_validate_against_kubernetes_schemas() {
     for f in manifest_files() {
         let name = f.file_name().expect("file name").to_string_lossy().into_owned();
         assert!(
-            name == "servicemonitor.yaml" || report.contains(&format!("{name} passed")),
+            OPERATOR_FILES.contains(&name.as_str()) || report.contains(&format!("{name} passed")),
             "{name} not validated:\n{report}"
         );
     }
@@ -410,4 +414,91 @@ fn kustomization_builds() {
     for kind in ["kind: Namespace", "kind: ClusterRole", "kind: Deployment", "kind: ServiceMonitor"] {
         assert!(built.contains(kind), "kustomize output lacks {kind}");
     }
+}
+
+/// The alerting rules of deploy/prometheus-rules.yaml as a plain Prometheus rules file (JSON is YAML).
+fn rules_file(dir: &Path) -> (PathBuf, Value) {
+    let python = python_with_yaml();
+    let rule =
+        parse_yaml(&python, &deploy_dir().join("prometheus-rules.yaml")).pop().expect("one PrometheusRule");
+    assert_eq!(str_at(&rule, "/kind"), Some("PrometheusRule"));
+    let groups = rule.pointer("/spec/groups").cloned().expect("spec.groups");
+    let path = dir.join("rules.yml");
+    let file = serde_json::json!({ "groups": groups });
+    std::fs::write(&path, serde_json::to_string_pretty(&file).expect("JSON")).expect("write rules");
+    (path, file)
+}
+
+#[test]
+fn alert_rules_query_exported_metrics() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_, file) = rules_file(dir.path());
+    let defined: std::collections::BTreeSet<String> =
+        kache::metrics::names::ALL.iter().flat_map(kache::metrics::names::series_names).collect();
+    let rules = file.pointer("/groups/0/rules").and_then(Value::as_array).cloned().unwrap_or_default();
+    assert!(rules.len() >= 5);
+    for rule in &rules {
+        let expr = str_at(rule, "/expr").expect("rule expr");
+        for name in super::dashboards::metric_names(expr) {
+            // `up` is Prometheus's own per-target series.
+            assert!(name == "up" || defined.contains(&name), "alert {rule} queries unknown metric {name}");
+        }
+    }
+}
+
+#[test]
+fn alert_rules_pass_promtool() {
+    let Some(promtool) = find_program("promtool", &["/usr/bin/promtool"]) else {
+        eprintln!("SKIPPED: promtool is not installed (it comes with Debian's prometheus package)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (rules, _) = rules_file(dir.path());
+    let out = Command::new(&promtool).args(["check", "rules"]).arg(&rules).output().expect("run promtool");
+    assert!(
+        out.status.success(),
+        "promtool check rules: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Unit tests of two alerts: an unsynced resource fires after 10 minutes, a synced one never does.
+    let test = r#"{
+      "rule_files": ["rules.yml"],
+      "evaluation_interval": "1m",
+      "tests": [{
+        "interval": "1m",
+        "input_series": [
+          {"series": "kache_resource_synced{job=\"kache\",instance=\"a:9090\",group=\"\",resource=\"pods\",configured=\"true\"}", "values": "0x20"},
+          {"series": "kache_resource_synced{job=\"kache\",instance=\"b:9090\",group=\"\",resource=\"pods\",configured=\"true\"}", "values": "1x20"},
+          {"series": "kache_relists_total{job=\"kache\",instance=\"a:9090\",group=\"apps\",resource=\"deployments\"}", "values": "0+1x20"}
+        ],
+        "alert_rule_test": [
+          {"eval_time": "5m", "alertname": "KacheResourceNotSynced", "exp_alerts": []},
+          {"eval_time": "15m", "alertname": "KacheResourceNotSynced", "exp_alerts": [{
+            "exp_labels": {"severity": "warning", "job": "kache", "instance": "a:9090", "resource": "pods", "configured": "true"},
+            "exp_annotations": {
+              "summary": "kache a:9090 has not synced pods",
+              "description": "A configured resource has had no complete state for 10 minutes: the replica is not ready and its reads are forwarded upstream."
+            }
+          }]},
+          {"eval_time": "20m", "alertname": "KacheRelisting", "exp_alerts": [{
+            "exp_labels": {"severity": "warning", "job": "kache", "instance": "a:9090", "group": "apps", "resource": "deployments"},
+            "exp_annotations": {
+              "summary": "kache a:9090 keeps relisting deployments",
+              "description": "More than 3 full relists in 15 minutes: watches fall out of the upstream's history window (410 Gone)."
+            }
+          }]}
+        ]
+      }]
+    }"#;
+    let test_file = dir.path().join("rules_test.yml");
+    std::fs::write(&test_file, test).expect("write rule tests");
+    let out = Command::new(&promtool).args(["test", "rules"]).arg(&test_file).output().expect("run promtool");
+    assert!(
+        out.status.success(),
+        "promtool test rules: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
