@@ -30,8 +30,18 @@ const CONVERGE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The stall detector of the test reflectors.
 const STALL: Duration = Duration::from_millis(1000);
 
-fn config() -> ReflectorConfig {
+/// How the reflectors sync: streaming lists, or paginated lists with small pages (continue tokens, and pages
+/// that expire when the sim restarts).
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    WatchList,
+    Paginated,
+}
+
+fn config(mode: Mode) -> ReflectorConfig {
     ReflectorConfig {
+        watch_list: matches!(mode, Mode::WatchList),
+        page_size: 5,
         backoff_initial: Duration::from_millis(20),
         backoff_max: Duration::from_millis(300),
         stall_timeout: STALL,
@@ -180,7 +190,7 @@ async fn converge(upstream: &Upstream, store: &Arc<Store>) {
     }
 }
 
-async fn run(seed: u64) {
+async fn run(seed: u64, mode: Mode) {
     let crd = Crd::parse("example.com/v1/Widget/widgets/Cluster").expect("crd");
     let sim = Sim::builder()
         .crd(crd)
@@ -196,7 +206,7 @@ async fn run(seed: u64) {
     for step in 0..40 {
         churn_once(&sim, &mut rng, &written, step);
     }
-    let registry = Registry::new(upstream.clone(), config());
+    let registry = Registry::new(upstream.clone(), config(mode));
     registry.set_selection(Selection {
         include: Some(parse_resource_specs("configmaps,widgets.example.com").unwrap()),
         exclude: vec![],
@@ -242,7 +252,7 @@ async fn run(seed: u64) {
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(0..4))).await;
     }
-    eprintln!("seed {seed}: churn took {:?}", t.elapsed());
+    eprintln!("seed {seed} {mode:?}: churn took {:?}", t.elapsed());
     // A last, deterministic relist: the reflectors are behind a compacted, restarted sim.
     sim.stall_watches(true);
     for s in 0..3 {
@@ -270,7 +280,7 @@ async fn run(seed: u64) {
     for store in &stores {
         converge(&upstream, store).await;
     }
-    eprintln!("seed {seed}: converged and settled in {:?}", t.elapsed());
+    eprintln!("seed {seed} {mode:?}: converged and settled in {:?}", t.elapsed());
 
     let written = written.lock().unwrap().clone();
     for (store, recorder) in stores.iter().zip(&recorders) {
@@ -301,8 +311,21 @@ async fn run(seed: u64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reflectors_converge_under_faults() {
-    for seed in [1, 7, 42] {
-        run(seed).await;
-    }
+async fn watch_list_seed_1() {
+    run(1, Mode::WatchList).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_list_seed_7() {
+    run(7, Mode::WatchList).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paginated_seed_42() {
+    run(42, Mode::Paginated).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paginated_seed_5() {
+    run(5, Mode::Paginated).await;
 }

@@ -969,3 +969,25 @@ async fn kubectl_through_kache() {
     assert!(!ok && err.contains("NotFound"), "{err}");
     assert!(f.kache.writes.last_write(&Gvr::new("", "v1", "configmaps")) > 0, "writes were tracked");
 }
+
+#[tokio::test]
+async fn forwarded_requests_are_counted_like_the_apiserver() {
+    let metrics = kache::metrics::install();
+    let (_up, k) = setup(Limits::default()).await;
+    let mut c = h1(k.addr).await;
+    let req = request(Method::GET, "/api/v1/namespaces/a/frontmetrics").body(body::empty()).expect("valid");
+    let (status, _, _) = collect(c.send_request(req).await.expect("response")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let req = request(Method::PATCH, "/api/v1/namespaces/a/frontmetrics/x")
+        .header("content-type", "application/apply-patch+yaml")
+        .body(body::full("{}"))
+        .expect("valid");
+    collect(c.send_request(req).await.expect("response")).await;
+    let text = metrics.render();
+    for line in [
+        r#"apiserver_request_total{group="",resource="frontmetrics",verb="LIST",code="404",source="upstream"}"#,
+        r#"apiserver_request_total{group="",resource="frontmetrics",verb="APPLY",code="404",source="upstream"}"#,
+    ] {
+        assert_eq!(series(&text, line), 1.0, "{line} in\n{text}");
+    }
+}

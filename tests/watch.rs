@@ -1,10 +1,18 @@
-//! Watch tests that need more than one module: fan-out measurements against a real store.
+//! Watch, end to end. Contents:
 //!
-//! Contents:
-//! - `fanout`: many concurrent watchers, each polled by its own task as a server connection would poll its
-//!   body; delivery latency, CPU per delivered event and memory per idle watcher. The measurement runs are
-//!   `#[ignore]`d (they take seconds); run them with
-//!   `cargo test -p kache --test watch -- --ignored --nocapture --test-threads=1`.
+//! - `fanout`: many watchers on one store, each polled by its own task as a server connection polls its
+//!   body: every watcher gets every event; `#[ignore]`d measurements of delivery latency, CPU per delivery
+//!   and memory per idle watcher.
+//! - `blackbox`: kache in front of `kache_sim` over HTTP: differential tests (the same watch to the sim
+//!   and through kache gives the same lines: replay from an RV, watch-list, selector transitions, 410,
+//!   bookmarks), a stalled client cut off while a fast one gets everything, and an event-sequence checker
+//!   under churn with dropped upstream watches, compaction and an upstream restart (clients re-watch and
+//!   relist like client-go); `#[ignore]`d: memory per idle HTTP watcher.
+//! - `kube_client`: kube-rs's watcher, in streaming-lists and list-then-watch modes, reaches the sim's state
+//!   through kache.
+//!
+//! Measurements: `cargo test -p kache --test watch -- --ignored --nocapture --test-threads=1` (add
+//! `--config 'profile.dev.package.kache.opt-level=3'` for optimised kache code).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -522,6 +530,81 @@ pub mod blackbox {
         println!("stalled watcher: {events} of {total} events before it was closed");
         assert!(events < total, "the stalled watcher was cut off ({events} of {total} events)");
         assert!(kache::serve::watch::stats().closed_slow > slow_before, "counted as a slow watcher");
+        env.stop().await;
+    }
+
+    /// Memory per idle watcher over HTTP/1.1 (server side: connection, body state machine, receiver), and
+    /// the time until every one of them has an event.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "measurement; run with --ignored --nocapture"]
+    async fn measure_idle_http_watchers() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        const WATCHERS: usize = 5_000;
+        let env = Env::start().await;
+        let from = env.sim.revision();
+        let request = format!(
+            "GET /api/v1/namespaces/default/pods?watch=1&resourceVersion={from} HTTP/1.1\r\nHost: k\r\n\r\n"
+        );
+        let rss_before = rss_bytes();
+        let mut conns = Vec::with_capacity(WATCHERS);
+        for _ in 0..WATCHERS {
+            let mut c = tokio::net::TcpStream::connect(env.kache.addr()).await.expect("connect");
+            c.write_all(request.as_bytes()).await.expect("request");
+            conns.push(c);
+        }
+        let store = env.pods_store();
+        while store.subscribers() < WATCHERS {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let per_watcher = rss_bytes().saturating_sub(rss_before) / WATCHERS as u64;
+        let started = Instant::now();
+        env.create_pod("default", "ping", "web");
+        let mut buf = vec![0u8; 4096];
+        for c in &mut conns {
+            // Headers, then the chunk with the event (possibly in one read).
+            let mut seen = Vec::new();
+            while !String::from_utf8_lossy(&seen).contains("\"ADDED\"") {
+                let n = c.read(&mut buf).await.expect("read");
+                assert!(n > 0, "connection closed");
+                seen.extend_from_slice(&buf[..n]);
+            }
+        }
+        println!(
+            "idle-http: {WATCHERS} watchers, {per_watcher} B RSS per idle watcher (server and client sockets in \
+             one process); one event reached all of them in {:?}",
+            started.elapsed()
+        );
+        env.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_watches_share_one_http2_connection() {
+        let env = Env::start().await;
+        let h2: Client<HttpConnector, Empty<Bytes>> =
+            Client::builder(TokioExecutor::new()).http2_only(true).build_http();
+        let from = env.sim.revision();
+        let mut streams = Vec::new();
+        for i in 0..50 {
+            let selector = if i % 2 == 0 { "" } else { "&labelSelector=app%3Dweb" };
+            let uri: http::Uri = format!(
+                "{}/api/v1/namespaces/default/pods?watch=1&resourceVersion={from}{selector}",
+                env.kache.url()
+            )
+            .parse()
+            .expect("uri");
+            let response =
+                tokio::time::timeout(READ_TIMEOUT, h2.get(uri)).await.expect("in time").expect("h2");
+            assert_eq!(response.version(), http::Version::HTTP_2);
+            assert_eq!(response.status(), StatusCode::OK);
+            streams.push(Lines { body: response.into_body(), buf: Vec::new() });
+        }
+        let rv = env.create_pod("default", "shared", "web");
+        for lines in &mut streams {
+            let v = lines.next_event().await.expect("event");
+            assert_eq!((v["type"].as_str(), rv_of(&v["object"])), (Some("ADDED"), rv));
+        }
         env.stop().await;
     }
 

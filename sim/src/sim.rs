@@ -258,7 +258,7 @@ impl SimHandle {
     /// errors as `POST`.
     pub fn create(&self, resource: &str, namespace: Option<&str>, obj: Value) -> Result<Value, ApiError> {
         let id = self.resolve(resource)?;
-        write::create(&self.state.store, id, namespace, obj, &Self::opts()).map(|o| (*o).clone())
+        write::create(&self.state.store, id, namespace, obj, &Self::opts())
     }
 
     /// Replaces an object (`PUT`); a `metadata.resourceVersion` in `obj` is a precondition.
@@ -266,7 +266,6 @@ impl SimHandle {
         let id = self.resolve(resource)?;
         let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
         write::update(&self.state.store, id, namespace, &name, obj, Part::Main, &Self::opts())
-            .map(|o| (*o).clone())
     }
 
     /// Replaces an object's status (`PUT .../status`).
@@ -279,7 +278,6 @@ impl SimHandle {
         let id = self.resolve(resource)?;
         let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
         write::update(&self.state.store, id, namespace, &name, obj, Part::Status, &Self::opts())
-            .map(|o| (*o).clone())
     }
 
     /// Applies a JSON merge patch (`PATCH` with `application/merge-patch+json`).
@@ -301,7 +299,6 @@ impl SimHandle {
             Part::Main,
             &Self::opts(),
         )
-        .map(|o| (*o).clone())
     }
 
     /// Deletes an object; returns its last state (with finalizers: the object now being deleted).
@@ -309,7 +306,7 @@ impl SimHandle {
         let id = self.resolve(resource)?;
         match write::delete(&self.state.store, id, namespace, name, &Preconditions::default(), &Self::opts())?
         {
-            Deleted::Gone(o) | Deleted::Pending(o) => Ok((*o).clone()),
+            Deleted::Gone(o) | Deleted::Pending(o) => Ok(o),
         }
     }
 
@@ -332,7 +329,7 @@ impl SimHandle {
         let id = self.resolve(resource)?;
         let res = self.state.store.resource(id).clone();
         match self.state.store.get(id, &write::key(&res, namespace, name), None) {
-            Ok(Some(o)) => Ok((*o).clone()),
+            Ok(Some(o)) => Ok(o.value()),
             _ => Err(ApiError::not_found(&res, name)),
         }
     }
@@ -343,6 +340,6 @@ impl SimHandle {
         let prefix = namespace.map(|n| format!("{n}/")).unwrap_or_default();
         let (_, items) =
             self.state.store.range(id, &prefix, "", None).map_err(|_| ApiError::list_too_old())?;
-        Ok(items.into_iter().map(|(_, v)| (*v).clone()).collect())
+        Ok(items.into_iter().map(|(_, v)| v.value()).collect())
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Every test starts its own sim on an ephemeral port, seeds it with the workload generator, and drives
 //! kubectl through a temporary kubeconfig (plain http, no credentials) and a private discovery cache.
-//! When `kubectl` is not on PATH the tests print a notice and pass.
+//! When `kubectl` is not on PATH the tests print a notice and pass. (Authentication is tested over HTTP in
+//! `tests/auth.rs`: client-go does not send bearer tokens to a plain-http server.)
 //!
 //! Run: `cargo test -p kache-sim --test kubectl`.
 

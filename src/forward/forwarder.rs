@@ -15,7 +15,7 @@ use super::writes::{WriteTracker, resource_version, resource_version_protobuf};
 use super::{guarded, upgrade};
 use crate::body::{Body, BoxError};
 use crate::codec::status::ApiError;
-use crate::metrics::{self, ForwardKind, Limit, UpstreamErrorReason};
+use crate::metrics::{self, ForwardKind, Limit, Source, UpstreamErrorReason};
 use crate::resource::Gvr;
 use crate::serve::route::{Route, Verb};
 use crate::serve::server::{BoxFuture, ConnInfo, Handler};
@@ -61,6 +61,13 @@ impl Forwarder {
     /// Forwards `req` and streams the answer back. Never fails: upstream trouble becomes a Status
     /// (503 unreachable, 413 body too large, 429 too many in flight).
     pub async fn forward(&self, req: Request<Body>) -> Response<Body> {
+        let mut resp = self.forward_inner(req).await;
+        // For the front's request metrics: this answer came from (or on behalf of) the upstream.
+        resp.extensions_mut().insert(Source::Upstream);
+        resp
+    }
+
+    async fn forward_inner(&self, req: Request<Body>) -> Response<Body> {
         if crate::serve::server::is_upgrade(&req) {
             return upgrade::forward(self, req).await;
         }

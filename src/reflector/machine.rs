@@ -123,7 +123,12 @@ impl Reflector {
             let now = state.sync_state();
             if shown != Some(now) {
                 self.status.set_state(now);
-                info!(resource = %self.info.gvr, state = now.as_str(), "reflector state");
+                // Re-watching (every few minutes per resource) is routine; everything else is worth a line.
+                if matches!(now, SyncState::Resuming | SyncState::Watching) && self.synced_once {
+                    debug!(resource = %self.info.gvr, state = now.as_str(), "reflector state");
+                } else {
+                    info!(resource = %self.info.gvr, state = now.as_str(), "reflector state");
+                }
                 shown = Some(now);
             }
             state = self.step(state).await;

@@ -181,6 +181,15 @@ pub fn route(store: &Store, path: &str) -> Route {
 
 /// Handles one request.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
+    let mut resp = serve(state, req).await;
+    // Every apiserver response carries an audit ID.
+    if let Ok(v) = http::HeaderValue::from_str(&crate::write::meta::new_uid()) {
+        resp.headers_mut().insert("audit-id", v);
+    }
+    resp
+}
+
+async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let q = Query::parse(req.uri().query());
     let out = Out::negotiate(req.headers(), q.get("pretty"));
     let ctx = Ctx { state, out };
@@ -253,7 +262,11 @@ async fn resource(
             }
             let page = list::list(ctx, t.id, t.ns.as_deref(), &opts).await?;
             let meta = list::list_meta(&res, &page);
-            Ok(ctx.out.json(200, &list::ListBody { res: &res, metadata: meta, items: &page.items }))
+            Ok(ctx.out.bytes(
+                200,
+                list::encode_list(&res, meta, &page.items, ctx.out.pretty),
+                "application/json",
+            ))
         }
         (Method::GET, Some(name), None) if is_watch => {
             let res = ctx.state.store.resource(t.id).clone();

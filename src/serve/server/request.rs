@@ -4,6 +4,7 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
@@ -17,8 +18,8 @@ use super::{ConnInfo, Handler, Limits};
 use crate::body::{Body, BoxError};
 use crate::codec::status::ApiError;
 use crate::forward::status::status_response;
-use crate::metrics::{self, Limit};
-use crate::serve::route::Route;
+use crate::metrics::{self, Limit, Source};
+use crate::serve::route::{Route, Verb};
 
 /// Per-connection state shared by its requests.
 pub(super) struct RequestCtx {
@@ -39,11 +40,15 @@ pub(super) async fn handle(
         return Ok(ServedBody::wrap(status_response(&rejection), guard, None));
     }
 
+    let started = Instant::now();
     let route = Route::parse(req.method(), req.uri());
     let query = req.uri().query().map(str::to_owned);
-    let long_running = route.is_long_running() || is_upgrade(&req);
+    let upgrade = is_upgrade(&req);
+    let long_running = route.is_long_running() || upgrade;
+    let metric_verb = route.resource().map(|r| reported_verb(r.verb, upgrade, req.headers()));
     let (mut parts, incoming) = req.into_parts();
     parts.extensions.insert(ctx.info.clone());
+    let route_resource = route.resource().cloned();
     parts.extensions.insert(route);
     let body = Limited::new(incoming, usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX)).boxed();
     let fut = ctx.handler.handle(Request::from_parts(parts, body));
@@ -58,9 +63,39 @@ pub(super) async fn handle(
             Err(_) => status_response(&timeout_error()),
         }
     };
+    if let (Some(r), Some(verb)) = (route_resource, metric_verb) {
+        let source = resp.extensions().get::<Source>().copied().unwrap_or(Source::Memory);
+        metrics::request(verb, &r.gvr, resp.status().as_u16(), source, started.elapsed());
+    }
     // Long-running responses end when shutdown starts; others finish their body within the drain time.
     let drain = long_running.then(|| ctx.info.shutdown.drain.clone().cancelled_owned());
     Ok(ServedBody::wrap(resp, guard, drain))
+}
+
+/// The verb label of `apiserver_request_total`, as the apiserver reports it (`metrics.CleanVerb`): method
+/// based, LIST/WATCH for collection reads, APPLY for server-side apply, CONNECT for upgrades.
+fn reported_verb(verb: Verb, upgrade: bool, headers: &http::HeaderMap) -> &'static str {
+    if upgrade {
+        return "CONNECT";
+    }
+    match verb {
+        Verb::Get => "GET",
+        Verb::List => "LIST",
+        Verb::Watch => "WATCH",
+        Verb::Create => "POST",
+        Verb::Update => "PUT",
+        Verb::Patch => {
+            let apply = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|ct| ct.starts_with("application/apply-patch"));
+            if apply { "APPLY" } else { "PATCH" }
+        }
+        Verb::Delete => "DELETE",
+        Verb::DeleteCollection => "DELETECOLLECTION",
+        Verb::Proxy => "PROXY",
+        Verb::Unknown => "other",
+    }
 }
 
 /// The apiserver's answer when a request outlives `--request-timeout` (its timeout filter).

@@ -29,6 +29,9 @@ use crate::store::{Event, Key, Signal, Snapshot, Store};
 /// flush between initial events either; batching saves a chunk header and a poll per object.
 const INITIAL_FRAME_BYTES: usize = 64 << 10;
 
+/// Upper bound on a watch's lifetime, whatever `timeoutSeconds` says (a week: far beyond any client's).
+const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// Where a watch starts (resolved from resourceVersion and sendInitialEvents, semantics §3.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start {
@@ -113,7 +116,8 @@ impl Watcher {
     pub fn new(store: Arc<Store>, spec: WatchSpec, shutdown: CancellationToken) -> Self {
         let rx = store.subscribe();
         let now = Instant::now();
-        let deadline = now + spec.timeout;
+        // `timeoutSeconds` is client input: an absurd value must not overflow the clock.
+        let deadline = now.checked_add(spec.timeout.min(MAX_LIFETIME)).unwrap_or(now);
         let bookmark = spec.bookmarks.then(|| BookmarkShape::new(store.info(), spec.view));
         let next = if spec.bookmarks { next_bookmark(now, spec.bookmark_interval, deadline) } else { None };
         let mut watcher = Self {

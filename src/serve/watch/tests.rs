@@ -444,6 +444,16 @@ async fn zero_lifetime_ends_at_once() {
     assert!(w.next_frame().await.is_none());
 }
 
+#[tokio::test(start_paused = true)]
+async fn absurd_timeout_does_not_overflow() {
+    let (store, mut writer) = synced();
+    let lifetime = WatchConfig::default().lifetime(Some(i64::MAX));
+    let mut w = watcher(&store, WatchSpec { timeout: lifetime, ..spec(Start::Resume { rv: None }) });
+    writer.apply([(EventType::Added, pod("ns1", "d", 11, "web"))]);
+    assert_eq!(take(&mut w, 1).await, [ev("ADDED", Some("d"), 11)]);
+    let _ = watcher(&store, WatchSpec { timeout: Duration::MAX, ..spec(Start::Resume { rv: None }) });
+}
+
 #[test]
 fn lifetime_uses_timeout_seconds_or_jittered_default() {
     let cfg = WatchConfig::default();
