@@ -74,16 +74,30 @@ pub enum View {
 pub const PARTIAL_OBJECT_HEAD: &[u8] =
     b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":";
 
-/// Appends one object as a `PartialObjectMetadata`, from the stored bytes of its `metadata` (never decoded).
+/// The stored bytes of an object's `metadata` value.
+fn metadata_bytes(object: &Object) -> &[u8] {
+    object.raw.get(object.metadata_range.start as usize..object.metadata_range.end as usize).unwrap_or(b"{}")
+}
+
+/// Appends one object as a `PartialObjectMetadata`, from the stored bytes of its `metadata` (never decoded;
+/// custom resources' members are permuted into `ObjectMeta` order, see [`super::meta_view`]).
 pub fn put_partial(out: &mut BytesMut, object: &Object) {
+    let meta = metadata_bytes(object);
     out.put_slice(PARTIAL_OBJECT_HEAD);
-    out.put_slice(&object.raw[object.metadata_range.start as usize..object.metadata_range.end as usize]);
+    match super::meta_view::canonical(meta) {
+        Some(ordered) => out.put_slice(&ordered),
+        None => out.put_slice(meta),
+    }
     out.put_u8(b'}');
 }
 
 fn partial_len(object: &Object) -> usize {
-    PARTIAL_OBJECT_HEAD.len() + (object.metadata_range.end - object.metadata_range.start) as usize + 1
+    PARTIAL_OBJECT_HEAD.len() + super::meta_view::canonical_len(metadata_bytes(object)) + 1
 }
+
+/// The end of an empty `PartialObjectMetadataList`: its `Items` slice stays nil when nothing is appended
+/// (`asPartialObjectMetadataList`), which Go encodes as `null`; replaces the header's `[` and the trailer.
+const EMPTY_PARTIAL_TRAILER: &[u8] = b"null}\n";
 
 /// Assembles a whole list into chunks of about [`LIST_CHUNK_BYTES`].
 pub fn assemble_list<'a>(
@@ -145,6 +159,9 @@ impl ListChunks {
             View::Full => self.items.iter().map(|o| item_len(o, self.with_type_meta)).sum(),
             View::Metadata => self.items.iter().map(|o| partial_len(o)).sum(),
         };
+        if self.view == View::Metadata && self.items.is_empty() {
+            return header.saturating_sub(1) + EMPTY_PARTIAL_TRAILER.len();
+        }
         header + items + self.items.len().saturating_sub(1) + LIST_TRAILER.len()
     }
 }
@@ -157,6 +174,12 @@ impl Iterator for ListChunks {
             return None;
         }
         let mut buf = self.header.take().unwrap_or_default();
+        if self.view == View::Metadata && self.items.is_empty() {
+            buf.truncate(buf.len().saturating_sub(1));
+            buf.put_slice(EMPTY_PARTIAL_TRAILER);
+            self.done = true;
+            return Some(buf.freeze());
+        }
         buf.reserve(LIST_CHUNK_BYTES);
         while self.next < self.items.len() {
             if self.next > 0 {
@@ -300,6 +323,16 @@ mod tests {
         let expected = br#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"9"},"items":[{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","labels":{"x":"y"}}},{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","labels":{"x":"y"}}}]}
 "#;
         assert_eq!(String::from_utf8_lossy(&body), String::from_utf8_lossy(expected));
+        assert_eq!(len, body.len());
+
+        // No items: the nil `Items` slice of asPartialObjectMetadataList encodes as null.
+        let chunks = ListChunks::with_view(&info, &meta, Vec::new(), View::Metadata);
+        let len = chunks.total_len();
+        let body: Vec<u8> = chunks.collect::<Vec<_>>().concat();
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            "{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"9\"},\"items\":null}\n"
+        );
         assert_eq!(len, body.len());
     }
 

@@ -5,6 +5,7 @@ pub mod extract;
 pub mod gojson;
 pub mod gzip;
 pub mod list;
+pub mod meta_view;
 pub mod pretty;
 pub mod status;
 pub mod token;

@@ -263,7 +263,7 @@ async fn resource(
                 return Err(e);
             }
             let body = match ctx.view {
-                view::View::MetaList(v) => view::encode_list(&res, &page, &page.items, v, ctx.out.pretty),
+                view::View::MetaList(v) => view::encode_list(&page, &page.items, v, ctx.out.pretty),
                 _ => list::encode_list(&res, list::list_meta(&res, &page), &page.items, ctx.out.pretty),
             };
             Ok(ctx.out.bytes(200, body, "application/json"))

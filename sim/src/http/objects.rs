@@ -51,7 +51,7 @@ pub async fn get(
                 View::Meta(v) | View::MetaList(v) => v,
                 View::Object => MetaVersion::V1,
             };
-            Ok(ctx.out.json(200, &view::partial(&res, &obj, version)))
+            Ok(ctx.out.json(200, &view::partial(&obj, version)))
         }
         Ok(Some(obj)) if ctx.out.pretty => Ok(ctx.out.json(200, &obj.value())),
         Ok(Some(obj)) => {

@@ -208,35 +208,33 @@ fn reorder_entries(v: Option<&mut Value>, order: &[&str]) {
     }
 }
 
-/// `meta.AsPartialObjectMetadata`: built-in objects carry a typed `ObjectMeta`, copied as is; custom resources
-/// are unstructured (keys sorted), so their metadata is rebuilt through the getters, in struct order.
-pub fn object_meta(res: &ResourceDef, metadata: Option<&Value>) -> Value {
+/// `meta.AsPartialObjectMetadata`: a typed `ObjectMeta`, encoded in struct order (as are its owner references
+/// and managed fields entries). Custom resources are unstructured (keys sorted): their metadata is rebuilt
+/// through the getters, which puts it in the same order.
+pub fn object_meta(metadata: Option<&Value>) -> Value {
     let mut m = metadata.and_then(Value::as_object).cloned().unwrap_or_default();
-    if !res.builtin {
-        crate::json::reorder(&mut m, META_ORDER);
-        reorder_entries(m.get_mut("ownerReferences"), OWNER_REFERENCE_ORDER);
-        reorder_entries(m.get_mut("managedFields"), MANAGED_FIELDS_ORDER);
-    }
+    crate::json::reorder(&mut m, META_ORDER);
+    reorder_entries(m.get_mut("ownerReferences"), OWNER_REFERENCE_ORDER);
+    reorder_entries(m.get_mut("managedFields"), MANAGED_FIELDS_ORDER);
     Value::Object(m)
 }
 
 /// One `PartialObjectMetadata` from a full object value.
-pub fn partial_value(res: &ResourceDef, obj: &Value, version: MetaVersion) -> Value {
+pub fn partial_value(obj: &Value, version: MetaVersion) -> Value {
     let mut m = Map::new();
     m.insert("kind".into(), json!("PartialObjectMetadata"));
     m.insert("apiVersion".into(), json!(api_version(version)));
-    m.insert("metadata".into(), object_meta(res, obj.get("metadata")));
+    m.insert("metadata".into(), object_meta(obj.get("metadata")));
     Value::Object(m)
 }
 
 /// One stored object as a `PartialObjectMetadata`.
-pub fn partial(res: &ResourceDef, obj: &Obj, version: MetaVersion) -> Value {
-    partial_value(res, &obj.value(), version)
+pub fn partial(obj: &Obj, version: MetaVersion) -> Value {
+    partial_value(&obj.value(), version)
 }
 
 /// A `PartialObjectMetadataList` (typed: kind, apiVersion, metadata, items; `ListMeta` in struct order).
 pub fn encode_list(
-    res: &ResourceDef,
     page: &super::list::Page,
     items: &[std::sync::Arc<Obj>],
     version: MetaVersion,
@@ -255,7 +253,7 @@ pub fn encode_list(
     m.insert("apiVersion".into(), json!(api_version(version)));
     m.insert("metadata".into(), Value::Object(meta));
     // `Items` is a nil slice until the first append: an empty list encodes as `null`.
-    let list_items: Vec<Value> = items.iter().map(|o| partial(res, o, version)).collect();
+    let list_items: Vec<Value> = items.iter().map(|o| partial(o, version)).collect();
     m.insert("items".into(), if list_items.is_empty() { Value::Null } else { Value::Array(list_items) });
     crate::json::body(&Value::Object(m), pretty)
 }
@@ -302,7 +300,7 @@ mod tests {
             "creationTimestamp": "2024-01-01T00:00:00Z", "name": "a", "namespace": "n",
             "ownerReferences": [{"apiVersion": "v1", "controller": true, "kind": "X", "name": "o", "uid": "u"}],
             "resourceVersion": "5", "uid": "x"}, "spec": {}});
-        let p = crate::json::compact(&partial_value(w, &obj, MetaVersion::V1));
+        let p = crate::json::compact(&partial_value(&obj, MetaVersion::V1));
         assert_eq!(
             String::from_utf8_lossy(&p),
             r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"n","uid":"x","resourceVersion":"5","creationTimestamp":"2024-01-01T00:00:00Z","ownerReferences":[{"apiVersion":"v1","kind":"X","name":"o","uid":"u","controller":true}]}}"#

@@ -264,7 +264,7 @@ impl Watcher {
     fn value_frame(&self, ty: &str, v: &Value) -> Option<Bytes> {
         match self.view {
             View::Object => Some(value_frame(ty, v)),
-            View::Meta(version) => Some(value_frame(ty, &view::partial_value(&self.res, v, version))),
+            View::Meta(version) => Some(value_frame(ty, &view::partial_value(v, version))),
             View::MetaList(_) => None,
         }
     }

@@ -128,7 +128,11 @@ fn partial_metadata(raw: &[u8], metadata: Option<Range<usize>>) -> Vec<u8> {
     };
     let mut out = Vec::with_capacity(PARTIAL_HEAD.len() + meta.len() + 1);
     out.extend_from_slice(PARTIAL_HEAD);
-    out.extend_from_slice(meta);
+    // Custom resources' metadata members are permuted into `ObjectMeta` order (as the apiserver re-encodes it).
+    match crate::codec::meta_view::canonical(meta) {
+        Some(ordered) => out.extend_from_slice(&ordered),
+        None => out.extend_from_slice(meta),
+    }
     out.push(b'}');
     out
 }
