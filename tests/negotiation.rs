@@ -14,6 +14,7 @@ use http_body_util::{BodyExt, Empty};
 use serde_json::{Value, json};
 
 use common::*;
+use kache::serve::handler::ResponseEncoding;
 use kache_sim::{Crd, Sim, SimHandle};
 
 /// `kubectl get` (Table, falling back to JSON).
@@ -190,6 +191,14 @@ async fn every_client_accept_header_matches_the_apiserver() {
     assert_eq!(metadata_v1beta1, 8 * 2, "v1beta1 metadata lists");
     assert!(kache.stats().memory() > memory_before, "JSON and metadata views come from memory");
     assert!(kache.stats().forwarded() > forwarded_before, "Table, protobuf and YAML are forwarded");
+    let stats = kache.stats();
+    for e in [ResponseEncoding::Json, ResponseEncoding::PartialMetadata] {
+        assert!(stats.encoding_memory(e) > 0, "{e:?} served from memory");
+    }
+    for e in [ResponseEncoding::Table, ResponseEncoding::Protobuf, ResponseEncoding::Yaml] {
+        assert!(stats.encoding_forwarded(e) > 0, "{e:?} forwarded");
+        assert_eq!(stats.encoding_memory(e), 0, "{e:?} never from memory");
+    }
 
     // Pretty output of a metadata list, and the metadata view as kubectl asks with ?pretty.
     same(&s, &k, "/api/v1/namespaces/a/pods?pretty=true", &[("accept", METADATA_LIST)]).await;

@@ -56,6 +56,59 @@ pub struct HandlerStats {
     pub forwarded: AtomicU64,
     /// Consistent reads that could not be proven fresh in time (then forwarded or 429).
     pub not_fresh: AtomicU64,
+    /// Reads of cached resources answered from memory, by negotiated encoding ([`ResponseEncoding`] index).
+    pub encoding_memory: [AtomicU64; ResponseEncoding::COUNT],
+    /// Reads of cached resources forwarded upstream, by negotiated encoding.
+    pub encoding_forwarded: [AtomicU64; ResponseEncoding::COUNT],
+}
+
+/// The encoding negotiated for a read of a cached resource (406s are not counted: no encoding was chosen).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResponseEncoding {
+    Json,
+    /// `as=PartialObjectMetadata[List]` (v1 and v1beta1) as JSON.
+    PartialMetadata,
+    /// `as=Table` (JSON or YAML).
+    Table,
+    Protobuf,
+    Yaml,
+    Cbor,
+}
+
+// === impl ResponseEncoding ===
+
+impl ResponseEncoding {
+    pub const COUNT: usize = 6;
+    pub const ALL: [ResponseEncoding; Self::COUNT] =
+        [Self::Json, Self::PartialMetadata, Self::Table, Self::Protobuf, Self::Yaml, Self::Cbor];
+
+    /// The encoding of a negotiation outcome; `None` for a 406.
+    pub fn of(n: &negotiate::Negotiated) -> Option<Self> {
+        use negotiate::Negotiated as N;
+        Some(match n {
+            N::Json { .. } => Self::Json,
+            N::JsonPartialMetadata { .. } | N::PartialMetadataV1beta1 => Self::PartialMetadata,
+            N::Table => Self::Table,
+            N::Protobuf => Self::Protobuf,
+            N::Yaml => Self::Yaml,
+            N::Cbor => Self::Cbor,
+            N::NotAcceptable { .. } => return None,
+        })
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The `encoding` label of `kache_encoding_total`.
+    fn metric(self) -> metrics::Encoding {
+        match self {
+            Self::Json | Self::PartialMetadata | Self::Table => metrics::Encoding::Json,
+            Self::Protobuf => metrics::Encoding::Protobuf,
+            Self::Cbor => metrics::Encoding::Cbor,
+            Self::Yaml => metrics::Encoding::Other,
+        }
+    }
 }
 
 impl HandlerStats {
@@ -69,6 +122,28 @@ impl HandlerStats {
 
     pub fn not_fresh(&self) -> u64 {
         self.not_fresh.load(Relaxed)
+    }
+
+    /// Reads in `encoding` answered from memory.
+    pub fn encoding_memory(&self, encoding: ResponseEncoding) -> u64 {
+        self.encoding_memory[encoding.index()].load(Relaxed)
+    }
+
+    /// Reads in `encoding` forwarded upstream.
+    pub fn encoding_forwarded(&self, encoding: ResponseEncoding) -> u64 {
+        self.encoding_forwarded[encoding.index()].load(Relaxed)
+    }
+
+    /// Counts one read of a cached resource by encoding and source (and exports it).
+    fn count_encoding(&self, encoding: Option<ResponseEncoding>, from_memory: bool) {
+        let Some(e) = encoding else { return };
+        let (counters, served) = if from_memory {
+            (&self.encoding_memory, metrics::Served::Memory)
+        } else {
+            (&self.encoding_forwarded, metrics::Served::Forwarded)
+        };
+        counters[e.index()].fetch_add(1, Relaxed);
+        metrics::encoding(e.metric(), served);
     }
 }
 
@@ -150,6 +225,7 @@ impl KacheHandler {
         } else {
             negotiate::negotiate(accept)
         };
+        let encoding = ResponseEncoding::of(&negotiated);
         // The PartialObjectMetadata views are served from memory when the view fits the request (a list view
         // for lists, an object view for gets and watch events); any mismatch is forwarded and the upstream
         // answers it (406 with its own wording).
@@ -159,11 +235,15 @@ impl KacheHandler {
             | (negotiate::Negotiated::JsonPartialMetadata { list: false, .. }, Verb::Get | Verb::Watch) => {
                 View::Metadata
             }
-            (negotiate::Negotiated::JsonPartialMetadata { .. }, _) => return self.forward(req).await,
+            (negotiate::Negotiated::JsonPartialMetadata { .. }, _) => {
+                self.stats.count_encoding(encoding, false);
+                return self.forward(req).await;
+            }
             (other, _) => {
                 if let Some(err) = other.error() {
                     return error_response(&err, &req, false);
                 }
+                self.stats.count_encoding(encoding, false);
                 return self.forward(req).await;
             }
         };
@@ -173,9 +253,11 @@ impl KacheHandler {
             Verb::Watch => self.watch(&req, r, &store, arrived, view).await,
             _ => Err(NotServed::Forward("verb")),
         };
-        if !matches!(outcome, Err(NotServed::Forward(_) | NotServed::NotFresh)) {
+        let from_memory = !matches!(outcome, Err(NotServed::Forward(_) | NotServed::NotFresh));
+        if from_memory {
             self.stats.memory.fetch_add(1, Relaxed);
         }
+        self.stats.count_encoding(encoding, from_memory);
         match outcome {
             Ok(resp) => with_common_headers(resp, &req),
             Err(NotServed::Forward(why)) => {
