@@ -1,6 +1,6 @@
 //! Ingest codec benchmarks: kache's extraction (serde_json validation + sonic-rs lookups) against a
-//! serde_json baseline doing the same
-//! work (the obvious implementation: borrowed structs with `Cow` strings and `RawValue`).
+//! serde_json baseline doing the same work (the obvious implementation: borrowed structs with `Cow`
+//! strings and `RawValue`).
 //!
 //! What: one ~3.5 KiB pod → `Object` (pod field set: metadata, labels, spec/status fields); the same with
 //! only metadata (a kind without extra fields); a watch line → frame → object; a 1000-pod list → item
