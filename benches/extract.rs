@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use kache::codec::extract::{object_from_json, parse_watch_line, split_list, with_type_meta};
+use kache::codec::extract::{ingest_list, object_from_json, parse_watch_line, split_list, with_type_meta};
 use kache::resource::{Gvr, ResourceInfo};
 use kache::store::{Object, make_key};
 use serde::Deserialize;
@@ -248,6 +248,9 @@ fn bench_list(c: &mut Criterion) {
                 .map(|item| object_from_json(with_type_meta(item, "Pod", "v1"), &pods_info).expect("valid"))
                 .collect::<Vec<_>>()
         })
+    });
+    g.bench_function("ingest_list", |b| {
+        b.iter(|| ingest_list(black_box(&body), &pods_info).expect("valid").objects.len())
     });
     g.finish();
 }

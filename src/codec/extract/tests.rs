@@ -362,6 +362,23 @@ proptest! {
     }
 
     #[test]
+    fn ingest_list_equals_the_step_by_step_path(docs in proptest::collection::vec(oracle::document(), 0..6)) {
+        let info = docs.first().map_or_else(pods, |d| d.info());
+        let items: Vec<&str> = docs.iter().map(|d| d.text.trim()).collect();
+        let body = Bytes::from(format!(r#"{{"metadata":{{"resourceVersion":"5"}},"items":[{}]}}"#, items.join(",")));
+        let ingested = ingest_list(&body, &info).expect("valid list");
+        prop_assert_eq!(ingested.objects.len(), items.len());
+        for (item, got) in ingested.parts.items.iter().zip(&ingested.objects) {
+            let want = object_from_json(with_type_meta(item, &info.kind, &info.api_version()), &info);
+            match (got, want) {
+                (Ok(got), Ok(want)) => prop_assert_eq!(got, &want),
+                (Err(_), Err(_)) => {}
+                (got, want) => prop_assert!(false, "{}: {got:?} vs {want:?}", String::from_utf8_lossy(item)),
+            }
+        }
+    }
+
+    #[test]
     fn truncated_objects_are_errors(doc in oracle::document(), cut in 0.0f64..1.0) {
         let text = doc.text.trim_end();
         let at = ((text.len() as f64) * cut) as usize;
