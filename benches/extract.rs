@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use kache::codec::extract::{ingest_list, object_from_json, parse_watch_line, split_list, with_type_meta};
+use kache::codec::extract::{
+    ingest_list, ingest_watch_line, object_from_json, parse_watch_line, split_list, with_type_meta,
+};
 use kache::resource::{Gvr, ResourceInfo};
 use kache::store::{Object, make_key};
 use serde::Deserialize;
@@ -213,6 +215,9 @@ fn bench_object(c: &mut Criterion) {
             let frame = parse_watch_line(black_box(line.clone())).expect("valid");
             object_from_json(Bytes::copy_from_slice(&frame.object), &pods_info).expect("valid")
         })
+    });
+    g.bench_function("ingest_watch_line", |b| {
+        b.iter(|| ingest_watch_line(black_box(line.clone()), &pods_info).expect("valid"))
     });
     g.bench_function("serde_json", |b| b.iter(|| baseline::watch_line(black_box(&line))));
     g.finish();

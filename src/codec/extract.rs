@@ -34,7 +34,10 @@ mod tests;
 mod watch;
 
 pub use list::{IngestedList, ListParts, ingest_list, split_list, with_type_meta};
-pub use watch::{Bookmark, WatchEventType, WatchFrame, bookmark_from_json, parse_watch_line};
+pub use watch::{
+    Bookmark, WatchEventType, WatchFrame, WatchIngest, bookmark_from_json, ingest_watch_line,
+    parse_watch_line,
+};
 
 /// Iterating validated JSON cannot fail; reported (not panicked on) if it ever did.
 const ITERATION: &str = "validated JSON failed to iterate";
@@ -104,8 +107,8 @@ pub fn object_from_json(raw: Bytes, info: &ResourceInfo) -> Result<Object, Extra
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Validity {
     Unknown,
-    /// Validated as part of a larger document (a list body) and transformed only by [`with_type_meta`],
-    /// which keeps JSON valid. Only this module constructs it.
+    /// Validated as part of a larger document (a list body, a watch line) and at most transformed by
+    /// [`with_type_meta`], which keeps JSON valid. Only this module constructs it.
     Valid,
 }
 
