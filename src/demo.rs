@@ -100,7 +100,8 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     println!("Try:");
     println!("  kubectl --kubeconfig {kc} get pods -A | head");
     println!("  kubectl --kubeconfig {kc} get pods -n ns-0 -l app=api --chunk-size=50 -o name");
-    println!("  kubectl --kubeconfig {kc} get pods -A --field-selector spec.nodeName=node-0 -o json | head -c 300\n  kubectl --kubeconfig {kc} get --raw '/api/v1/pods?limit=2' | head -c 600");
+    println!("  kubectl --kubeconfig {kc} get pods -A --field-selector spec.nodeName=node-0 -o name | head");
+    println!("  kubectl --kubeconfig {kc} get --raw '/api/v1/pods?limit=2' | head -c 600");
     println!("  kubectl --kubeconfig {kc} get pods -A -w --output-watch-events");
     println!("  time kubectl --kubeconfig {kc} --context kache-demo-upstream get pods -A -o name | wc -l");
     println!();
