@@ -170,6 +170,14 @@ fn not_ready_429() {
 }
 
 #[test]
+fn not_ready_retry_after_grows_and_is_clamped() {
+    use std::time::Duration;
+    assert_eq!(ApiError::not_ready_retry_after(Duration::ZERO), 1);
+    assert_eq!(ApiError::not_ready_retry_after(Duration::from_secs(20)), 3);
+    assert_eq!(ApiError::not_ready_retry_after(Duration::from_secs(3600)), 30);
+}
+
+#[test]
 fn not_acceptable_406() {
     let e = ApiError::not_acceptable(false);
     assert_eq!(
