@@ -18,3 +18,11 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 pub fn empty() -> Body {
     Empty::<Bytes>::new().map_err(|never| match never {}).boxed()
 }
+
+/// A body streaming several buffers without copying them.
+pub fn chunks(chunks: Vec<Bytes>) -> Body {
+    let stream = futures_util::stream::iter(
+        chunks.into_iter().map(|c| Ok::<_, BoxError>(hyper::body::Frame::data(c))),
+    );
+    http_body_util::StreamBody::new(stream).boxed()
+}

@@ -1,5 +1,10 @@
-//! codec (see lib.rs Layout).
+//! Bytes in and out: field extraction at ingest, list and watch assembly, Status errors, continue tokens, gzip.
+//! Pure functions over bytes; no I/O.
 
+pub mod extract;
 pub mod gojson;
+pub mod gzip;
+pub mod list;
+pub mod pretty;
 pub mod status;
 pub mod token;

@@ -1,6 +1,15 @@
-//! serve (see lib.rs Layout).
+//! The HTTP front: routing, parameter validation, selectors, and get/list/watch from memory.
 
+pub mod fresh;
+pub mod handler;
+pub mod list;
 pub mod negotiate;
 pub mod params;
 pub mod query;
+pub mod read;
+pub mod resolve;
+pub mod route;
+pub mod scan;
 pub mod selector;
+pub mod server;
+pub mod watch;

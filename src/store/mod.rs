@@ -4,14 +4,33 @@
 //! [`State`] through arc-swap and never lock. Each published state holds:
 //! - the current [`Snapshot`] (an `imbl::OrdMap` keyed in the apiserver's key order),
 //! - recently retained snapshots, one per applied event, for Exact reads and continue tokens,
-//! - a bounded event history for watch resumption.
+//! - a bounded event history for watch resumption,
+//! - for pods, a secondary [`FieldIndex`] by `spec.nodeName`,
+//! - estimates of the memory all of these hold ([`StoreStats`]).
 //!
-//! New events are broadcast to watchers; a watcher that lags past the broadcast capacity is cut off.
+//! History and retained snapshots live in segmented append-only [`Log`]s, so appending and evicting are
+//! O(1) amortised and never copy what readers hold. New events are broadcast to watchers; a watcher that
+//! lags past the broadcast capacity is cut off.
+//!
+//! Files: `object.rs` (one object), `snapshot.rs` (snapshots, range helpers, field index), `log.rs`
+//! (the logs), `state.rs` (published state, reader API), `writer.rs` (the writer), `config.rs` (bounds
+//! and memory-estimate constants).
 
+mod config;
+mod log;
 mod object;
+mod snapshot;
 mod state;
+#[cfg(test)]
+mod tests;
+mod writer;
 
-pub use object::{Key, Object, make_key};
-pub use state::{
-    Event, EventType, Signal, Snapshot, State, Store, StoreConfig, StoreStats, TooOld, WaitError, Writer,
+pub use config::{
+    DEFAULT_BROADCAST_CAPACITY, DEFAULT_HISTORY_MAX_BYTES, DEFAULT_HISTORY_MAX_EVENTS,
+    DEFAULT_HISTORY_WINDOW, DEFAULT_RETAIN_MAX, DEFAULT_RETAIN_WINDOW, StoreConfig, path_copy_bytes,
 };
+pub use log::Log;
+pub use object::{Key, Labels, Object, make_key};
+pub use snapshot::{FieldIndex, Snapshot, namespace_bounds};
+pub use state::{Event, EventType, Signal, State, Store, StoreStats, TooOld, WaitError};
+pub use writer::{ApplyOutcome, Writer};

@@ -11,6 +11,9 @@ use bytes::Bytes;
 /// sort before `/`, so `kube-system/x` < `kube/x`.
 pub type Key = Arc<str>;
 
+/// An object's labels, sorted by key (binary-searchable).
+pub type Labels = Box<[(Box<str>, Box<str>)]>;
+
 /// A cached object. Immutable once built; shared by snapshots, history events and watchers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
@@ -22,7 +25,7 @@ pub struct Object {
     /// `metadata.resourceVersion`, parsed.
     pub resource_version: u64,
     /// Labels sorted by key.
-    pub labels: Box<[(Box<str>, Box<str>)]>,
+    pub labels: Labels,
     /// Values of the kind's extra field-selector fields, in the order of
     /// [`crate::resource::FieldKind::extra_fields`]; `None` when absent in the object.
     pub fields: Box<[Option<Box<str>>]>,
@@ -49,11 +52,23 @@ impl Object {
         self.labels.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.labels[i].1)
     }
 
-    /// Approximate heap bytes held by this object (for memory accounting).
+    /// Estimated heap bytes held by this object alone: its `Arc` allocation, the key, uid, labels and
+    /// field values (each a separate allocation), and the raw bytes. Allocator rounding is not counted.
     pub fn heap_bytes(&self) -> usize {
-        let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len() + 32).sum();
-        let fields: usize = self.fields.iter().map(|f| f.as_ref().map_or(0, |v| v.len()) + 16).sum();
-        self.raw.len() + self.key.len() + self.uid.len() + labels + fields + std::mem::size_of::<Self>()
+        /// Reference counts in front of an `Arc` allocation.
+        const ARC_HEADER: usize = 16;
+        let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+            + self.labels.len() * std::mem::size_of::<(Box<str>, Box<str>)>();
+        let fields: usize = self.fields.iter().map(|f| f.as_ref().map_or(0, |v| v.len())).sum::<usize>()
+            + self.fields.len() * std::mem::size_of::<Option<Box<str>>>();
+        ARC_HEADER
+            + std::mem::size_of::<Self>()
+            + ARC_HEADER
+            + self.key.len()
+            + self.uid.len()
+            + labels
+            + fields
+            + self.raw.len()
     }
 }
 

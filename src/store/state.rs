@@ -1,53 +1,22 @@
-//! Store state, the single writer, and the reader API.
+//! The published state, the store and its reader API. Readers load a whole [`State`] through arc-swap
+//! and never lock; only the [`Writer`] (writer.rs) publishes.
 
 use std::sync::Arc;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use imbl::{OrdMap, Vector};
+use imbl::OrdMap;
 use tokio::sync::{broadcast, watch};
 
-use super::object::{Key, Object};
-use crate::resource::ResourceInfo;
-
-/// Default history window: the apiserver's `EventsHistoryWindow` (75 s, `storagebackend/config.go`).
-pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(75);
-/// Upper bound on history events: the apiserver's watch-cache capacity upper bound (100 × 1024).
-pub const DEFAULT_HISTORY_MAX_EVENTS: usize = 102_400;
-/// Upper bound on bytes referenced by the history (objects also live in snapshots, so this is an upper bound).
-pub const DEFAULT_HISTORY_MAX_BYTES: usize = 512 << 20;
-/// Snapshots are retained as long as ListFromCacheSnapshot keeps them: the history window.
-pub const DEFAULT_RETAIN_WINDOW: Duration = Duration::from_secs(75);
-/// Upper bound on retained snapshots (each costs a few KiB of path-copied tree nodes).
-pub const DEFAULT_RETAIN_MAX: usize = 10_000;
-/// Broadcast ring capacity: a watcher more than this many events behind is cut off (slow watcher).
-pub const DEFAULT_BROADCAST_CAPACITY: usize = 4096;
-
-/// Bounds of one store.
-#[derive(Clone, Debug)]
-pub struct StoreConfig {
-    pub history_window: Duration,
-    pub history_max_events: usize,
-    pub history_max_bytes: usize,
-    pub retain_window: Duration,
-    pub retain_max: usize,
-    pub broadcast_capacity: usize,
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        Self {
-            history_window: DEFAULT_HISTORY_WINDOW,
-            history_max_events: DEFAULT_HISTORY_MAX_EVENTS,
-            history_max_bytes: DEFAULT_HISTORY_MAX_BYTES,
-            retain_window: DEFAULT_RETAIN_WINDOW,
-            retain_max: DEFAULT_RETAIN_MAX,
-            broadcast_capacity: DEFAULT_BROADCAST_CAPACITY,
-        }
-    }
-}
+use super::config::{SNAPSHOT_OVERHEAD, StoreConfig, path_copy_bytes};
+use super::log::Log;
+use super::object::Object;
+use super::snapshot::{FieldIndex, Snapshot};
+use super::writer::Writer;
+use crate::resource::{FieldKind, ResourceInfo};
 
 /// The kind of a change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -83,15 +52,6 @@ pub struct Event {
     pub applied_at: Instant,
 }
 
-/// An immutable view of every object of the resource at one resourceVersion.
-#[derive(Clone, Debug)]
-pub struct Snapshot {
-    pub rv: u64,
-    pub objects: OrdMap<Key, Arc<Object>>,
-    /// When this snapshot was taken (retention by time).
-    pub taken_at: Instant,
-}
-
 /// What is broadcast to watchers.
 #[derive(Clone, Debug)]
 pub enum Signal {
@@ -112,16 +72,53 @@ pub struct State {
     pub synced: bool,
     pub snapshot: Arc<Snapshot>,
     /// Events in ascending RV order, all with RV > `history_floor`.
-    pub history: Vector<Arc<Event>>,
+    pub history: Log<Arc<Event>>,
     /// The oldest resourceVersion a watch can resume from: a watch from RV ≥ this replays every later event.
     /// It is the relist RV until events are evicted, then the RV of the last evicted event.
     pub history_floor: u64,
     /// Snapshots in ascending RV order (the current one included), for Exact reads and continue tokens.
-    pub retained: Vector<Arc<Snapshot>>,
-    /// Bytes of live objects (sum of `Object::heap_bytes`).
+    pub retained: Log<Arc<Snapshot>>,
+    /// Secondary index of the current snapshot (pods by `spec.nodeName`); `None` for other kinds.
+    pub index: Option<FieldIndex>,
+    /// Estimated bytes of the live objects and of the map holding them.
     pub live_bytes: usize,
-    /// Bytes referenced by history events.
+    /// Estimated bytes the history keeps alive beyond the live objects: the versions replaced or deleted
+    /// by its events (each counted once, by the event that replaced it) and the events themselves.
     pub history_bytes: usize,
+    /// Estimated bytes of retained snapshots beyond the current one: one map path copy each.
+    pub retained_bytes: usize,
+    /// Estimated bytes of the secondary index.
+    pub index_bytes: usize,
+    /// When the last change, relist or progress was published.
+    pub updated_at: Instant,
+}
+
+// === impl State ===
+
+impl State {
+    /// Objects whose extra field `field` equals `value`, with key ≥ `start`, in key order, from the
+    /// current snapshot's index. `None` when that field is not indexed (the caller scans).
+    pub fn by_field<'a>(
+        &'a self,
+        field: usize,
+        value: &'a str,
+        start: &str,
+    ) -> Option<impl Iterator<Item = &'a Arc<Object>> + 'a> {
+        let index = self.index.as_ref().filter(|i| i.field() == field)?;
+        let objects = &self.snapshot.objects;
+        // Every indexed key is in the snapshot (both change together in the writer).
+        Some(index.keys(value, start).filter_map(move |key| objects.get(key)))
+    }
+
+    /// Total estimated bytes of this state.
+    pub fn memory_bytes(&self) -> usize {
+        self.live_bytes + self.history_bytes + self.retained_bytes + self.index_bytes
+    }
+}
+
+/// Estimated bytes one retained snapshot of a map of `len` entries costs beyond the current one.
+pub(super) fn retained_cost(len: usize) -> usize {
+    SNAPSHOT_OVERHEAD + path_copy_bytes(len)
 }
 
 /// A watch asked to resume from a resourceVersion older than the history holds.
@@ -141,26 +138,73 @@ pub enum WaitError {
     TooLarge { requested: u64, current: u64 },
 }
 
-/// Counters for metrics.
+/// Sizes and counters, for metrics.
 #[derive(Clone, Debug, Default)]
 pub struct StoreStats {
+    pub synced: bool,
     pub objects: usize,
+    /// Estimated bytes of live objects (and their map).
     pub live_bytes: usize,
     pub history_events: usize,
+    /// Estimated bytes the history keeps alive beyond the live objects.
     pub history_bytes: usize,
     pub history_span: Duration,
+    pub history_floor: u64,
     pub retained_snapshots: usize,
+    /// Estimated bytes of retained snapshots beyond the current one.
+    pub retained_bytes: usize,
+    pub index_bytes: usize,
     pub resource_version: u64,
     pub generation: u64,
+    /// Time since the last published change, relist or bookmark.
+    pub since_last_update: Duration,
+    /// Events applied since the store was created.
+    pub events_applied: u64,
+    /// Events skipped as stale or duplicate (RV ≤ the store's; e.g. replayed after a re-watch).
+    pub events_stale: u64,
+    /// Deletions of objects the store did not hold (skipped, RV advanced).
+    pub unknown_deletes: u64,
+    /// Full replacements after the initial sync (relists).
+    pub relists: u64,
+    /// Resource-version advances without a change (bookmarks).
+    pub progress_updates: u64,
+}
+
+impl StoreStats {
+    /// All estimated bytes: live objects, history, retained snapshots and index.
+    pub fn memory_bytes(&self) -> usize {
+        self.live_bytes + self.history_bytes + self.retained_bytes + self.index_bytes
+    }
+}
+
+/// Monotonic counters kept outside the published state (a batch of only stale events publishes nothing).
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub applied: AtomicU64,
+    pub stale: AtomicU64,
+    pub unknown_deletes: AtomicU64,
+    pub relists: AtomicU64,
+    pub progress: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        if n > 0 {
+            counter.fetch_add(n, Ordering::Relaxed);
+        }
+    }
 }
 
 /// One cached resource's store. Shared (`Arc<Store>`) by the reflector's writer and all readers.
 pub struct Store {
-    info: ResourceInfo,
-    config: StoreConfig,
-    state: ArcSwap<State>,
-    rv: watch::Sender<u64>,
-    signals: broadcast::Sender<Signal>,
+    pub(super) info: ResourceInfo,
+    pub(super) config: StoreConfig,
+    pub(super) state: ArcSwap<State>,
+    pub(super) rv: watch::Sender<u64>,
+    pub(super) signals: broadcast::Sender<Signal>,
+    pub(super) counters: Counters,
+    /// The extra field indexed for this kind, if any.
+    pub(super) indexed_field: Option<usize>,
 }
 
 impl std::fmt::Debug for Store {
@@ -169,27 +213,44 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// The field indexed for a kind: pods by `spec.nodeName` (what kubelets select on).
+fn indexed_field(info: &ResourceInfo) -> Option<usize> {
+    let kind = info.field_kind();
+    (kind == FieldKind::Pod).then(|| kind.extra_fields().iter().position(|f| *f == "spec.nodeName"))?
+}
+
 // === impl Store ===
 
 impl Store {
     /// Creates an empty, unsynced store and its single writer.
     pub fn new(info: ResourceInfo, config: StoreConfig) -> (Arc<Store>, Writer) {
-        let now = Instant::now();
-        let snapshot = Arc::new(Snapshot { rv: 0, objects: OrdMap::new(), taken_at: now });
+        let indexed_field = indexed_field(&info);
         let state = State {
             generation: 0,
             synced: false,
-            snapshot,
-            history: Vector::new(),
+            snapshot: Arc::new(Snapshot::new(0, OrdMap::new())),
+            history: Log::new(),
             history_floor: 0,
-            retained: Vector::new(),
+            retained: Log::new(),
+            index: indexed_field.map(FieldIndex::new),
             live_bytes: 0,
             history_bytes: 0,
+            retained_bytes: 0,
+            index_bytes: 0,
+            updated_at: Instant::now(),
         };
         let (signals, _) = broadcast::channel(config.broadcast_capacity.max(1));
         let (rv, _) = watch::channel(0);
-        let store = Arc::new(Store { info, config, state: ArcSwap::from_pointee(state), rv, signals });
-        let writer = Writer { store: store.clone() };
+        let store = Arc::new(Store {
+            info,
+            config,
+            state: ArcSwap::from_pointee(state),
+            rv,
+            signals,
+            counters: Counters::default(),
+            indexed_field,
+        });
+        let writer = Writer::new(store.clone());
         (store, writer)
     }
 
@@ -199,6 +260,11 @@ impl Store {
 
     pub fn config(&self) -> &StoreConfig {
         &self.config
+    }
+
+    /// The extra field (index into `FieldKind::extra_fields`) that [`State::by_field`] serves, if any.
+    pub fn indexed_field(&self) -> Option<usize> {
+        self.indexed_field
     }
 
     /// The current published state. Cheap; never blocks.
@@ -258,14 +324,8 @@ impl Store {
         if rv == state.snapshot.rv {
             return Some(state.snapshot.clone());
         }
-        let retained = &state.retained;
-        // Binary search for the last snapshot with rv <= requested.
-        let (mut lo, mut hi) = (0usize, retained.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if retained[mid].rv <= rv { lo = mid + 1 } else { hi = mid }
-        }
-        if lo == 0 { None } else { Some(retained[lo - 1].clone()) }
+        let after = state.retained.partition_point(|s| s.rv <= rv);
+        after.checked_sub(1).and_then(|i| state.retained.get(i)).cloned()
     }
 
     /// The oldest resourceVersion an exact read can be served at (`None` before the first sync).
@@ -281,203 +341,41 @@ impl Store {
     pub fn events_after(&self, rv: u64) -> Result<(Vec<Arc<Event>>, u64), TooOld> {
         let state = self.state.load();
         if rv < state.history_floor {
-            return Err(TooOld { requested: rv, oldest: state.history_floor });
+            // Like the apiserver, name the RV just before the oldest event still held.
+            let oldest = state.history.front().map_or(state.history_floor, |e| e.rv - 1);
+            return Err(TooOld { requested: rv, oldest: oldest.max(state.history_floor) });
         }
-        // Events are sorted by rv: find the first one > rv.
-        let history = &state.history;
-        let (mut lo, mut hi) = (0usize, history.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if history[mid].rv <= rv { lo = mid + 1 } else { hi = mid }
-        }
-        Ok((history.iter().skip(lo).cloned().collect(), state.generation))
+        let from = state.history.partition_point(|e| e.rv <= rv);
+        Ok((state.history.iter_from(from).cloned().collect(), state.generation))
     }
 
-    /// Current sizes, for metrics.
+    /// Current sizes and counters, for metrics.
     pub fn stats(&self) -> StoreStats {
         let state = self.state.load();
         let span = match (state.history.front(), state.history.back()) {
             (Some(a), Some(b)) => b.applied_at.saturating_duration_since(a.applied_at),
             _ => Duration::ZERO,
         };
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         StoreStats {
+            synced: state.synced,
             objects: state.snapshot.objects.len(),
             live_bytes: state.live_bytes,
             history_events: state.history.len(),
             history_bytes: state.history_bytes,
             history_span: span,
+            history_floor: state.history_floor,
             retained_snapshots: state.retained.len(),
+            retained_bytes: state.retained_bytes,
+            index_bytes: state.index_bytes,
             resource_version: state.snapshot.rv,
             generation: state.generation,
-        }
-    }
-}
-
-/// The store's single writer. Not `Clone`: only the reflector holds it.
-pub struct Writer {
-    store: Arc<Store>,
-}
-
-impl std::fmt::Debug for Writer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Writer").field("gvr", &self.store.info.gvr).finish()
-    }
-}
-
-/// Outcome of applying a batch, for metrics.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct ApplyOutcome {
-    pub applied: usize,
-    /// Events at or below the current RV (duplicates after a re-watch), skipped.
-    pub stale: usize,
-    /// Deletions of objects the store does not hold, skipped.
-    pub unknown_deletes: usize,
-}
-
-// === impl Writer ===
-
-impl Writer {
-    pub fn store(&self) -> &Arc<Store> {
-        &self.store
-    }
-
-    /// Replaces the whole state with a fresh list at `rv` (initial sync or relist), built to the side and
-    /// published in one swap. Bumps the generation, clears the history and retained snapshots, and tells every
-    /// watcher to end.
-    pub fn replace(&mut self, objects: impl IntoIterator<Item = Arc<Object>>, rv: u64) {
-        let now = Instant::now();
-        let mut map = OrdMap::new();
-        let mut live_bytes = 0;
-        for object in objects {
-            live_bytes += object.heap_bytes();
-            map.insert(object.key.clone(), object);
-        }
-        let old = self.store.state.load_full();
-        let generation = old.generation + 1;
-        let snapshot = Arc::new(Snapshot { rv, objects: map, taken_at: now });
-        let mut retained = Vector::new();
-        retained.push_back(snapshot.clone());
-        let state = State {
-            generation,
-            synced: true,
-            snapshot,
-            history: Vector::new(),
-            history_floor: rv,
-            retained,
-            live_bytes,
-            history_bytes: 0,
-        };
-        self.store.state.store(Arc::new(state));
-        self.store.rv.send_replace(rv);
-        if old.synced {
-            let _ = self.store.signals.send(Signal::Reset { generation });
-        }
-    }
-
-    /// Applies a batch of changes in order and publishes once. Each item is the event type and the object
-    /// as the upstream sent it; the object's resourceVersion is the event's RV.
-    pub fn apply(&mut self, batch: impl IntoIterator<Item = (EventType, Arc<Object>)>) -> ApplyOutcome {
-        let now = Instant::now();
-        let cur = self.store.state.load_full();
-        let mut state = (*cur).clone();
-        let mut objects = state.snapshot.objects.clone();
-        let mut rv = state.snapshot.rv;
-        let mut outcome = ApplyOutcome::default();
-        let mut new_events = Vec::new();
-        for (kind, object) in batch {
-            let erv = object.resource_version;
-            if erv <= rv {
-                outcome.stale += 1;
-                continue;
-            }
-            let prev = match kind {
-                EventType::Added | EventType::Modified => {
-                    state.live_bytes += object.heap_bytes();
-                    objects.insert(object.key.clone(), object.clone())
-                }
-                EventType::Deleted => match objects.remove(&object.key) {
-                    Some(prev) => Some(prev),
-                    None => {
-                        outcome.unknown_deletes += 1;
-                        rv = erv;
-                        continue;
-                    }
-                },
-            };
-            if let Some(p) = &prev {
-                state.live_bytes = state.live_bytes.saturating_sub(p.heap_bytes());
-            }
-            // An ADDED for a key we hold is a MODIFIED for watchers' purposes, and vice versa.
-            let kind = match (kind, &prev) {
-                (EventType::Added, Some(_)) => EventType::Modified,
-                (EventType::Modified, None) => EventType::Added,
-                (k, _) => k,
-            };
-            rv = erv;
-            let event =
-                Arc::new(Event { rv, kind, object, prev, json_frame: OnceLock::new(), applied_at: now });
-            state.history_bytes += event.object.raw.len();
-            state.history.push_back(event.clone());
-            let snap = Arc::new(Snapshot { rv, objects: objects.clone(), taken_at: now });
-            state.retained.push_back(snap);
-            new_events.push(event);
-            outcome.applied += 1;
-        }
-        if rv == cur.snapshot.rv {
-            return outcome;
-        }
-        state.snapshot = Arc::new(Snapshot { rv, objects, taken_at: now });
-        if state.retained.back().map(|s| s.rv) != Some(rv) {
-            state.retained.push_back(state.snapshot.clone());
-        }
-        self.evict(&mut state, now);
-        self.store.state.store(Arc::new(state));
-        self.store.rv.send_replace(rv);
-        for event in new_events {
-            let _ = self.store.signals.send(Signal::Event(event));
-        }
-        outcome
-    }
-
-    /// Advances the resourceVersion without a change (an upstream bookmark or progress signal).
-    pub fn progress(&mut self, rv: u64) {
-        let cur = self.store.state.load_full();
-        if rv <= cur.snapshot.rv {
-            return;
-        }
-        let now = Instant::now();
-        let mut state = (*cur).clone();
-        state.snapshot = Arc::new(Snapshot { rv, objects: cur.snapshot.objects.clone(), taken_at: now });
-        state.retained.push_back(state.snapshot.clone());
-        self.evict(&mut state, now);
-        self.store.state.store(Arc::new(state));
-        self.store.rv.send_replace(rv);
-        let _ = self.store.signals.send(Signal::Progress(rv));
-    }
-
-    /// Drops history events and retained snapshots beyond the configured bounds.
-    fn evict(&self, state: &mut State, now: Instant) {
-        let cfg = &self.store.config;
-        while let Some(front) = state.history.front() {
-            let too_many = state.history.len() > cfg.history_max_events;
-            let too_big = state.history_bytes > cfg.history_max_bytes;
-            let too_old = now.saturating_duration_since(front.applied_at) > cfg.history_window;
-            if !(too_many || too_big || too_old) {
-                break;
-            }
-            let ev = state.history.pop_front().expect("front exists");
-            state.history_bytes = state.history_bytes.saturating_sub(ev.object.raw.len());
-            state.history_floor = ev.rv;
-        }
-        // Always keep the current snapshot; drop older ones past the bounds.
-        while state.retained.len() > 1 {
-            let front = state.retained.front().expect("len > 1");
-            let too_many = state.retained.len() > cfg.retain_max;
-            let too_old = now.saturating_duration_since(front.taken_at) > cfg.retain_window;
-            if !(too_many || too_old) {
-                break;
-            }
-            state.retained.pop_front();
+            since_last_update: state.updated_at.elapsed(),
+            events_applied: load(&self.counters.applied),
+            events_stale: load(&self.counters.stale),
+            unknown_deletes: load(&self.counters.unknown_deletes),
+            relists: load(&self.counters.relists),
+            progress_updates: load(&self.counters.progress),
         }
     }
 }

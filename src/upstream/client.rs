@@ -1,12 +1,36 @@
 //! The upstream HTTP client.
+//!
+//! One entry point, [`Upstream::send`], for everything kache sends upstream; [`Upstream::send_upgrade`] for
+//! the HTTP/1.1 protocol upgrades of exec, attach and port-forward. Against a TLS apiserver requests are
+//! spread round-robin over a small pool of HTTP/2 connections, so hundreds of watches do not queue behind
+//! one connection's stream limit (kube-apiserver allows 250–1000 streams per connection).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tower::ServiceExt;
+use tower::util::BoxCloneSyncService;
 
 use crate::body::{Body, BoxError};
+
+/// Time allowed to establish a TCP connection upstream; past it the request fails (503 to clients) instead
+/// of hanging on an unreachable apiserver.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// TCP keep-alive on upstream connections, to notice dead peers under long-lived watches.
+pub(crate) const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
+/// Idle pooled connections are closed after this long.
+pub(crate) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A type-erased HTTP client stack (connector, TLS, auth layers).
+pub(crate) type HttpService = BoxCloneSyncService<Request<Body>, Response<Incoming>, BoxError>;
 
 /// Failure to get a response from the upstream.
 #[derive(Debug, thiserror::Error)]
@@ -14,49 +38,275 @@ pub enum UpstreamError {
     /// The configured address is not a usable URL.
     #[error("invalid upstream URL {url:?}: {reason}")]
     InvalidUrl { url: String, reason: String },
-    /// Connecting or exchanging with the upstream failed.
+    /// The kubeconfig or in-cluster configuration could not be loaded or used.
+    #[error("upstream configuration: {0}")]
+    Config(#[source] BoxError),
+    /// No connection could be established (refused, unreachable, DNS, connect timeout, TLS handshake).
+    #[error("connecting to the upstream failed: {0}")]
+    Connect(#[source] BoxError),
+    /// Credentials for the upstream could not be obtained (exec plugin, token file, OIDC refresh).
+    #[error("upstream credentials: {0}")]
+    Auth(#[source] BoxError),
+    /// The exchange failed after connecting (reset, protocol error, request body error).
     #[error("upstream request failed: {0}")]
     Transport(#[source] BoxError),
 }
 
-/// A client of the upstream apiserver. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct Upstream {
-    base: Uri,
-    client: Client<HttpConnector, Body>,
+// === impl UpstreamError ===
+
+impl UpstreamError {
+    /// No connection to the upstream could be made: the upstream is down or unreachable.
+    pub fn is_connect(&self) -> bool {
+        matches!(self, Self::Connect(_))
+    }
+
+    /// Whether trying again later may succeed (as opposed to a configuration problem).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Connect(_) | Self::Transport(_) | Self::Auth(_))
+    }
+
+    /// Whether an error of type `E` is in the source chain (e.g. the request body's
+    /// `http_body_util::LengthLimitError` when the front's body limit cut the upload).
+    pub fn caused_by<E: std::error::Error + 'static>(&self) -> bool {
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(err) = cur {
+            if err.is::<E>() {
+                return true;
+            }
+            cur = err.source();
+        }
+        false
+    }
+
+    fn classify(err: BoxError) -> Self {
+        match err.downcast_ref::<hyper_util::client::legacy::Error>() {
+            Some(e) if e.is_connect() => Self::Connect(err),
+            Some(_) => Self::Transport(err),
+            // Only the auth layers produce errors of other types.
+            None => Self::Auth(err),
+        }
+    }
 }
+
+/// How the upstream is authenticated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Credentials {
+    /// kache sends no credentials of its own (plain URL): clients' `Authorization` passes through.
+    PassThrough,
+    /// kache authenticates as itself (kubeconfig, in-cluster): clients' credentials must not be forwarded.
+    Own,
+}
+
+/// A client of the upstream apiserver. Cheap to clone.
+#[derive(Clone)]
+pub struct Upstream {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    base: Uri,
+    /// The whole client stack: auth layers over a [`Dispatch`].
+    svc: HttpService,
+    /// Number of clients requests are spread over (for Debug).
+    pool_size: usize,
+    credentials: Credentials,
+}
+
+/// Marks a request for the HTTP/1.1-only upgrade client (a request extension read by [`Dispatch`]).
+#[derive(Clone, Copy, Debug)]
+struct UpgradeRequest;
+
+/// The innermost service: spreads requests round-robin over `pool`, except upgrades, which go to the
+/// HTTP/1.1-only `upgrade` client. One auth stack sits above it, so credentials (an exec plugin, a token
+/// file) are obtained and refreshed once for all connections.
+pub(crate) struct Dispatch<C> {
+    pool: Arc<[Client<C, Body>]>,
+    next: Arc<AtomicUsize>,
+    upgrade: Client<C, Body>,
+}
+
+impl<C: Clone> Clone for Dispatch<C> {
+    fn clone(&self) -> Self {
+        Self { pool: self.pool.clone(), next: self.next.clone(), upgrade: self.upgrade.clone() }
+    }
+}
+
+impl<C> Dispatch<C> {
+    pub(crate) fn new(pool: Vec<Client<C, Body>>, upgrade: Client<C, Body>) -> Self {
+        assert!(!pool.is_empty(), "an upstream needs at least one client");
+        Self { pool: pool.into(), next: Arc::new(AtomicUsize::new(0)), upgrade }
+    }
+}
+
+impl<C> tower::Service<Request<Body>> for Dispatch<C>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
+    type Response = Response<Incoming>;
+    type Error = hyper_util::client::legacy::Error;
+    type Future = hyper_util::client::legacy::ResponseFuture;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        // The legacy client queues internally and is always ready.
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        if req.extensions().get::<UpgradeRequest>().is_some() {
+            return self.upgrade.request(req);
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len();
+        self.pool[i].request(req)
+    }
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("base", &self.inner.base)
+            .field("pool_size", &self.inner.pool_size)
+            .field("credentials", &self.inner.credentials)
+            .finish()
+    }
+}
+
+// === impl Upstream ===
 
 impl Upstream {
     /// A client for a plain `http://host:port` upstream (tests, chaining behind another kache).
+    ///
+    /// HTTP/1.1 with a connection pool: without TLS there is no ALPN to negotiate HTTP/2, and the pool opens
+    /// a connection per concurrent request, so watches never queue behind a stream limit.
     pub fn plain(url: &str) -> Result<Self, UpstreamError> {
-        let base: Uri = url.trim_end_matches('/').parse().map_err(|e: http::uri::InvalidUri| {
-            UpstreamError::InvalidUrl { url: url.into(), reason: e.to_string() }
-        })?;
-        if base.scheme_str() != Some("http") || base.authority().is_none() {
+        let base = parse_base(url)?;
+        if base.scheme_str() != Some("http") {
             return Err(UpstreamError::InvalidUrl {
                 url: url.into(),
                 reason: "expected http://host:port".into(),
             });
         }
-        let client = Client::builder(TokioExecutor::new()).build_http();
-        Ok(Self { base, client })
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .pool_timer(TokioTimer::new())
+            .build(http_connector());
+        let svc = HttpService::new(Dispatch::new(vec![client.clone()], client).map_err(BoxError::from));
+        Ok(Self::from_parts(base, svc, 1, Credentials::PassThrough))
+    }
+
+    pub(crate) fn from_parts(
+        base: Uri,
+        svc: HttpService,
+        pool_size: usize,
+        credentials: Credentials,
+    ) -> Self {
+        Self { inner: Arc::new(Inner { base, svc, pool_size, credentials }) }
     }
 
     /// The upstream's base URL.
     pub fn base(&self) -> &Uri {
-        &self.base
+        &self.inner.base
+    }
+
+    /// How the upstream is authenticated, and so whether clients' credentials may be forwarded.
+    pub fn credentials(&self) -> Credentials {
+        self.inner.credentials
     }
 
     /// Sends a request whose URI is a path-and-query (e.g. `/api/v1/pods?watch=1`), resolved against the base.
-    pub async fn send(&self, mut req: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
-        let pq = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/").to_owned();
-        let uri = Uri::builder()
-            .scheme(self.base.scheme_str().unwrap_or("http"))
-            .authority(self.base.authority().expect("checked at construction").as_str())
-            .path_and_query(pq)
+    pub async fn send(&self, req: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
+        self.dispatch(req).await
+    }
+
+    /// Sends a protocol-upgrade request (exec, attach, port-forward) over HTTP/1.1. On `101 Switching
+    /// Protocols`, `hyper::upgrade::on(response)` yields the upstream side of the tunnel.
+    pub async fn send_upgrade(&self, mut req: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
+        req.extensions_mut().insert(UpgradeRequest);
+        self.dispatch(req).await
+    }
+
+    async fn dispatch(&self, mut req: Request<Body>) -> Result<Response<Incoming>, UpstreamError> {
+        *req.uri_mut() = self.resolve(req.uri())?;
+        // Boxed with an explicit type: it pins the service's request type, which otherwise trips the
+        // compiler's higher-ranked lifetime inference when callers box this future as `Send`.
+        let fut: Pin<Box<dyn Future<Output = Result<Response<Incoming>, BoxError>> + Send>> =
+            Box::pin(self.inner.svc.clone().oneshot(req));
+        fut.await.map_err(UpstreamError::classify)
+    }
+
+    /// `base` joined with the request's path and query (the base may carry a path prefix, e.g. behind a
+    /// proxy such as Rancher's `/k8s/clusters/{id}`).
+    fn resolve(&self, uri: &Uri) -> Result<Uri, UpstreamError> {
+        let base = &self.inner.base;
+        let prefix = base.path().trim_end_matches('/');
+        let pq = uri.path_and_query().map_or("/", |p| p.as_str());
+        Uri::builder()
+            .scheme(base.scheme_str().unwrap_or("http"))
+            .authority(base.authority().expect("checked at construction").as_str())
+            .path_and_query(format!("{prefix}{pq}"))
             .build()
-            .map_err(|e| UpstreamError::Transport(Box::new(e)))?;
-        *req.uri_mut() = uri;
-        self.client.request(req).await.map_err(|e| UpstreamError::Transport(Box::new(e)))
+            .map_err(|e| UpstreamError::Transport(Box::new(e)))
+    }
+}
+
+/// Parses and checks an upstream base URL (scheme and authority required).
+pub(crate) fn parse_base(url: &str) -> Result<Uri, UpstreamError> {
+    let base: Uri = url.trim_end_matches('/').parse().map_err(|e: http::uri::InvalidUri| {
+        UpstreamError::InvalidUrl { url: url.into(), reason: e.to_string() }
+    })?;
+    if !matches!(base.scheme_str(), Some("http" | "https")) || base.authority().is_none() {
+        return Err(UpstreamError::InvalidUrl {
+            url: url.into(),
+            reason: "expected http(s)://host:port".into(),
+        });
+    }
+    Ok(base)
+}
+
+/// The TCP connector every client stack uses.
+pub(crate) fn http_connector() -> HttpConnector {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    http.set_keepalive(Some(TCP_KEEPALIVE));
+    http
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_urls() {
+        assert!(Upstream::plain("http://127.0.0.1:8080").is_ok());
+        assert!(Upstream::plain("http://127.0.0.1:8080/").is_ok());
+        assert!(matches!(Upstream::plain("https://x:1"), Err(UpstreamError::InvalidUrl { .. })));
+        assert!(matches!(Upstream::plain("127.0.0.1:8080"), Err(UpstreamError::InvalidUrl { .. })));
+        assert!(matches!(Upstream::plain("not a url"), Err(UpstreamError::InvalidUrl { .. })));
+    }
+
+    #[test]
+    fn resolves_against_a_base_with_a_path_prefix() {
+        let up = Upstream::plain("http://h:1/k8s/clusters/c1/").expect("valid");
+        let uri: Uri = "/api/v1/pods?watch=1".parse().expect("valid");
+        assert_eq!(
+            up.resolve(&uri).expect("resolves").to_string(),
+            "http://h:1/k8s/clusters/c1/api/v1/pods?watch=1"
+        );
+        let up = Upstream::plain("http://h:1").expect("valid");
+        assert_eq!(up.resolve(&uri).expect("resolves").to_string(), "http://h:1/api/v1/pods?watch=1");
+    }
+
+    #[tokio::test]
+    async fn unreachable_upstream_is_a_connect_error() {
+        // Bind then drop a listener to get a port nobody listens on.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").port()
+        };
+        let up = Upstream::plain(&format!("http://127.0.0.1:{port}")).expect("valid");
+        let err = up.send(Request::new(crate::body::empty())).await.expect_err("nothing listens");
+        assert!(err.is_connect(), "{err:?}");
+        assert!(err.is_retryable());
     }
 }

@@ -4,5 +4,10 @@
 //! list and watch requests, freshness probes, and forwarded client requests.
 
 mod client;
+mod config;
+pub mod discovery;
+mod transport;
 
-pub use client::{Upstream, UpstreamError};
+pub use client::{Credentials, Upstream, UpstreamError};
+pub use config::{H2_POOL_SIZE, UpstreamFlags, install_crypto_provider};
+pub use transport::{BoxFuture, ReadBodyError, Transport, read_body};

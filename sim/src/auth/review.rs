@@ -1,0 +1,133 @@
+//! The TokenReview (`authentication.k8s.io`) and SubjectAccessReview (`authorization.k8s.io`) APIs over the
+//! sim's static tokens and rules, answering with the request's spec echoed and a status, like the
+//! apiserver's `tokenreview` and `subjectaccessreview` REST storages.
+
+use serde_json::{Value, json};
+
+use super::{Attributes, AuthConfig, UserInfo, review_response};
+
+const AUTHENTICATION_VERSIONS: [&str; 2] = ["authentication.k8s.io/v1", "authentication.k8s.io/v1beta1"];
+const AUTHORIZATION_VERSIONS: [&str; 2] = ["authorization.k8s.io/v1", "authorization.k8s.io/v1beta1"];
+
+fn decode(kind: &str, body: &[u8]) -> Result<Value, String> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| format!("couldn't decode {kind}: json parse error: {e}"))?;
+    if !value.is_object() {
+        return Err(format!("couldn't decode {kind}: not a JSON object"));
+    }
+    Ok(value)
+}
+
+/// The request's apiVersion when it is one the apiserver serves for this API, else the preferred one.
+fn api_version<'a>(req: &'a Value, served: &[&'static str; 2]) -> &'a str {
+    match req["apiVersion"].as_str() {
+        Some(v) if served.contains(&v) => v,
+        _ => served[0],
+    }
+}
+
+fn string_list(v: &Value) -> Vec<String> {
+    v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()).unwrap_or_default()
+}
+
+/// `tokenreview.REST.Create`: the audiences to check are the requested ones or else the API audiences; a
+/// static token is audience-agnostic, so it authenticates for the intersection with the API audiences, and
+/// not at all when that intersection is empty.
+pub(super) fn token_review(cfg: &AuthConfig, body: &[u8]) -> Result<Vec<u8>, String> {
+    let req = decode("TokenReview", body)?;
+    let spec = req.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let token = spec["token"].as_str().unwrap_or("");
+    if token.is_empty() {
+        return Err("token is required for TokenReview in authentication".to_string());
+    }
+    let requested = string_list(&spec["audiences"]);
+    let targets = if requested.is_empty() { cfg.api_audiences.clone() } else { requested };
+    let audiences: Vec<&String> = cfg.api_audiences.iter().filter(|a| targets.contains(a)).collect();
+    let status = match cfg.lookup_token(token) {
+        Some((user, uid)) if targets.is_empty() || !audiences.is_empty() => {
+            let mut user_json = json!({"username": user.name});
+            if !uid.is_empty() {
+                user_json["uid"] = json!(uid);
+            }
+            user_json["groups"] = json!(user.groups);
+            let mut status = json!({"authenticated": true, "user": user_json});
+            if !audiences.is_empty() {
+                status["audiences"] = json!(audiences);
+            }
+            status
+        }
+        _ => json!({"user": {}}),
+    };
+    review_response("TokenReview", api_version(&req, &AUTHENTICATION_VERSIONS), &spec, status)
+}
+
+/// `subjectaccessreview.REST.Create`: validation (422 `... is invalid: ...` messages), then the rules.
+pub(super) fn subject_access_review(cfg: &AuthConfig, body: &[u8]) -> Result<Vec<u8>, String> {
+    let req = decode("SubjectAccessReview", body)?;
+    let spec = req.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let resource = spec.get("resourceAttributes").filter(|v| v.is_object());
+    let non_resource = spec.get("nonResourceAttributes").filter(|v| v.is_object());
+    let name = spec["user"].as_str().unwrap_or("").to_string();
+    // v1 calls the list "groups", v1beta1 "group".
+    let mut groups = string_list(&spec["groups"]);
+    if groups.is_empty() {
+        groups = string_list(&spec["group"]);
+    }
+
+    let mut errs = Vec::new();
+    match (resource, non_resource) {
+        (Some(_), Some(nra)) => errs.push(format!(
+            "spec.nonResourceAttributes: Invalid value: {}: cannot be specified in combination with resourceAttributes",
+            nra
+        )),
+        (None, None) => errs.push(
+            "spec.resourceAttributes: Invalid value: \"null\": exactly one of nonResourceAttributes or \
+             resourceAttributes must be specified"
+                .to_string(),
+        ),
+        _ => {}
+    }
+    if name.is_empty() && groups.is_empty() {
+        errs.push(
+            "spec.user: Invalid value: \"\": at least one of user or group must be specified".to_string(),
+        );
+    }
+    // `field.ErrorList.ToAggregate()`: one error bare, several as [a, b].
+    match errs.as_slice() {
+        [] => {}
+        [one] => return Err(format!("SubjectAccessReview.authorization.k8s.io \"\" is invalid: {one}")),
+        many => {
+            return Err(format!(
+                "SubjectAccessReview.authorization.k8s.io \"\" is invalid: [{}]",
+                many.join(", ")
+            ));
+        }
+    }
+
+    let user = UserInfo { name, groups };
+    let s = |v: &Value, k: &str| v[k].as_str().unwrap_or("").to_string();
+    let reason = match (resource, non_resource) {
+        (Some(ra), _) => {
+            let attrs = Attributes {
+                verb: s(ra, "verb"),
+                group: s(ra, "group"),
+                resource: s(ra, "resource"),
+                subresource: s(ra, "subresource"),
+                namespace: s(ra, "namespace"),
+                name: s(ra, "name"),
+            };
+            cfg.allowing_rule(&user, |r| r.allows_resource(&attrs))
+        }
+        (None, Some(nra)) => {
+            let (verb, path) = (s(nra, "verb"), s(nra, "path"));
+            cfg.allowing_rule(&user, |r| r.allows_non_resource(&verb, &path))
+        }
+        (None, None) => None,
+    };
+    let status = match reason {
+        Some(reason) if reason.is_empty() => json!({"allowed": true}),
+        Some(reason) => json!({"allowed": true, "reason": reason}),
+        None => json!({"allowed": false}),
+    };
+    review_response("SubjectAccessReview", api_version(&req, &AUTHORIZATION_VERSIONS), &spec, status)
+}

@@ -1,0 +1,21 @@
+//! Label and field selectors, implemented independently of kache from apimachinery's behaviour
+//! (apiserver-semantics §4): parsing with the apiserver's error texts, matching, and the per-kind
+//! field-selector support and field sets.
+//!
+//! - [`LabelSelector`]: the full label grammar (`=`, `==`, `!=`, `in`, `notin`, exists, `!`, `>`, `<`).
+//! - [`FieldSelector`]: `field=value`, `field==value`, `field!=value` with `\` escapes.
+//! - [`validate_fields`] / [`convert_fields`]: which fields a kind accepts (400 otherwise).
+//! - [`field_set`]: the fields of an object, as its registry computes them.
+
+mod fields;
+mod kinds;
+mod labels;
+mod lexer;
+mod validation;
+
+pub use fields::FieldSelector;
+pub use kinds::{convert_custom_fields, convert_fields, field_set, validate_fields};
+pub use labels::LabelSelector;
+
+#[cfg(test)]
+mod tests;

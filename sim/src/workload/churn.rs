@@ -1,0 +1,290 @@
+//! Pod churn over HTTP: creates, updates (metadata merge patches and status merge patches) and deletes at a
+//! steady rate against any apiserver-compatible URL, keeping the population near the workload's pod count.
+//!
+//! The stop signal is a `tokio::sync::watch::Receiver<bool>`: churn stops when the value becomes `true` or when
+//! the sender is dropped, then waits for its in-flight requests (each bounded by [`REQUEST_TIMEOUT`]).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::{Client, connect::HttpConnector};
+use hyper_util::rt::TokioExecutor;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::{MissedTickBehavior, interval, timeout};
+
+use super::{Workload, namespace_names, node_names, objects};
+
+/// Requests allowed in flight at once; when reached, the loop waits (the effective rate drops rather than
+/// queueing without bound).
+const MAX_IN_FLIGHT: usize = 32;
+/// Upper bound for one request, so that stopping never hangs on a stalled server.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Page size of the initial pod list (client-go's pager default).
+const LIST_PAGE_SIZE: usize = 500;
+/// Upper bound on pages read at start (500 × 2000 = one million pods).
+const MAX_LIST_PAGES: usize = 2000;
+/// Salt so the churn's random stream differs from the seeding stream of the same workload seed.
+const CHURN_SEED_SALT: u64 = 0xc4a2_7e5e_ed00_0001;
+/// The annotation that metadata updates bump.
+const CHURN_ANNOTATION: &str = "sim.kache.io/churn";
+
+/// What the churn did; failures include timeouts, connection errors and non-2xx answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChurnStats {
+    pub creates: u64,
+    pub updates: u64,
+    pub deletes: u64,
+    pub failures: u64,
+}
+
+/// The kind of one churn operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Create,
+    Update,
+    Delete,
+}
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// Drives creates/updates/deletes of pods at `w.churn_per_sec` against `base_url` (e.g. `http://127.0.0.1:6443`)
+/// until `stop` turns `true` or its sender is dropped.
+pub async fn churn(base_url: String, w: Workload, stop: watch::Receiver<bool>) {
+    let stats = churn_with_stats(base_url, w, stop).await;
+    tracing::info!(?stats, "churn stopped");
+}
+
+/// [`churn`], returning what it did.
+pub async fn churn_with_stats(base_url: String, w: Workload, mut stop: watch::Receiver<bool>) -> ChurnStats {
+    let mut stats = ChurnStats::default();
+    if !(w.churn_per_sec.is_finite() && w.churn_per_sec > 0.0) {
+        // Nothing to drive: wait for the stop signal so callers can treat every workload alike.
+        while !*stop.borrow_and_update() {
+            if stop.changed().await.is_err() {
+                break;
+            }
+        }
+        return stats;
+    }
+    let base = base_url.trim_end_matches('/').to_string();
+    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+    let mut rng = StdRng::seed_from_u64(w.seed ^ CHURN_SEED_SALT);
+    let namespaces = namespace_names(&w);
+    let nodes = node_names(&w);
+    let mut live = list_pods(&client, &base).await;
+    let mut in_flight: JoinSet<(Op, bool)> = JoinSet::new();
+    let mut ticker = interval(Duration::from_secs_f64(1.0 / w.churn_per_sec));
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut sequence: u64 = 0;
+
+    loop {
+        if *stop.borrow_and_update() {
+            break;
+        }
+        tokio::select! {
+            changed = stop.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                continue;
+            }
+            Some(done) = in_flight.join_next(), if in_flight.len() >= MAX_IN_FLIGHT => {
+                record(&mut stats, done);
+                continue;
+            }
+            _ = ticker.tick(), if in_flight.len() < MAX_IN_FLIGHT => {}
+        }
+        while let Some(done) = in_flight.try_join_next() {
+            record(&mut stats, done);
+        }
+        sequence += 1;
+        let op = choose_op(&mut rng, live.len(), w.pods);
+        let request = match op {
+            Op::Create => {
+                let ns = &namespaces[rng.random_range(0..namespaces.len())];
+                let node =
+                    if nodes.is_empty() { "" } else { nodes[rng.random_range(0..nodes.len())].as_str() };
+                let name = objects::pod_name(&mut rng);
+                let body = objects::pod(ns, &name, node, &mut rng);
+                let uri = format!("{base}/api/v1/namespaces/{ns}/pods");
+                live.push((ns.clone(), name));
+                build(Method::POST, &uri, "application/json", &body)
+            }
+            Op::Update => {
+                let (ns, name) = &live[rng.random_range(0..live.len())];
+                let pod_uri = format!("{base}/api/v1/namespaces/{ns}/pods/{name}");
+                if rng.random_bool(0.5) {
+                    let patch = json!({"metadata": {"annotations": {CHURN_ANNOTATION: sequence.to_string()},
+                                                    "labels": {"version": format!("v{}", sequence % 5)}}});
+                    build(Method::PATCH, &pod_uri, "application/merge-patch+json", &patch)
+                } else {
+                    build(
+                        Method::PATCH,
+                        &format!("{pod_uri}/status"),
+                        "application/merge-patch+json",
+                        &status_patch(&mut rng),
+                    )
+                }
+            }
+            Op::Delete => {
+                let (ns, name) = live.swap_remove(rng.random_range(0..live.len()));
+                build_empty(Method::DELETE, &format!("{base}/api/v1/namespaces/{ns}/pods/{name}"))
+            }
+        };
+        match request {
+            Ok(request) => {
+                let client = client.clone();
+                in_flight
+                    .spawn(async move { (op, send(&client, request).await.is_ok_and(|s| s.is_success())) });
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "churn: cannot build request");
+                stats.failures += 1;
+            }
+        }
+    }
+    while let Some(done) = in_flight.join_next().await {
+        record(&mut stats, done);
+    }
+    stats
+}
+
+fn record(stats: &mut ChurnStats, done: Result<(Op, bool), tokio::task::JoinError>) {
+    match done {
+        Ok((op, true)) => match op {
+            Op::Create => stats.creates += 1,
+            Op::Update => stats.updates += 1,
+            Op::Delete => stats.deletes += 1,
+        },
+        Ok((_, false)) | Err(_) => stats.failures += 1,
+    }
+}
+
+/// Half updates, a quarter creates, a quarter deletes, tilted toward the target population.
+fn choose_op(rng: &mut impl Rng, live: usize, target: usize) -> Op {
+    if live == 0 {
+        return Op::Create;
+    }
+    let tilt = match live.cmp(&target) {
+        std::cmp::Ordering::Less => 0.15,
+        std::cmp::Ordering::Equal => 0.0,
+        std::cmp::Ordering::Greater => -0.15,
+    };
+    let r: f64 = rng.random();
+    if r < 0.25 + tilt {
+        Op::Create
+    } else if r < 0.5 {
+        Op::Delete
+    } else {
+        Op::Update
+    }
+}
+
+/// A kubelet-style status update: the conditions list with a fresh transition time.
+fn status_patch(rng: &mut impl Rng) -> Value {
+    let secs = rng.random_range(0..86_400u32);
+    let at = format!("2026-11-22T{:02}:{:02}:{:02}Z", secs / 3600, secs / 60 % 60, secs % 60);
+    let conditions: Vec<Value> = ["Initialized", "Ready", "ContainersReady", "PodScheduled"]
+        .iter()
+        .map(|c| json!({"type": c, "status": "True", "lastProbeTime": null, "lastTransitionTime": at}))
+        .collect();
+    json!({"status": {"conditions": conditions}})
+}
+
+fn build(
+    method: Method,
+    uri: &str,
+    content_type: &str,
+    body: &Value,
+) -> Result<Request<Full<Bytes>>, String> {
+    let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, content_type)
+        .header(header::ACCEPT, "application/json")
+        .body(Full::new(Bytes::from(bytes)))
+        .map_err(|e| e.to_string())
+}
+
+fn build_empty(method: Method, uri: &str) -> Result<Request<Full<Bytes>>, String> {
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::ACCEPT, "application/json")
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| e.to_string())
+}
+
+/// Sends a request and reads the whole answer (so the connection is reused), within [`REQUEST_TIMEOUT`].
+async fn send(client: &HttpClient, request: Request<Full<Bytes>>) -> Result<StatusCode, String> {
+    let exchange = async {
+        let response = client.request(request).await.map_err(|e| e.to_string())?;
+        let status = response.status();
+        response.into_body().collect().await.map_err(|e| e.to_string())?;
+        Ok::<_, String>(status)
+    };
+    match timeout(REQUEST_TIMEOUT, exchange).await {
+        Ok(result) => result,
+        Err(_) => Err("timed out".to_string()),
+    }
+}
+
+/// The pods that exist now, read with a paginated list; an unreachable server yields an empty start.
+async fn list_pods(client: &HttpClient, base: &str) -> Vec<(String, String)> {
+    let mut pods = Vec::new();
+    let mut continue_token = String::new();
+    for _ in 0..MAX_LIST_PAGES {
+        let mut uri = format!("{base}/api/v1/pods?limit={LIST_PAGE_SIZE}");
+        if !continue_token.is_empty() {
+            uri.push_str("&continue=");
+            uri.push_str(&percent_encode(&continue_token));
+        }
+        let Ok(request) = build_empty(Method::GET, &uri) else { break };
+        let page = async {
+            let response = client.request(request).await.map_err(|e| e.to_string())?;
+            if !response.status().is_success() {
+                return Err(format!("list answered {}", response.status()));
+            }
+            let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+            serde_json::from_slice::<Value>(&body).map_err(|e| e.to_string())
+        };
+        let list = match timeout(REQUEST_TIMEOUT, page).await {
+            Ok(Ok(list)) => list,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "churn: cannot list pods; starting from what was read");
+                break;
+            }
+            Err(_) => break,
+        };
+        for item in list["items"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            let meta = &item["metadata"];
+            if let (Some(ns), Some(name)) = (meta["namespace"].as_str(), meta["name"].as_str()) {
+                pods.push((ns.to_string(), name.to_string()));
+            }
+        }
+        match list["metadata"]["continue"].as_str() {
+            Some(token) if !token.is_empty() => continue_token = token.to_string(),
+            _ => break,
+        }
+    }
+    pods
+}
+
+/// Percent-encodes a query value (continue tokens are base64 and may contain `+`, `/`, `=`).
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

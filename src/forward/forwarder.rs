@@ -1,0 +1,230 @@
+//! Transparent, streaming pass-through of one request to the upstream.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body::Frame;
+use http_body_util::{BodyExt, BodyStream, LengthLimitError, StreamBody};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::headers::{strip_client_identity, strip_hop_by_hop};
+use super::status::FailureStatus;
+use super::writes::{WriteTracker, resource_version};
+use super::{guarded, upgrade};
+use crate::body::{Body, BoxError};
+use crate::resource::Gvr;
+use crate::serve::route::Route;
+use crate::serve::server::{BoxFuture, ConnInfo, Handler};
+use crate::upstream::{Credentials, Upstream, UpstreamError};
+
+/// Write responses are single objects; up to this size they are read whole to learn their resourceVersion
+/// (read-your-writes). Larger ones stream through untracked.
+const WRITE_RESPONSE_BUFFER_LIMIT: usize = 4 << 20;
+/// Retry hint sent with 503 when the upstream cannot be reached, and with 429 when the in-flight bound is
+/// hit (the apiserver's max-in-flight filter also says 1 s).
+const RETRY_AFTER_SECONDS: u32 = 1;
+
+/// Headers trusted code (the auth layer) sets to forward a request as a given end user when kache uses its
+/// own credentials (e.g. `Impersonate-User`); a request extension, applied after the client's identity
+/// headers were removed.
+#[derive(Clone, Debug, Default)]
+pub struct UpstreamIdentity(pub HeaderMap);
+
+/// Forwards requests to the upstream. Cheap to share (`Arc`).
+pub struct Forwarder {
+    upstream: Upstream,
+    writes: Arc<WriteTracker>,
+    in_flight: Arc<Semaphore>,
+}
+
+// === impl Forwarder ===
+
+impl Forwarder {
+    /// A forwarder allowing `max_in_flight` concurrent non-long-running requests (429 beyond).
+    pub fn new(upstream: Upstream, writes: Arc<WriteTracker>, max_in_flight: usize) -> Self {
+        Self { upstream, writes, in_flight: Arc::new(Semaphore::new(max_in_flight.max(1))) }
+    }
+
+    pub fn upstream(&self) -> &Upstream {
+        &self.upstream
+    }
+
+    /// The resourceVersions of writes forwarded so far.
+    pub fn writes(&self) -> &Arc<WriteTracker> {
+        &self.writes
+    }
+
+    /// Forwards `req` and streams the answer back. Never fails: upstream trouble becomes a Status
+    /// (503 unreachable, 413 body too large, 429 too many in flight).
+    pub async fn forward(&self, req: Request<Body>) -> Response<Body> {
+        if crate::serve::server::is_upgrade(&req) {
+            return upgrade::forward(self, req).await;
+        }
+        let route = match req.extensions().get::<Route>() {
+            Some(route) => route.clone(),
+            None => Route::parse(req.method(), req.uri()),
+        };
+        let permit = if route.is_long_running() {
+            None
+        } else {
+            match self.in_flight.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => return too_many_requests(),
+            }
+        };
+
+        let (parts, body) = req.into_parts();
+        let body_limit = parts.extensions.get::<ConnInfo>().map(|c| c.max_body_bytes);
+        let mut upstream_req = Request::new(body);
+        *upstream_req.method_mut() = parts.method;
+        *upstream_req.uri_mut() = parts.uri;
+        *upstream_req.headers_mut() = self.upstream_headers(parts.headers, &parts.extensions);
+
+        let resp = match self.upstream.send(upstream_req).await {
+            Ok(resp) => resp,
+            Err(e) => return error_response(&e, body_limit),
+        };
+        let (mut resp_parts, incoming) = resp.into_parts();
+        strip_hop_by_hop(&mut resp_parts.headers);
+        let mut body = incoming.map_err(BoxError::from).boxed();
+        if let Some(gvr) = tracked_write(&route, resp_parts.status, &resp_parts.headers) {
+            body = self.track_write(gvr, body).await;
+        }
+        let body = match permit {
+            Some(permit) => guarded::<OwnedSemaphorePermit>(body, permit),
+            None => body,
+        };
+        Response::from_parts(resp_parts, body)
+    }
+
+    /// The client's headers as sent upstream: hop-by-hop headers removed, credentials per the auth mode,
+    /// `X-Forwarded-For` extended with the client's address.
+    pub(super) fn upstream_headers(&self, mut headers: HeaderMap, ext: &http::Extensions) -> HeaderMap {
+        strip_hop_by_hop(&mut headers);
+        headers.remove(header::HOST);
+        if self.upstream.credentials() == Credentials::Own {
+            strip_client_identity(&mut headers);
+            if let Some(UpstreamIdentity(identity)) = ext.get::<UpstreamIdentity>() {
+                for (k, v) in identity {
+                    headers.append(k.clone(), v.clone());
+                }
+            }
+        }
+        if let Some(info) = ext.get::<ConnInfo>() {
+            let xff = HeaderName::from_static("x-forwarded-for");
+            let peer = info.peer.ip().to_string();
+            let value = match headers.get(&xff).and_then(|v| v.to_str().ok()) {
+                Some(prev) => format!("{prev}, {peer}"),
+                None => peer,
+            };
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(xff, value);
+            }
+        }
+        headers
+    }
+
+    /// Reads a write's response (up to the bound) to record its resourceVersion, then replays it.
+    async fn track_write(&self, gvr: Gvr, mut body: Body) -> Body {
+        let mut frames: Vec<Frame<Bytes>> = Vec::new();
+        let mut data = Vec::new();
+        loop {
+            match body.frame().await {
+                None => break,
+                Some(Ok(frame)) => {
+                    if let Some(chunk) = frame.data_ref() {
+                        data.extend_from_slice(chunk);
+                    }
+                    frames.push(frame);
+                    if data.len() > WRITE_RESPONSE_BUFFER_LIMIT {
+                        return replay(frames, Some(body));
+                    }
+                }
+                Some(Err(e)) => {
+                    let replayed = frames.into_iter().map(Ok).chain(std::iter::once(Err(e)));
+                    return StreamBody::new(futures_util::stream::iter(replayed)).boxed();
+                }
+            }
+        }
+        if let Some(rv) = resource_version(&data) {
+            tracing::trace!(%gvr, rv, "recorded write");
+            self.writes.record(&gvr, rv);
+        }
+        replay(frames, None)
+    }
+}
+
+impl Handler for Forwarder {
+    fn handle(&self, req: Request<Body>) -> BoxFuture<'_, Response<Body>> {
+        Box::pin(self.forward(req))
+    }
+}
+
+/// The resource whose write this response completed, when its resourceVersion should be recorded: a
+/// successful write to a resource path, answered with uncompressed JSON that is not too large.
+fn tracked_write(route: &Route, status: StatusCode, headers: &HeaderMap) -> Option<Gvr> {
+    let res = route.resource().filter(|r| r.is_write())?;
+    if !status.is_success() {
+        return None;
+    }
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
+    let encoded = headers.get(header::CONTENT_ENCODING).is_some_and(|v| v.as_bytes() != b"identity");
+    let too_large = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .is_some_and(|len| len > WRITE_RESPONSE_BUFFER_LIMIT);
+    (json && !encoded && !too_large).then(|| res.gvr.clone())
+}
+
+/// A body yielding `frames` and then, if any, the rest of `rest`.
+fn replay(frames: Vec<Frame<Bytes>>, rest: Option<Body>) -> Body {
+    use futures_util::StreamExt;
+    let head = futures_util::stream::iter(frames.into_iter().map(Ok::<_, BoxError>));
+    match rest {
+        Some(rest) => BodyExt::boxed(StreamBody::new(head.chain(BodyStream::new(rest)))),
+        None => BodyExt::boxed(StreamBody::new(head)),
+    }
+}
+
+fn too_many_requests() -> Response<Body> {
+    FailureStatus::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "TooManyRequests",
+        "Too many requests, please try again later.",
+    )
+    .retry_after(RETRY_AFTER_SECONDS)
+    .into_response()
+}
+
+/// The Status a client gets when the upstream exchange failed.
+pub(super) fn error_response(e: &UpstreamError, body_limit: Option<u64>) -> Response<Body> {
+    if let Some(limit) = body_limit
+        && e.caused_by::<LengthLimitError>()
+    {
+        tracing::debug!(limit, "request body over the limit");
+        return crate::serve::server::body_too_large(limit).into_response();
+    }
+    tracing::warn!(error = %e, "forwarding failed");
+    let status = match e {
+        UpstreamError::Connect(_) => FailureStatus::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            format!("the upstream apiserver is unavailable: {e}"),
+        )
+        .retry_after(RETRY_AFTER_SECONDS),
+        UpstreamError::Transport(_) | UpstreamError::Auth(_) => FailureStatus::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            format!("the request to the upstream apiserver failed: {e}"),
+        ),
+        UpstreamError::InvalidUrl { .. } | UpstreamError::Config(_) => {
+            FailureStatus::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", e.to_string())
+        }
+    };
+    status.into_response()
+}

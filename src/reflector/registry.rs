@@ -1,0 +1,346 @@
+//! Which resources are cached: discovered resources, running reflectors, and the lock-free lookup of their stores.
+//!
+//! The read path ([`Registry::get`]) is one arc-swap load and a hash lookup; starting and stopping reflectors
+//! (rare) copies the map and swaps it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use super::backoff::Backoff;
+use super::config::ReflectorConfig;
+use super::decode;
+use super::machine::Reflector;
+use super::request::{self, ReflectError};
+use super::status::{ReflectorStatus, StatusCell};
+use crate::resource::{Gvr, ResourceInfo};
+use crate::store::Store;
+use crate::upstream::discovery::{self, DiscoveredResource, Discovery, DiscoveryError, Selection};
+use crate::upstream::{Transport, Upstream};
+
+/// Attempts of the `limit=1` probe that learns whether list items carry type meta, before guessing by group.
+const PROBE_ATTEMPTS: usize = 3;
+
+/// Stores by resource, shared with the reflector tasks (which publish their store once it exists).
+#[derive(Default)]
+struct StoreMap {
+    map: ArcSwap<HashMap<Gvr, Arc<Store>>>,
+    /// Serialises inserts against removals so a stopped reflector cannot re-insert its store.
+    write: Mutex<()>,
+}
+
+struct Running {
+    status: Arc<StatusCell>,
+    task: JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Inner {
+    running: HashMap<Gvr, Running>,
+}
+
+/// The cached resources of one upstream.
+pub struct Registry {
+    transport: Arc<dyn Transport>,
+    config: Arc<ReflectorConfig>,
+    stores: Arc<StoreMap>,
+    /// Every discovered resource, by GVR (also resources that are not cached).
+    catalog: ArcSwap<HashMap<Gvr, DiscoveredResource>>,
+    /// What is cached up front, and what never is (read without locking by `ensure`).
+    selection: ArcSwap<Selection>,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").field("stores", &self.stores.map.load().len()).finish_non_exhaustive()
+    }
+}
+
+// === impl StoreMap ===
+
+impl StoreMap {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.write.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publishes a store unless its reflector was stopped meanwhile.
+    fn insert(&self, gvr: Gvr, store: Arc<Store>, status: &StatusCell) {
+        let _guard = self.lock();
+        if status.is_stopped() {
+            return;
+        }
+        self.map.rcu(|m| {
+            let mut m = HashMap::clone(m);
+            m.insert(gvr.clone(), store.clone());
+            m
+        });
+    }
+
+    fn remove(&self, gvr: &Gvr) {
+        let _guard = self.lock();
+        self.map.rcu(|m| {
+            let mut m = HashMap::clone(m);
+            m.remove(gvr);
+            m
+        });
+    }
+}
+
+// === impl Registry ===
+
+impl Registry {
+    /// A registry whose reflectors talk to `upstream`. Nothing is cached until [`Registry::start`],
+    /// [`Registry::apply_discovery`] or [`Registry::ensure`].
+    pub fn new(upstream: Upstream, config: ReflectorConfig) -> Arc<Self> {
+        Self::with_transport(Arc::new(upstream), config)
+    }
+
+    /// As [`Registry::new`], over any transport (tests script the upstream).
+    pub fn with_transport(transport: Arc<dyn Transport>, config: ReflectorConfig) -> Arc<Self> {
+        Arc::new(Self {
+            transport,
+            config: Arc::new(config),
+            stores: Arc::new(StoreMap::default()),
+            catalog: ArcSwap::default(),
+            selection: ArcSwap::default(),
+            inner: Mutex::new(Inner::default()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The store of a cached resource. Lock-free; check [`Store::is_synced`] before serving from it.
+    pub fn get(&self, gvr: &Gvr) -> Option<Arc<Store>> {
+        self.stores.map.load().get(gvr).cloned()
+    }
+
+    /// What discovery knows about a resource (cached or not).
+    pub fn info(&self, gvr: &Gvr) -> Option<ResourceInfo> {
+        match self.get(gvr) {
+            Some(store) => Some(store.info().clone()),
+            None => self.catalog.load().get(gvr).map(|r| r.info.clone()),
+        }
+    }
+
+    /// [`Registry::info`] by parts, as parsed from a request path (`group` empty for `/api/v1`).
+    pub fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<ResourceInfo> {
+        self.info(&Gvr::new(group, version, resource))
+    }
+
+    /// Starts caching a discovered, not excluded resource on its first read. Returns whether it is (now) cached;
+    /// the caller forwards upstream until the store is synced.
+    pub fn ensure(&self, gvr: &Gvr) -> bool {
+        if self.get(gvr).is_some() {
+            return true;
+        }
+        let catalog = self.catalog.load();
+        let Some(found) = catalog.get(gvr) else { return false };
+        if !self.selection.load().allows(found) {
+            return false;
+        }
+        let mut inner = self.lock();
+        if inner.running.contains_key(gvr) {
+            return true;
+        }
+        info!(resource = %gvr, "caching on first read");
+        self.spawn_locked(&mut inner, found.info.clone(), false);
+        true
+    }
+
+    /// Starts caching these resources (configured: they count for readiness). Already running ones are kept.
+    pub fn start(&self, resources: Vec<ResourceInfo>) {
+        self.catalog.rcu(|c| {
+            let mut c = HashMap::clone(c);
+            for info in &resources {
+                c.entry(info.gvr.clone()).or_insert_with(|| DiscoveredResource {
+                    info: info.clone(),
+                    preferred: true,
+                    singular: String::new(),
+                    short_names: Vec::new(),
+                });
+            }
+            c
+        });
+        let mut inner = self.lock();
+        for info in resources {
+            if !inner.running.contains_key(&info.gvr) {
+                self.spawn_locked(&mut inner, info, true);
+            }
+        }
+    }
+
+    /// Stops every reflector (shutdown).
+    pub fn stop_all(&self) {
+        let gvrs: Vec<Gvr> = self.lock().running.keys().cloned().collect();
+        for gvr in gvrs {
+            self.stop(&gvr);
+        }
+    }
+
+    /// Stops caching a resource: its reflector ends and reads are forwarded again.
+    pub fn stop(&self, gvr: &Gvr) {
+        let removed = self.lock().running.remove(gvr);
+        if let Some(running) = removed {
+            running.status.stop();
+            running.task.abort();
+            self.stores.remove(gvr);
+            info!(resource = %gvr, "stopped caching");
+        }
+    }
+
+    /// Sets which resources are cached: `include` up front, `exclude` never (not even lazily).
+    pub fn set_selection(&self, selection: Selection) {
+        self.selection.store(Arc::new(selection));
+    }
+
+    /// Takes a discovery round into account: remembers what exists, starts the selected resources that are not
+    /// cached yet (custom resources added later), and stops those whose group version no longer serves them.
+    /// Returns the resources started.
+    pub fn apply_discovery(&self, discovery: Discovery) -> Vec<Gvr> {
+        let old = self.catalog.load_full();
+        let mut catalog: HashMap<Gvr, DiscoveredResource> =
+            discovery.resources.iter().map(|r| (r.info.gvr.clone(), r.clone())).collect();
+        for (gvr, r) in old.iter() {
+            if !discovery.covers(gvr) {
+                catalog.entry(gvr.clone()).or_insert_with(|| r.clone());
+            }
+        }
+        let gone: Vec<Gvr> = {
+            let inner = self.lock();
+            inner.running.keys().filter(|g| !catalog.contains_key(*g)).cloned().collect()
+        };
+        self.catalog.store(Arc::new(catalog));
+        for gvr in &gone {
+            info!(resource = %gvr, "resource no longer served upstream");
+            self.stop(gvr);
+        }
+        let (selected, unresolved) = self.selection.load().select(&discovery.resources);
+        let mut inner = self.lock();
+        for spec in unresolved {
+            warn!(?spec, "configured resource not found in discovery (yet)");
+        }
+        let mut started = Vec::new();
+        for info in selected {
+            if !inner.running.contains_key(&info.gvr) {
+                started.push(info.gvr.clone());
+                self.spawn_locked(&mut inner, info, true);
+            }
+        }
+        started
+    }
+
+    /// Runs one discovery round against the upstream and applies it.
+    pub async fn rediscover(&self) -> Result<Vec<Gvr>, DiscoveryError> {
+        let found = discovery::discover_all(&*self.transport).await?;
+        Ok(self.apply_discovery(found))
+    }
+
+    /// Rediscovers every `interval` (custom resources added later), until the registry is dropped.
+    pub fn spawn_rediscovery(self: &Arc<Self>, interval: Duration) -> JoinHandle<()> {
+        let weak: Weak<Self> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(registry) = weak.upgrade() else { return };
+                match registry.rediscover().await {
+                    Ok(started) if !started.is_empty() => info!(?started, "rediscovery started caching"),
+                    Ok(_) => {}
+                    Err(error) => warn!(%error, "rediscovery failed"),
+                }
+            }
+        })
+    }
+
+    /// Whether every configured resource has a synced store (lazily cached ones do not count).
+    pub fn all_synced(&self) -> bool {
+        let inner = self.lock();
+        inner
+            .running
+            .iter()
+            .filter(|(_, r)| r.status.configured())
+            .all(|(gvr, _)| self.get(gvr).is_some_and(|s| s.is_synced()))
+    }
+
+    /// The status of every running reflector, sorted by resource.
+    pub fn statuses(&self) -> Vec<ReflectorStatus> {
+        let mut out: Vec<_> = self.lock().running.values().map(|r| r.status.snapshot()).collect();
+        out.sort_by(|a, b| a.gvr.cmp(&b.gvr));
+        out
+    }
+
+    fn spawn_locked(&self, inner: &mut Inner, info: ResourceInfo, configured: bool) {
+        let gvr = info.gvr.clone();
+        let status = Arc::new(StatusCell::new(gvr.clone(), configured));
+        let task = tokio::spawn(run_resource(
+            self.transport.clone(),
+            self.config.clone(),
+            info,
+            status.clone(),
+            self.stores.clone(),
+        ));
+        inner.running.insert(gvr, Running { status, task });
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        for running in inner.running.values() {
+            running.status.stop();
+            running.task.abort();
+        }
+    }
+}
+
+/// One resource's task: learn how the upstream lists it, create its store, then reflect forever.
+async fn run_resource(
+    transport: Arc<dyn Transport>,
+    config: Arc<ReflectorConfig>,
+    mut info: ResourceInfo,
+    status: Arc<StatusCell>,
+    stores: Arc<StoreMap>,
+) {
+    info.list_items_have_type_meta = learn_type_meta(&*transport, &info, &config).await;
+    let gvr = info.gvr.clone();
+    let (store, writer) = Store::new(info, config.store.clone());
+    status.set_store(store.clone());
+    stores.insert(gvr, store, &status);
+    Reflector::new(transport, writer, config, status).run().await;
+}
+
+/// Whether list items of the resource carry `kind`/`apiVersion`, from a `limit=1` list; guessed by group when
+/// the list is empty or the upstream keeps failing.
+async fn learn_type_meta(transport: &dyn Transport, info: &ResourceInfo, config: &ReflectorConfig) -> bool {
+    let guess = !discovery::is_builtin_group(&info.gvr.group);
+    let mut backoff = Backoff::new(config);
+    for _ in 0..PROBE_ATTEMPTS {
+        let req = request::list(&info.gvr, 1, None);
+        let page = match request::fetch(transport, req, config).await {
+            Ok(body) => decode::decode_list(&body, info).map_err(ReflectError::from),
+            Err(e) => Err(e),
+        };
+        match page {
+            Ok(page) => return page.items_have_type_meta.unwrap_or(guess),
+            Err(error) if error.is_rejection() => {
+                warn!(resource = %info.gvr, %error, "cannot probe the list format; guessing by group");
+                break;
+            }
+            Err(error) => {
+                let delay = backoff.next_delay(error.retry_after());
+                warn!(resource = %info.gvr, %error, ?delay, "list format probe failed");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+    guess
+}

@@ -1,0 +1,79 @@
+//! Turning a [`ReadAt`] into a snapshot of the store, waiting where the apiserver waits.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::serve::fresh::{Freshness, NotFresh};
+use crate::serve::read::ReadAt;
+use crate::store::{Snapshot, Store};
+
+/// The apiserver's `blockTimeout`: how long a read waits for the cache to reach a requested RV
+/// (`cacher/watch_cache.go`).
+pub const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Why a read could not be served from memory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// The requested RV is older than every retained snapshot: the upstream must answer (200 from etcd or 410).
+    #[error("resourceVersion {0} is older than the retained snapshots")]
+    NotRetained(u64),
+    /// The store did not reach the requested RV within the block timeout: 504 "Too large resource version".
+    #[error("Too large resource version: {requested}, current: {current}")]
+    TooLarge { requested: u64, current: u64 },
+    /// A consistent read could not be proven fresh.
+    #[error(transparent)]
+    NotFresh(#[from] NotFresh),
+}
+
+/// A snapshot to serve and the resourceVersion the response reports.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub snapshot: Arc<Snapshot>,
+    /// The list's `metadata.resourceVersion` (and the continue token's rv): the requested RV for exact reads,
+    /// the snapshot's RV otherwise.
+    pub rv: u64,
+}
+
+/// Resolves `at` against `store`. `arrived` is when the request arrived (consistent reads only trust probes
+/// started after it); `min_rv` is a lower bound the read must reflect (the last write through kache).
+pub async fn resolve(
+    store: &Arc<Store>,
+    at: ReadAt,
+    freshness: &Freshness,
+    arrived: Instant,
+    min_rv: u64,
+    block_timeout: Duration,
+) -> Result<Resolved, ResolveError> {
+    match at {
+        ReadAt::Current => {
+            let snapshot = store.current();
+            Ok(Resolved { rv: snapshot.rv, snapshot })
+        }
+        ReadAt::Consistent => {
+            freshness.ensure(store, arrived, min_rv).await?;
+            let snapshot = store.current();
+            Ok(Resolved { rv: snapshot.rv, snapshot })
+        }
+        ReadAt::AtLeast(n) => {
+            wait(store, n, block_timeout).await?;
+            let snapshot = store.current();
+            Ok(Resolved { rv: snapshot.rv, snapshot })
+        }
+        ReadAt::Exact(n) => {
+            if n > store.resource_version() {
+                wait(store, n, block_timeout).await?;
+            }
+            match store.snapshot_at(n) {
+                Some(snapshot) => Ok(Resolved { snapshot, rv: n }),
+                None => Err(ResolveError::NotRetained(n)),
+            }
+        }
+    }
+}
+
+async fn wait(store: &Arc<Store>, rv: u64, timeout: Duration) -> Result<(), ResolveError> {
+    store
+        .wait_for(rv, timeout)
+        .await
+        .map_err(|_| ResolveError::TooLarge { requested: rv, current: store.resource_version() })
+}

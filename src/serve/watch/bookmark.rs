@@ -1,0 +1,209 @@
+//! BOOKMARK events: their object shape and when a watcher gets one.
+//!
+//! The apiserver's bookmark object is `newFunc()` — the typed zero value of the watched kind — with only
+//! `metadata.resourceVersion` set (and, for the end of a watch-list's initial events, the annotation
+//! `k8s.io/initial-events-end: "true"`). Serialised by Go's encoding/json, `omitempty` fields vanish while
+//! non-pointer structs and non-omitempty fields stay, so the JSON differs per kind: [`zero_value_tail`] keeps
+//! that table for built-in kinds. Custom resources are unstructured: only kind, apiVersion and metadata.
+
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use tokio::time::Instant;
+
+use super::frame::WatchView;
+use crate::codec::list::write_json_string;
+use crate::resource::ResourceInfo;
+
+/// The apiserver's `defaultBookmarkFrequency` (`cacher.go:78`).
+pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
+/// A last bookmark is due this long before the watch deadline (`cache_watcher.go` `nextBookmarkTime`).
+pub const PRE_DEADLINE: Duration = Duration::from_secs(2);
+/// The apiserver's bookmark dispatcher ticks about every second (`cacher.go:904-961`); a watch-list watcher
+/// is re-queued for the next tick after its initial-events-end bookmark (§10 of the semantics reference).
+pub const DISPATCH_TICK: Duration = Duration::from_secs(1);
+/// The annotation on the bookmark that ends a watch-list's initial events (`metav1.InitialEventsAnnotationKey`).
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// What follows `metadata` in the JSON of the kind's zero value (with its leading comma), for the built-in
+/// kinds whose zero value has more than type meta and metadata. Derived from the `json` tags of
+/// `k8s.io/api` 1.35 (ObjectMeta's `creationTimestamp` is `omitzero` there, other `metav1.Time` fields
+/// serialise their zero as `null`).
+pub fn zero_value_tail(group: &str, kind: &str) -> &'static str {
+    match (group, kind) {
+        // PodSpec.Containers has no omitempty; PodStatus is a non-pointer struct of omitempty fields.
+        ("", "Pod") => r#","spec":{"containers":null},"status":{}"#,
+        ("", "Namespace") => r#","spec":{},"status":{}"#,
+        // ServiceStatus.LoadBalancer is a non-pointer struct.
+        ("", "Service") => r#","spec":{},"status":{"loadBalancer":{}}"#,
+        // NodeStatus.DaemonEndpoints.KubeletEndpoint.Port and every NodeSystemInfo string lack omitempty.
+        ("", "Node") => concat!(
+            r#","spec":{},"status":{"daemonEndpoints":{"kubeletEndpoint":{"Port":0}},"#,
+            r#""nodeInfo":{"machineID":"","systemUUID":"","bootID":"","kernelVersion":"","osImage":"","#,
+            r#""containerRuntimeVersion":"","kubeletVersion":"","kubeProxyVersion":"","operatingSystem":"","#,
+            r#""architecture":""}}"#
+        ),
+        ("", "Event") => concat!(
+            r#","involvedObject":{},"source":{},"firstTimestamp":null,"lastTimestamp":null,"#,
+            r#""eventTime":null,"reportingComponent":"","reportingInstance":"""#
+        ),
+        ("", "ReplicationController") => r#","spec":{},"status":{"replicas":0}"#,
+        ("", "PersistentVolumeClaim") | ("", "PersistentVolume") => r#","spec":{},"status":{}"#,
+        ("apps", "Deployment") => {
+            r#","spec":{"selector":null,"template":{"metadata":{},"spec":{"containers":null}},"strategy":{}},"status":{}"#
+        }
+        ("apps", "ReplicaSet") => {
+            r#","spec":{"selector":null,"template":{"metadata":{},"spec":{"containers":null}}},"status":{"replicas":0}"#
+        }
+        // ConfigMap, Secret, Endpoints, ServiceAccount and custom resources: nothing beyond metadata.
+        _ => "",
+    }
+}
+
+/// Builds a watcher's BOOKMARK lines. Made once per watcher; a bookmark costs one small allocation.
+#[derive(Debug, Clone)]
+pub struct BookmarkShape {
+    /// `{"type":"BOOKMARK","object":{"kind":…,"apiVersion":…,"metadata":{"resourceVersion":"`
+    head: Bytes,
+    /// What follows metadata, then `}}\n`.
+    tail: &'static str,
+}
+
+impl BookmarkShape {
+    pub fn new(info: &ResourceInfo, view: WatchView) -> Self {
+        let mut head = BytesMut::with_capacity(128);
+        head.put_slice(b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":");
+        let tail = match view {
+            WatchView::Full => {
+                write_json_string(&mut head, &info.kind);
+                head.put_slice(b",\"apiVersion\":");
+                write_json_string(&mut head, &info.api_version());
+                zero_value_tail(&info.gvr.group, &info.kind)
+            }
+            WatchView::PartialObjectMetadata => {
+                head.put_slice(b"\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\"");
+                ""
+            }
+        };
+        head.put_slice(b",\"metadata\":{\"resourceVersion\":\"");
+        Self { head: head.freeze(), tail }
+    }
+
+    /// The BOOKMARK line at `rv`; `initial_events_end` adds the watch-list annotation.
+    pub fn frame(&self, rv: u64, initial_events_end: bool) -> Bytes {
+        let mut out = BytesMut::with_capacity(self.head.len() + self.tail.len() + 80);
+        self.put_frame(&mut out, rv, initial_events_end);
+        out.freeze()
+    }
+
+    /// Appends the BOOKMARK line at `rv` to `out`.
+    pub fn put_frame(&self, out: &mut BytesMut, rv: u64, initial_events_end: bool) {
+        out.put_slice(&self.head);
+        out.put_slice(rv.to_string().as_bytes());
+        out.put_u8(b'"');
+        if initial_events_end {
+            out.put_slice(b",\"annotations\":{\"");
+            out.put_slice(INITIAL_EVENTS_END.as_bytes());
+            out.put_slice(b"\":\"true\"}");
+        }
+        out.put_u8(b'}');
+        out.put_slice(self.tail.as_bytes());
+        out.put_slice(b"}}\n");
+    }
+}
+
+/// When a watcher's next periodic bookmark is due (`cache_watcher.go` `nextBookmarkTime`): one `interval`
+/// from `now`, but no later than `deadline − 2 s`; none once that point has passed.
+pub fn next_bookmark(now: Instant, interval: Duration, deadline: Instant) -> Option<Instant> {
+    let last = deadline.checked_sub(PRE_DEADLINE)?;
+    if now >= last {
+        return None;
+    }
+    Some((now + interval).min(last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::Gvr;
+
+    fn info(group: &str, version: &str, resource: &str, kind: &str) -> ResourceInfo {
+        ResourceInfo {
+            gvr: Gvr::new(group, version, resource),
+            kind: kind.into(),
+            list_kind: format!("{kind}List"),
+            namespaced: true,
+            list_items_have_type_meta: false,
+        }
+    }
+
+    #[test]
+    fn pod_bookmark_matches_the_apiserver() {
+        let shape = BookmarkShape::new(&info("", "v1", "pods", "Pod"), WatchView::Full);
+        assert_eq!(
+            &shape.frame(123, true)[..],
+            concat!(
+                r#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"123","#,
+                r#""annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"containers":null},"status":{}}}"#,
+                "\n"
+            )
+            .as_bytes()
+        );
+        assert_eq!(
+            &shape.frame(7, false)[..],
+            concat!(
+                r#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"7"}"#,
+                r#","spec":{"containers":null},"status":{}}}"#,
+                "\n"
+            )
+            .as_bytes()
+        );
+    }
+
+    #[test]
+    fn custom_resource_bookmark_has_only_type_meta_and_metadata() {
+        let shape = BookmarkShape::new(&info("example.com", "v1", "widgets", "Widget"), WatchView::Full);
+        assert_eq!(
+            &shape.frame(5, false)[..],
+            b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Widget\",\"apiVersion\":\"example.com/v1\",\"metadata\":{\"resourceVersion\":\"5\"}}}\n"
+        );
+    }
+
+    #[test]
+    fn every_bookmark_is_valid_json() {
+        let kinds = [
+            ("", "Pod"),
+            ("", "Namespace"),
+            ("", "Service"),
+            ("", "Node"),
+            ("", "Event"),
+            ("", "ConfigMap"),
+            ("", "ReplicationController"),
+            ("apps", "Deployment"),
+            ("apps", "ReplicaSet"),
+        ];
+        for (group, kind) in kinds {
+            for view in [WatchView::Full, WatchView::PartialObjectMetadata] {
+                let shape = BookmarkShape::new(&info(group, "v1", "x", kind), view);
+                let line = shape.frame(42, true);
+                assert_eq!(line.last(), Some(&b'\n'));
+                let v: serde_json::Value = serde_json::from_slice(&line).expect("valid JSON");
+                assert_eq!(v["type"], "BOOKMARK");
+                assert_eq!(v["object"]["metadata"]["resourceVersion"], "42");
+                assert_eq!(v["object"]["metadata"]["annotations"][INITIAL_EVENTS_END], "true");
+            }
+        }
+    }
+
+    #[test]
+    fn schedule_caps_at_pre_deadline_and_stops_after_it() {
+        let now = Instant::now();
+        let minute = Duration::from_secs(60);
+        let deadline = now + Duration::from_secs(300);
+        assert_eq!(next_bookmark(now, minute, deadline), Some(now + minute));
+        let deadline = now + Duration::from_secs(30);
+        assert_eq!(next_bookmark(now, minute, deadline), Some(now + Duration::from_secs(28)));
+        assert_eq!(next_bookmark(now + Duration::from_secs(28), minute, deadline), None);
+        assert_eq!(next_bookmark(now, minute, now + Duration::from_secs(1)), None);
+    }
+}

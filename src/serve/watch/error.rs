@@ -1,0 +1,71 @@
+//! Why a watch ends with an ERROR event.
+
+use bytes::Bytes;
+
+use crate::store::{TooOld, WaitError};
+
+/// A watch that cannot start: sent as one ERROR event, after which the stream ends (`newErrWatcher`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StartError {
+    /// The resourceVersion is older than the event history: 410 Expired.
+    #[error(transparent)]
+    Expired(#[from] TooOld),
+    /// The store did not reach the resourceVersion in time: 504 "Too large resource version".
+    #[error(transparent)]
+    TooLarge(#[from] WaitError),
+}
+
+impl StartError {
+    /// The `{"type":"ERROR","object":<Status>}\n` line.
+    pub fn frame(&self) -> Bytes {
+        let status = match self {
+            Self::Expired(e) => format!(
+                concat!(
+                    r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","#,
+                    r#""message":"too old resource version: {} ({})","reason":"Expired","code":410}}"#
+                ),
+                e.requested, e.oldest
+            ),
+            Self::TooLarge(WaitError::TooLarge { requested, current }) => format!(
+                concat!(
+                    r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","#,
+                    r#""message":"Timeout: Too large resource version: {}, current: {}","reason":"Timeout","#,
+                    r#""details":{{"causes":[{{"reason":"ResourceVersionTooLarge","#,
+                    r#""message":"Too large resource version"}}],"retryAfterSeconds":1}},"code":504}}"#
+                ),
+                requested, current
+            ),
+        };
+        Bytes::from(format!("{{\"type\":\"ERROR\",\"object\":{status}}}\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expired_matches_transcript_14() {
+        let e = StartError::from(TooOld { requested: 3, oldest: 11 });
+        assert_eq!(
+            &e.frame()[..],
+            concat!(
+                r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","#,
+                r#""message":"too old resource version: 3 (11)","reason":"Expired","code":410}}"#,
+                "\n"
+            )
+            .as_bytes()
+        );
+    }
+
+    #[test]
+    fn too_large_matches_transcript_07_body() {
+        let e = StartError::from(WaitError::TooLarge { requested: 999, current: 6 });
+        let v: serde_json::Value = serde_json::from_slice(&e.frame()).expect("json");
+        assert_eq!(v["type"], "ERROR");
+        assert_eq!(v["object"]["message"], "Timeout: Too large resource version: 999, current: 6");
+        assert_eq!(v["object"]["code"], 504);
+        assert_eq!(v["object"]["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
+        assert_eq!(v["object"]["details"]["retryAfterSeconds"], 1);
+    }
+}

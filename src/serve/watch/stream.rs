@@ -1,0 +1,372 @@
+//! One watcher: a state machine polled by the HTTP body, so a watcher costs no task and no queue.
+//!
+//! Invariants:
+//! - The broadcast receiver is subscribed when the watcher is built, *before* the snapshot or history is
+//!   read, so no event can fall between them; live signals with RV ≤ `position` are skipped.
+//! - `position` is the RV up to which the client has been told everything (events, history, snapshot,
+//!   store progress). A BOOKMARK always carries `position`, so it never claims an RV whose events are still
+//!   unsent: bookmarks travel in the same ordered stream as events.
+//! - Memory per watcher is O(1): a lagging receiver is closed (the shared ring overwrote what it did not
+//!   send), initial events are read from the snapshot in bounded batches.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use super::bookmark::{BookmarkShape, DISPATCH_TICK, next_bookmark};
+use super::error::StartError;
+use super::filter::{Filter, Transition};
+use super::frame::{self, FrameType, WatchView};
+use super::stats::{self, ActiveGuard, EndReason};
+use crate::store::{Event, Key, Signal, Snapshot, Store};
+
+/// Initial events are sent in frames of about this size (one object may exceed it). The apiserver does not
+/// flush between initial events either; batching saves a chunk header and a poll per object.
+const INITIAL_FRAME_BYTES: usize = 64 << 10;
+
+/// Where a watch starts (resolved from resourceVersion and sendInitialEvents, semantics §3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Send the state of a snapshot as ADDED events, then live events after the snapshot's RV.
+    Snapshot {
+        /// Wait until the store reaches this RV first (RV=N with sendInitialEvents): 504 after the wait timeout.
+        wait_for: Option<u64>,
+        /// Send the `k8s.io/initial-events-end` bookmark after the initial events (sendInitialEvents=true,
+        /// when the client allows bookmarks).
+        end_bookmark: bool,
+    },
+    /// Replay every history event with RV > `rv` (410 when older than the history), then live events.
+    /// `None` starts at the store's current RV ("start anywhere").
+    Resume { rv: Option<u64> },
+}
+
+/// Everything a watcher needs, resolved from the request.
+#[derive(Debug, Clone)]
+pub struct WatchSpec {
+    pub start: Start,
+    pub filter: Filter,
+    pub view: WatchView,
+    /// allowWatchBookmarks.
+    pub bookmarks: bool,
+    /// How long the watch lives (timeoutSeconds or the default lifetime); zero ends it at once.
+    pub timeout: Duration,
+    pub bookmark_interval: Duration,
+    /// How long a sendInitialEvents watch waits for the store to reach its RV.
+    pub wait_timeout: Duration,
+}
+
+enum Phase {
+    /// sendInitialEvents at a resourceVersion the store has not reached: wait for it, then the snapshot.
+    Wait {
+        rv: u64,
+        end_bookmark: bool,
+    },
+    /// The start failed: send this ERROR event, then end.
+    Failed(StartError),
+    Initial {
+        snapshot: Arc<Snapshot>,
+        cursor: Option<Key>,
+        end_bookmark: bool,
+    },
+    Replay {
+        events: std::vec::IntoIter<Arc<Event>>,
+    },
+    Live,
+    Done,
+}
+
+/// One watch stream's state.
+pub struct Watcher {
+    store: Arc<Store>,
+    rx: broadcast::Receiver<Signal>,
+    filter: Filter,
+    view: WatchView,
+    /// Present iff the client allows bookmarks.
+    bookmark: Option<BookmarkShape>,
+    phase: Phase,
+    /// See the module invariants.
+    position: u64,
+    /// Periodic bookmarks go out only once `position` passed this (the watcher's start RV).
+    floor: u64,
+    /// The store generation the watcher started on; a Reset to a newer one ends it.
+    generation: u64,
+    deadline: Instant,
+    next_bookmark: Option<Instant>,
+    bookmark_interval: Duration,
+    wait_timeout: Duration,
+    /// Wakes the watcher at `min(next_bookmark, deadline)` (only the deadline before the live phase).
+    timer: Pin<Box<Sleep>>,
+    token: CancellationToken,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    _active: ActiveGuard,
+}
+
+// === impl Watcher ===
+
+impl Watcher {
+    /// Subscribes to the store now (before any history or snapshot read, see the module invariants).
+    pub fn new(store: Arc<Store>, spec: WatchSpec, shutdown: CancellationToken) -> Self {
+        let rx = store.subscribe();
+        let now = Instant::now();
+        let deadline = now + spec.timeout;
+        let bookmark = spec.bookmarks.then(|| BookmarkShape::new(store.info(), spec.view));
+        let next = if spec.bookmarks { next_bookmark(now, spec.bookmark_interval, deadline) } else { None };
+        let mut watcher = Self {
+            rx,
+            filter: spec.filter,
+            view: spec.view,
+            bookmark,
+            phase: Phase::Done,
+            position: 0,
+            floor: 0,
+            generation: 0,
+            deadline,
+            next_bookmark: next,
+            bookmark_interval: spec.bookmark_interval,
+            wait_timeout: spec.wait_timeout,
+            timer: Box::pin(tokio::time::sleep_until(deadline)),
+            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            token: shutdown,
+            store,
+            _active: ActiveGuard::new(),
+        };
+        watcher.start(spec.start);
+        watcher
+    }
+
+    /// Resolves the start right after subscribing (at request time), so that what the watch replays
+    /// does not depend on when the body is first polled.
+    fn start(&mut self, start: Start) {
+        match start {
+            Start::Snapshot { wait_for: Some(rv), end_bookmark } if self.store.resource_version() < rv => {
+                self.phase = Phase::Wait { rv, end_bookmark };
+            }
+            Start::Snapshot { end_bookmark, .. } => self.take_snapshot(end_bookmark),
+            Start::Resume { rv: Some(rv) } => match self.store.events_after(rv) {
+                Ok((events, generation)) => self.resume(rv, events, generation),
+                Err(too_old) => self.phase = Phase::Failed(too_old.into()),
+            },
+            Start::Resume { rv: None } => {
+                // "Start anywhere": at the current state, with nothing to replay.
+                let state = self.store.load();
+                self.resume(state.snapshot.rv, Vec::new(), state.generation);
+            }
+        }
+    }
+
+    fn take_snapshot(&mut self, end_bookmark: bool) {
+        let state = self.store.load();
+        self.generation = state.generation;
+        self.position = state.snapshot.rv;
+        self.floor = state.snapshot.rv;
+        self.phase = Phase::Initial { snapshot: state.snapshot.clone(), cursor: None, end_bookmark };
+    }
+
+    /// The next chunk of the response body; `None` ends the stream.
+    pub async fn next_frame(&mut self) -> Option<Bytes> {
+        loop {
+            if matches!(self.phase, Phase::Done) {
+                return None;
+            }
+            let now = Instant::now();
+            if self.token.is_cancelled() || now >= self.deadline {
+                return self.finish(EndReason::Normal);
+            }
+            match std::mem::replace(&mut self.phase, Phase::Done) {
+                Phase::Done => return None,
+                Phase::Failed(e) => return self.fail(e),
+                Phase::Wait { rv, end_bookmark } => {
+                    // Restored first: if this future is dropped while waiting, the next poll waits again.
+                    self.phase = Phase::Wait { rv, end_bookmark };
+                    tokio::select! {
+                        biased;
+                        _ = &mut self.shutdown => {}
+                        _ = &mut self.timer => {}
+                        reached = self.store.wait_for(rv, self.wait_timeout) => match reached {
+                            Ok(()) => self.take_snapshot(end_bookmark),
+                            Err(e) => return self.fail(e.into()),
+                        },
+                    }
+                }
+                Phase::Initial { snapshot, cursor, end_bookmark } => {
+                    if let Some(frame) = self.initial(snapshot, cursor, end_bookmark) {
+                        return Some(frame);
+                    }
+                }
+                Phase::Replay { mut events } => {
+                    let frame = events.by_ref().find_map(|event| self.on_event(&event));
+                    match frame {
+                        Some(frame) => {
+                            self.phase = Phase::Replay { events };
+                            stats::record_events(1);
+                            return Some(frame);
+                        }
+                        None => self.enter_live(None),
+                    }
+                }
+                Phase::Live => {
+                    self.phase = Phase::Live;
+                    if self.next_bookmark.is_some_and(|t| t <= now)
+                        && let Some(frame) = self.bookmark_due(now)
+                    {
+                        return Some(frame);
+                    }
+                    if let Some(frame) = self.live().await {
+                        return Some(frame);
+                    }
+                }
+            }
+        }
+    }
+
+    fn resume(&mut self, rv: u64, events: Vec<Arc<Event>>, generation: u64) {
+        self.generation = generation;
+        self.position = rv;
+        self.floor = rv;
+        self.phase = Phase::Replay { events: events.into_iter() };
+    }
+
+    /// One frame of initial events, or the end of them (the initial-events-end bookmark, if due).
+    fn initial(&mut self, snapshot: Arc<Snapshot>, cursor: Option<Key>, end_bookmark: bool) -> Option<Bytes> {
+        let mut out = BytesMut::new();
+        let mut last = cursor;
+        let mut count = 0;
+        if let Some(range) = self.filter.range_after(last.as_ref()) {
+            for (key, object) in snapshot.objects.range(range) {
+                last = Some(key.clone());
+                if !self.filter.matches(object) {
+                    continue;
+                }
+                frame::put_object_frame(&mut out, FrameType::Added, object, self.view);
+                count += 1;
+                if out.len() >= INITIAL_FRAME_BYTES {
+                    break;
+                }
+            }
+        }
+        let exhausted = out.len() < INITIAL_FRAME_BYTES;
+        if !exhausted {
+            stats::record_events(count);
+            self.phase = Phase::Initial { snapshot, cursor: last, end_bookmark };
+            return Some(out.freeze());
+        }
+        stats::record_events(count);
+        match (&self.bookmark, end_bookmark) {
+            (Some(shape), true) => {
+                shape.put_frame(&mut out, snapshot.rv, true);
+                stats::record_bookmark();
+                // The apiserver re-queues a watch-list watcher for the next dispatcher tick.
+                let now = Instant::now();
+                self.enter_live(next_bookmark(now, DISPATCH_TICK.min(self.bookmark_interval), self.deadline));
+            }
+            _ => self.enter_live(None),
+        }
+        if out.is_empty() { None } else { Some(out.freeze()) }
+    }
+
+    /// Starts the live phase; `next` overrides the next bookmark time.
+    fn enter_live(&mut self, next: Option<Instant>) {
+        if next.is_some() {
+            self.next_bookmark = next;
+        }
+        self.phase = Phase::Live;
+        self.reset_timer();
+    }
+
+    fn reset_timer(&mut self) {
+        let wake = self.next_bookmark.map_or(self.deadline, |t| t.min(self.deadline));
+        self.timer.as_mut().reset(wake);
+    }
+
+    /// A periodic bookmark is due: send one if the RV moved past the start, and schedule the next.
+    fn bookmark_due(&mut self, now: Instant) -> Option<Bytes> {
+        self.next_bookmark = next_bookmark(now, self.bookmark_interval, self.deadline);
+        self.reset_timer();
+        let shape = self.bookmark.as_ref()?;
+        if self.position <= self.floor {
+            return None;
+        }
+        stats::record_bookmark();
+        Some(shape.frame(self.position, false))
+    }
+
+    /// Waits for the next live frame. `None` with the phase still `Live` means "loop again" (a timer fired
+    /// or a signal produced nothing); `Done` means the stream ends.
+    async fn live(&mut self) -> Option<Bytes> {
+        loop {
+            let signal = match self.rx.try_recv() {
+                Ok(signal) => signal,
+                Err(TryRecvError::Empty) => {
+                    tokio::select! {
+                        biased;
+                        _ = &mut self.shutdown => return self.finish(EndReason::Normal),
+                        _ = &mut self.timer => return None,
+                        received = self.rx.recv() => match received {
+                            Ok(signal) => signal,
+                            Err(RecvError::Lagged(_)) => return self.finish(EndReason::Slow),
+                            Err(RecvError::Closed) => return self.finish(EndReason::Normal),
+                        },
+                    }
+                }
+                Err(TryRecvError::Lagged(_)) => return self.finish(EndReason::Slow),
+                Err(TryRecvError::Closed) => return self.finish(EndReason::Normal),
+            };
+            match signal {
+                Signal::Event(event) => {
+                    if let Some(frame) = self.on_event(&event) {
+                        stats::record_events(1);
+                        return Some(frame);
+                    }
+                }
+                Signal::Progress(rv) => self.position = self.position.max(rv),
+                Signal::Reset { generation } if generation > self.generation => {
+                    // The store was rebuilt from a relist: like the apiserver's terminateAllWatchers, end the
+                    // stream; the client re-watches, and an RV older than the relist gets 410.
+                    return self.finish(EndReason::Reset);
+                }
+                Signal::Reset { .. } => {}
+            }
+        }
+    }
+
+    /// The frame (if any) this watcher sends for a store event, advancing `position`.
+    fn on_event(&mut self, event: &Event) -> Option<Bytes> {
+        if event.rv <= self.position {
+            return None;
+        }
+        self.position = event.rv;
+        match self.filter.transition(event) {
+            Transition::Skip => None,
+            Transition::AsIs => Some(match self.view {
+                WatchView::Full => frame::shared_frame(event),
+                view => frame::object_frame(event.kind.into(), &event.object, view),
+            }),
+            Transition::Entered => Some(frame::object_frame(FrameType::Added, &event.object, self.view)),
+            Transition::Left => {
+                let prev = event.prev.as_deref()?;
+                Some(frame::departure_frame(prev, event.rv, self.view))
+            }
+        }
+    }
+
+    /// Ends the watch with the ERROR event of `e`.
+    fn fail(&mut self, e: StartError) -> Option<Bytes> {
+        let reason = match e {
+            StartError::Expired(_) => EndReason::Expired,
+            StartError::TooLarge(_) => EndReason::TooLarge,
+        };
+        self.finish(reason);
+        Some(e.frame())
+    }
+
+    fn finish(&mut self, reason: EndReason) -> Option<Bytes> {
+        stats::record_end(reason);
+        self.phase = Phase::Done;
+        None
+    }
+}
