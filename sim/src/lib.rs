@@ -15,16 +15,16 @@
 //! - [`sim`]: the public `Sim::builder()` / `SimHandle` API.
 
 pub mod auth;
-pub mod selector;
-pub mod workload;
 pub mod http;
 pub mod json;
 pub mod kinds;
 pub mod options;
+pub mod selector;
 pub mod sim;
 pub mod status;
 pub mod store;
 pub mod token;
+pub mod workload;
 pub mod write;
 
 pub use kinds::Crd;
