@@ -270,6 +270,12 @@ pub fn forbidden_reason(
     if reason.is_empty() { msg } else { format!("{msg}: {reason}") }
 }
 
+/// The denial text for a non-resource request (`forbiddenMessage`): `User "x" cannot get path "/foo"`.
+pub fn forbidden_path_reason(user: &str, verb: &str, path: &str, reason: &str) -> String {
+    let msg = format!("User {} cannot {verb} path {}", go_quote(user), go_quote(path));
+    if reason.is_empty() { msg } else { format!("{msg}: {reason}") }
+}
+
 // === impl ApiError ===
 
 impl ApiError {

@@ -213,6 +213,19 @@ fn forbidden_wording() {
 }
 
 #[test]
+fn forbidden_non_resource_path() {
+    let reason = forbidden_path_reason("x", "get", "/metrics", "");
+    let e =
+        ApiError::Forbidden { group: String::new(), resource: String::new(), name: String::new(), reason };
+    assert_eq!(e.to_string(), "forbidden: User \"x\" cannot get path \"/metrics\"");
+    assert!(
+        String::from_utf8(e.to_json().to_vec())
+            .expect("utf8")
+            .contains("\"reason\":\"Forbidden\",\"details\":{},\"code\":403")
+    );
+}
+
+#[test]
 fn unauthorized_and_others() {
     assert_eq!(
         s(ApiError::Unauthorized("Unauthorized".into()).to_json()),

@@ -109,8 +109,8 @@ pub fn go_parse_bool(v: &str) -> Option<bool> {
 }
 
 /// Go's `time.ParseDuration` with its error texts (`time: invalid duration "x"`, `time: missing unit in
-/// duration "x"`, `time: unknown unit "u" in duration "x"`). Negative durations are returned as `Err` of
-/// nothing: callers only need the sign, so they get `Ok(None)` for them via [`go_parse_duration_nanos`].
+/// duration "x"`, `time: unknown unit "u" in duration "x"`); returns nanoseconds, negative for negative
+/// durations.
 pub fn go_parse_duration_nanos(orig: &str) -> Result<i128, String> {
     const MAX: u128 = 1 << 63;
     let invalid = || format!("time: invalid duration {}", time_quote(orig));
