@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::forward::{Forwarder, WriteTracker};
 use crate::reflector::{ReflectorConfig, Registry};
 use crate::serve::fresh::{Freshness, FreshnessConfig};
-use crate::serve::handler::{HandlerConfig, KacheHandler};
+use crate::serve::handler::{HandlerConfig, HandlerStats, KacheHandler};
 use crate::serve::server::{self, Limits, TlsConfig};
 use crate::upstream::discovery::Selection;
 use crate::upstream::{Upstream, UpstreamError};
@@ -80,6 +80,7 @@ pub enum AppError {
 pub struct Kache {
     addr: SocketAddr,
     registry: Arc<Registry>,
+    stats: Arc<HandlerStats>,
     shutdown: CancellationToken,
     server: JoinHandle<std::io::Result<()>>,
     background: Vec<JoinHandle<()>>,
@@ -143,6 +144,7 @@ impl Kache {
             config.lazy,
             shutdown.clone(),
         ));
+        let stats = handler.stats().clone();
         let stop = shutdown.clone();
         let server = tokio::spawn(server::serve(
             listener,
@@ -151,7 +153,7 @@ impl Kache {
             config.limits.clone(),
             async move { stop.cancelled().await },
         ));
-        Ok(Kache { addr, registry, shutdown, server, background })
+        Ok(Kache { addr, registry, stats, shutdown, server, background })
     }
 
     /// The address kache listens on.
@@ -162,6 +164,11 @@ impl Kache {
     /// `http://ADDR`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Where answers came from.
+    pub fn stats(&self) -> &Arc<HandlerStats> {
+        &self.stats
     }
 
     pub fn registry(&self) -> &Arc<Registry> {

@@ -64,7 +64,7 @@ pub fn decode(token: &str) -> Result<Continue, String> {
         .map_err(|e| format!("continue key is not valid: {}", json_err(&data, &e)))?;
     if w.v != TOKEN_VERSION {
         return Err(format!(
-            "continue key is not valid: server does not recognize this encoded version {:?}",
+            "continue key is not valid: server does not recognize this encoded version {}",
             w.v
         ));
     }
@@ -145,7 +145,7 @@ mod tests {
         assert!(decode("!!!").unwrap_err().contains("illegal base64 data at input byte 0"));
         assert_eq!(
             decode(&enc(r#"{"v":"x","rv":1,"start":"a"}"#)).unwrap_err(),
-            "continue key is not valid: server does not recognize this encoded version \"x\""
+            "continue key is not valid: server does not recognize this encoded version x"
         );
         assert!(
             decode(&enc(r#"{"v":"meta.k8s.io/v1","rv":0,"start":"a"}"#))

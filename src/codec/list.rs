@@ -45,8 +45,8 @@ pub fn list_header(kind: &str, api_version: &str, meta: &ListMeta) -> BytesMut {
     out
 }
 
-/// The list trailer.
-pub const LIST_TRAILER: &[u8] = b"]}";
+/// The list trailer, with the newline Go's `json.Encoder.Encode` appends to compact output.
+pub const LIST_TRAILER: &[u8] = b"]}\n";
 
 /// Appends one item in list form: without `kind`/`apiVersion` for built-in types (as the apiserver's typed
 /// lists), with them for custom resources.

@@ -8,6 +8,8 @@
 //! is forwarded, so clients never see a kache-only answer.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
@@ -42,8 +44,34 @@ impl Default for HandlerConfig {
     }
 }
 
+/// Where answers came from (exported as metrics; tests use them to prove a read was served from memory).
+#[derive(Debug, Default)]
+pub struct HandlerStats {
+    /// Reads answered from memory (including Status errors kache produced itself).
+    pub memory: AtomicU64,
+    /// Requests forwarded upstream.
+    pub forwarded: AtomicU64,
+    /// Consistent reads that could not be proven fresh in time (then forwarded or 429).
+    pub not_fresh: AtomicU64,
+}
+
+impl HandlerStats {
+    pub fn memory(&self) -> u64 {
+        self.memory.load(Relaxed)
+    }
+
+    pub fn forwarded(&self) -> u64 {
+        self.forwarded.load(Relaxed)
+    }
+
+    pub fn not_fresh(&self) -> u64 {
+        self.not_fresh.load(Relaxed)
+    }
+}
+
 /// Serves from memory, forwards the rest.
 pub struct KacheHandler {
+    stats: Arc<HandlerStats>,
     registry: Arc<Registry>,
     forwarder: Forwarder,
     freshness: Freshness,
@@ -71,7 +99,16 @@ impl KacheHandler {
         lazy: bool,
         shutdown: CancellationToken,
     ) -> Self {
-        Self { registry, forwarder, freshness, writes, config, lazy, shutdown }
+        Self { stats: Arc::default(), registry, forwarder, freshness, writes, config, lazy, shutdown }
+    }
+
+    pub fn stats(&self) -> &Arc<HandlerStats> {
+        &self.stats
+    }
+
+    async fn forward(&self, req: Request<Body>) -> Response<Body> {
+        self.stats.forwarded.fetch_add(1, Relaxed);
+        self.forwarder.forward(req).await
     }
 
     pub fn freshness(&self) -> &Freshness {
@@ -84,8 +121,8 @@ impl KacheHandler {
             Some(route) => route.clone(),
             None => Route::parse(req.method(), req.uri()),
         };
-        let Some(r) = route.resource() else { return self.forwarder.forward(req).await };
-        let Some(store) = self.servable_store(&req, r) else { return self.forwarder.forward(req).await };
+        let Some(r) = route.resource() else { return self.forward(req).await };
+        let Some(store) = self.servable_store(&req, r) else { return self.forward(req).await };
         // Encodings other than JSON (Table, protobuf, YAML, CBOR) are forwarded: the upstream answers them.
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
         let negotiated = if r.verb == Verb::Watch {
@@ -99,7 +136,7 @@ impl KacheHandler {
                 if let Some(err) = other.error() {
                     return error_response(&err, &req, false);
                 }
-                return self.forwarder.forward(req).await;
+                return self.forward(req).await;
             }
         }
         let outcome = match r.verb {
@@ -108,13 +145,19 @@ impl KacheHandler {
             Verb::Watch => self.watch(&req, r, &store, arrived).await,
             _ => Err(NotServed::Forward("verb")),
         };
+        if !matches!(outcome, Err(NotServed::Forward(_) | NotServed::NotFresh)) {
+            self.stats.memory.fetch_add(1, Relaxed);
+        }
         match outcome {
             Ok(resp) => with_common_headers(resp, &req),
             Err(NotServed::Forward(why)) => {
                 tracing::debug!(uri = %req.uri(), why, "forwarding read");
-                self.forwarder.forward(req).await
+                self.forward(req).await
             }
-            Err(NotServed::NotFresh) => self.fallback(req).await,
+            Err(NotServed::NotFresh) => {
+                self.stats.not_fresh.fetch_add(1, Relaxed);
+                self.fallback(req).await
+            }
             Err(NotServed::TooLarge { requested, current }) => {
                 let err = ApiError::TooLargeResourceVersion { requested, current, retry_after: Some(1) };
                 error_response(&err, &req, false)
@@ -147,7 +190,7 @@ impl KacheHandler {
         if self.freshness.config().fallback == Fallback::Forward
             && let Some(_permit) = self.freshness.try_fallback()
         {
-            return self.forwarder.forward(req).await;
+            return self.forward(req).await;
         }
         let err = ApiError::TooManyRequests {
             message: "Too large resource version: consistent read not served from cache".to_owned(),

@@ -137,7 +137,12 @@ pub async fn serve_get(
     };
     let resolved = resolve(store, at, freshness, arrived, min_rv, block_timeout).await?;
     let (key, _) = make_key(namespace, name);
-    Ok(resolved.snapshot.objects.get(&key).map(|o| respond_bytes(vec![o.raw.clone()], response)))
+    // Compact JSON ends with the newline `json.Encoder.Encode` appends.
+    Ok(resolved
+        .snapshot
+        .objects
+        .get(&key)
+        .map(|o| respond_bytes(vec![o.raw.clone(), Bytes::from_static(b"\n")], response)))
 }
 
 /// Builds the list response: compact JSON chunks, pretty-printed or gzipped as the apiserver would.
@@ -153,8 +158,9 @@ pub fn respond(
 /// A 200 JSON response from chunks, applying pretty printing and gzip (level 1, > 128 KiB).
 pub fn respond_bytes(mut chunks: Vec<Bytes>, opts: ResponseOptions) -> Response<Body> {
     if opts.pretty {
+        // `json.MarshalIndent` output, which has no trailing newline.
         let whole: Vec<u8> = chunks.concat();
-        chunks = vec![Bytes::from(pretty::indent(&whole))];
+        chunks = vec![Bytes::from(pretty::indent(whole.trim_ascii_end()))];
     }
     let len: usize = chunks.iter().map(Bytes::len).sum();
     let mut builder = Response::builder()
