@@ -161,6 +161,9 @@ impl Reflector {
         }
         let delay = self.backoff.next_delay(error.retry_after());
         warn!(resource = %self.info.gvr, %error, ?delay, "upstream request failed; backing off");
+        if error.is_rejection() && !self.synced_once {
+            self.status.set_rejected(true);
+        }
         self.status.set_error(error.to_string());
         State::Backoff { delay, then: Box::new(then) }
     }
@@ -194,6 +197,7 @@ impl Reflector {
             self.status.add_relist();
         }
         self.synced_once = true;
+        self.status.set_rejected(false);
         self.backoff.reset();
         self.status.add_events(0);
         let elapsed = started.elapsed();

@@ -266,13 +266,14 @@ impl Registry {
         })
     }
 
-    /// Whether every configured resource has a synced store (lazily cached ones do not count).
+    /// Whether every configured resource has a synced store. Lazily cached resources do not count, nor do
+    /// resources the upstream refuses to list (e.g. RBAC forbids it): their reads are forwarded.
     pub fn all_synced(&self) -> bool {
         let inner = self.lock();
         inner
             .running
             .iter()
-            .filter(|(_, r)| r.status.configured())
+            .filter(|(_, r)| r.status.configured() && !r.status.is_rejected())
             .all(|(gvr, _)| self.get(gvr).is_some_and(|s| s.is_synced()))
     }
 

@@ -65,6 +65,9 @@ pub struct ReflectorStatus {
     pub bad_frames: u64,
     /// Time since the last event or bookmark (`None` before the first).
     pub since_last_event: Option<Duration>,
+    /// The upstream refuses to list the resource (403, 404, ...) and it has not synced since: it does not gate
+    /// readiness (reads of it are forwarded, and answered by the upstream as they would be without kache).
+    pub rejected: bool,
 }
 
 #[derive(Debug)]
@@ -77,6 +80,7 @@ struct Inner {
     events_applied: u64,
     bad_frames: u64,
     last_event: Option<Instant>,
+    rejected: bool,
 }
 
 /// The shared, updatable status of one reflector. Updated at state changes and once per applied batch.
@@ -101,6 +105,7 @@ impl StatusCell {
             events_applied: 0,
             bad_frames: 0,
             last_event: None,
+            rejected: false,
         };
         Self { gvr, configured: AtomicBool::new(configured), inner: Mutex::new(inner) }
     }
@@ -144,6 +149,16 @@ impl StatusCell {
         self.with(|i| i.last_error = Some(error));
     }
 
+    /// Records whether the last failure was a permanent refusal (cleared by a successful sync).
+    pub(crate) fn set_rejected(&self, rejected: bool) {
+        self.with(|i| i.rejected = rejected);
+    }
+
+    /// Refused by the upstream and not synced since.
+    pub(crate) fn is_rejected(&self) -> bool {
+        self.with(|i| i.rejected)
+    }
+
     pub(crate) fn add_relist(&self) {
         self.with(|i| i.relists += 1);
     }
@@ -181,6 +196,7 @@ impl StatusCell {
                 events_applied: i.events_applied,
                 bad_frames: i.bad_frames,
                 since_last_event: i.last_event.map(|t| t.elapsed()),
+                rejected: i.rejected,
             }
         })
     }
