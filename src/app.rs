@@ -1,1 +1,240 @@
-//! Wires the parts together.
+//! Wires the parts together: upstream → registry of reflectors → stores → the HTTP front.
+//!
+//! `main` parses flags into a [`Config`], binds listeners and calls [`Kache::start`] (or [`run`]); the
+//! integration tests, the load test and `kache demo` call the same functions on `127.0.0.1:0`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::forward::{Forwarder, WriteTracker};
+use crate::metrics::KacheStats;
+use crate::reflector::{ReflectorConfig, Registry};
+use crate::serve::fresh::{Freshness, FreshnessConfig};
+use crate::serve::handler::{HandlerConfig, HandlerStats, KacheHandler};
+use crate::serve::server::{self, Limits, TlsConfig};
+use crate::upstream::discovery::Selection;
+use crate::upstream::{Upstream, UpstreamError};
+
+/// How often discovery runs again to pick up custom resources added later.
+pub const DEFAULT_REDISCOVERY_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Where the upstream apiserver is and how to authenticate to it.
+#[derive(Clone, Debug)]
+pub enum UpstreamSource {
+    /// A plain `http://host:port` URL (tests, chaining behind another kache on a trusted network).
+    Url(String),
+    /// A kubeconfig file (`None`: `KUBECONFIG`, else `~/.kube/config`, else in-cluster).
+    Kubeconfig(Option<PathBuf>),
+}
+
+/// Everything kache needs to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub upstream: UpstreamSource,
+    /// Which resources are cached up front and which never are.
+    pub selection: Selection,
+    /// Whether a resource nobody configured starts caching on its first read.
+    pub lazy: bool,
+    pub rediscovery_interval: Duration,
+    pub reflector: ReflectorConfig,
+    pub freshness: FreshnessConfig,
+    pub handler: HandlerConfig,
+    pub limits: Limits,
+    pub tls: Option<TlsConfig>,
+}
+
+impl Config {
+    /// Defaults for an upstream URL: every discovered resource cached, lazily too.
+    pub fn for_url(url: impl Into<String>) -> Self {
+        Self {
+            upstream: UpstreamSource::Url(url.into()),
+            selection: Selection::default(),
+            lazy: true,
+            rediscovery_interval: DEFAULT_REDISCOVERY_INTERVAL,
+            reflector: ReflectorConfig::default(),
+            freshness: FreshnessConfig::default(),
+            handler: HandlerConfig::default(),
+            limits: Limits::default(),
+            tls: None,
+        }
+    }
+}
+
+/// Failure to start kache.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The upstream could not be configured.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// A listener could not be used.
+    #[error("listener: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A running kache.
+pub struct Kache {
+    addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    registry: Arc<Registry>,
+    stats: Arc<HandlerStats>,
+    shutdown: CancellationToken,
+    server: JoinHandle<std::io::Result<()>>,
+    background: Vec<JoinHandle<()>>,
+}
+
+// === impl Kache ===
+
+impl Kache {
+    /// Starts kache on `listener`: discovery and reflectors in the background, the HTTP front at once
+    /// (requests are forwarded until their resource is synced).
+    pub async fn start(config: Config, listener: TcpListener) -> Result<Kache, AppError> {
+        Self::start_with_metrics(config, listener, None).await
+    }
+
+    /// As [`Kache::start`], also serving `/metrics`, `/healthz`, `/livez` and `/readyz` on `metrics`.
+    pub async fn start_with_metrics(
+        config: Config,
+        listener: TcpListener,
+        metrics: Option<TcpListener>,
+    ) -> Result<Kache, AppError> {
+        let addr = listener.local_addr()?;
+        let metrics_addr = metrics.as_ref().map(TcpListener::local_addr).transpose()?;
+        let metrics_handle = crate::metrics::install();
+        let upstream = match &config.upstream {
+            UpstreamSource::Url(url) => Upstream::plain(url)?,
+            UpstreamSource::Kubeconfig(path) => Upstream::from_kubeconfig(path.as_deref()).await?,
+        };
+        let registry = Registry::new(upstream.clone(), config.reflector.clone());
+        registry.set_selection(config.selection.clone());
+        let shutdown = CancellationToken::new();
+        let mut background = Vec::new();
+
+        // Discovery: first round now (in the background so an unreachable upstream does not block
+        // serving), then periodically.
+        {
+            let registry = registry.clone();
+            let interval = config.rediscovery_interval;
+            let stop = shutdown.clone();
+            background.push(tokio::spawn(async move {
+                let mut backoff = Duration::from_millis(200);
+                loop {
+                    match registry.rediscover().await {
+                        Ok(started) => {
+                            tracing::info!(resources = started.len(), "discovery done");
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, retry_in = ?backoff, "discovery failed");
+                            tokio::select! {
+                                () = stop.cancelled() => return,
+                                () = tokio::time::sleep(backoff) => {}
+                            }
+                            backoff = (backoff * 2).min(Duration::from_secs(30));
+                        }
+                    }
+                }
+                let periodic = registry.spawn_rediscovery(interval);
+                stop.cancelled().await;
+                periodic.abort();
+            }));
+        }
+
+        let writes = Arc::new(WriteTracker::new());
+        let forwarder = Forwarder::new(upstream.clone(), writes.clone(), config.limits.max_in_flight);
+        let freshness = Arc::new(Freshness::new(upstream.clone(), config.freshness.clone()));
+        if let Some(listener) = metrics {
+            let source = Arc::new(KacheStats::new(registry.clone()).with_freshness(freshness.clone()));
+            let stop = shutdown.clone();
+            background.push(tokio::spawn(async move {
+                if let Err(e) = crate::metrics::serve_metrics(listener, metrics_handle, source, stop).await {
+                    tracing::error!(error = %e, "metrics listener failed");
+                }
+            }));
+        }
+        let handler = Arc::new(KacheHandler::new(
+            registry.clone(),
+            forwarder,
+            freshness,
+            writes,
+            config.handler.clone(),
+            config.lazy,
+            shutdown.clone(),
+        ));
+        let stats = handler.stats().clone();
+        let stop = shutdown.clone();
+        let server = tokio::spawn(server::serve(
+            listener,
+            config.tls.clone(),
+            handler,
+            config.limits.clone(),
+            async move { stop.cancelled().await },
+        ));
+        Ok(Kache { addr, metrics_addr, registry, stats, shutdown, server, background })
+    }
+
+    /// The address kache listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `http://ADDR` of the metrics and health listener, when there is one.
+    pub fn metrics_url(&self) -> Option<String> {
+        self.metrics_addr.map(|a| format!("http://{a}"))
+    }
+
+    /// Where answers came from.
+    pub fn stats(&self) -> &Arc<HandlerStats> {
+        &self.stats
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Waits until every configured resource is synced.
+    pub async fn wait_synced(&self) {
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            tick.tick().await;
+            if self.registry.all_synced() && !self.registry.statuses().is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// A token that stops kache when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops kache: drains in-flight requests, ends watches, stops reflectors.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let _ = self.server.await;
+        for task in self.background {
+            task.abort();
+        }
+        self.registry.stop_all();
+    }
+
+    /// Runs until `signal` completes, then shuts down.
+    pub async fn run_until(self, signal: impl std::future::Future<Output = ()>) {
+        let token = self.shutdown.clone();
+        tokio::select! {
+            () = signal => {}
+            () = token.cancelled() => {}
+        }
+        self.shutdown().await;
+    }
+}

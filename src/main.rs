@@ -1,6 +1,201 @@
+//! The kache binary: parses flags, binds listeners and runs [`kache::app`]. Nothing else lives here.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
 use mimalloc::MiMalloc;
+
+use kache::app::{Config, Kache, UpstreamSource};
+use kache::serve::fresh::Fallback;
+use kache::serve::server::{LimitFlags, TlsConfig, parse_duration};
+use kache::upstream::discovery::{Selection, parse_resource_specs};
 
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
 
-fn main() {}
+mod demo;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kache",
+    version,
+    about = "A read replica for the Kubernetes API: get, list and watch from memory"
+)]
+struct Cli {
+    /// Log format.
+    #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    /// Log level or filter (RUST_LOG syntax), e.g. `info` or `kache=debug`.
+    #[arg(long, global = true, default_value = "info", env = "KACHE_LOG")]
+    log_level: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve a read replica of an upstream kube-apiserver.
+    Serve(ServeArgs),
+    /// Start a simulated apiserver with a realistic dataset and kache in front of it.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// Plain `http://host:port` upstream (tests, or chaining behind another kache on a trusted network).
+    #[arg(long, conflicts_with = "kubeconfig")]
+    upstream: Option<String>,
+    /// Kubeconfig of the upstream (default: KUBECONFIG, else ~/.kube/config, else in-cluster config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Address to serve the Kubernetes API on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// Flags shared by `serve` and `demo`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct CommonArgs {
+    /// Address of the metrics and health listener (/metrics, /healthz, /livez, /readyz); `off` disables it.
+    #[arg(long, default_value = kache::metrics::DEFAULT_METRICS_LISTEN)]
+    pub(crate) metrics_listen: String,
+    /// Resources cached up front, e.g. `pods,nodes,apps/v1/deployments,example.com/v1/widgets`
+    /// (default: every discovered resource that supports list and watch).
+    #[arg(long)]
+    resources: Option<String>,
+    /// Resources never cached (always forwarded).
+    #[arg(long)]
+    exclude: Option<String>,
+    /// Do not start caching a resource on its first read (only `--resources` are cached).
+    #[arg(long)]
+    no_lazy: bool,
+    /// Serve TLS with this certificate (PEM); needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// Private key (PEM) for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// How long a consistent read (resourceVersion unset) waits for the cache to reach the upstream's revision.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    consistent_read_wait: Duration,
+    /// What a consistent read does when the cache cannot be proven fresh in time: forward it upstream, or 429.
+    #[arg(long, default_value = "forward", value_parser = ["forward", "429"])]
+    consistent_read_fallback: String,
+    /// Period of watch bookmarks sent to clients that ask for them (the apiserver uses 1 minute).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    watch_bookmark_interval: Duration,
+    /// How long the event history and retained snapshots are kept (the apiserver's 75 s).
+    #[arg(long, default_value = "75s", value_parser = parse_duration)]
+    history_window: Duration,
+    #[command(flatten)]
+    limits: LimitFlags,
+}
+
+impl CommonArgs {
+    fn into_config(self, upstream: UpstreamSource) -> anyhow::Result<Config> {
+        let mut config = Config::for_url(String::new());
+        config.upstream = upstream;
+        let include = match &self.resources {
+            Some(specs) => {
+                Some(parse_resource_specs(specs).map_err(|e| anyhow::anyhow!("--resources: {e}"))?)
+            }
+            None => None,
+        };
+        let exclude = match &self.exclude {
+            Some(specs) => parse_resource_specs(specs).map_err(|e| anyhow::anyhow!("--exclude: {e}"))?,
+            None => Vec::new(),
+        };
+        config.selection = Selection { include, exclude };
+        config.lazy = !self.no_lazy;
+        config.freshness.wait = self.consistent_read_wait;
+        config.freshness.fallback = if self.consistent_read_fallback == "429" {
+            Fallback::TooManyRequests
+        } else {
+            Fallback::Forward
+        };
+        config.handler.watch.bookmark_interval = self.watch_bookmark_interval;
+        config.reflector.store.history_window = self.history_window;
+        config.reflector.store.retain_window = self.history_window;
+        config.limits = self.limits.into();
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            config.tls = Some(TlsConfig::from_pem_files(cert, key).context("loading --tls-cert/--tls-key")?);
+        }
+        Ok(config)
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_logging(&cli.log_format, &cli.log_level);
+    kache::upstream::install_crypto_provider();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => serve(args).await,
+            Command::Demo(args) => demo::run(args).await,
+        }
+    })
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let upstream = match args.upstream {
+        Some(url) => UpstreamSource::Url(url),
+        None => UpstreamSource::Kubeconfig(args.kubeconfig),
+    };
+    let config = args.common.clone().into_config(upstream)?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding --listen {}", args.listen))?;
+    let metrics = bind_metrics(&args.common.metrics_listen).await?;
+    let kache = Kache::start_with_metrics(config, listener, metrics).await?;
+    tracing::info!(url = %kache.url(), metrics = ?kache.metrics_url(), "kache serving");
+    kache.run_until(shutdown_signal()).await;
+    Ok(())
+}
+
+/// Binds the metrics listener unless it is `off`.
+pub(crate) async fn bind_metrics(addr: &str) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    if addr == "off" {
+        return Ok(None);
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding --metrics-listen {addr}"))?;
+    Ok(Some(listener))
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("shutdown requested");
+}
+
+fn init_logging(format: &str, level: &str) {
+    let format = format.parse().unwrap_or(kache::metrics::LogFormat::Text);
+    if let Err(e) = kache::metrics::init_tracing(format, level) {
+        eprintln!("kache: {e}");
+        std::process::exit(2);
+    }
+}

@@ -1,5 +1,38 @@
-//! kache-sim: a simulated kube-apiserver.
+//! kache-sim: a simulated kube-apiserver, an independent in-memory model of its list, watch and write
+//! behaviour (with the watch cache of 1.35: consistent lists from cache, snapshots, watch-list).
+//!
+//! # Layout (in data-flow order)
+//!
+//! - [`http`]: the server — routing ([`http::route`]), list/get/watch handlers, discovery, the `/sim/`
+//!   admin API, responses (pretty printing, gzip, Status errors).
+//! - [`options`]: query decoding and ListOptions validation in the apiserver's check order.
+//! - [`selector`]: label and field selectors (parsing, per-kind field sets).
+//! - [`token`]: continue tokens.
+//! - [`write`]: create/update/patch/delete semantics shared by HTTP and the Rust API.
+//! - [`store`]: the etcd-like multi-version keyspace, global revision, history and watch broadcast;
+//!   objects are kept encoded ([`store::Obj`]) with the fields selectors need.
+//! - [`auth`]: static tokens and allow rules (TokenReview, SubjectAccessReview).
+//! - [`workload`]: realistic objects and churn for the CLI and load tests.
+//! - [`kinds`]: the resource table (built-ins and declared custom resources).
+//! - [`status`], [`json`]: Status errors and Go-compatible JSON encoding.
+//! - [`sim`]: the public `Sim::builder()` / `SimHandle` API.
 
 pub mod auth;
+pub mod http;
+pub mod json;
+pub mod kinds;
+pub mod options;
 pub mod selector;
+pub mod sim;
+pub mod status;
+pub mod store;
+pub mod token;
 pub mod workload;
+pub mod write;
+
+#[cfg(test)]
+mod fuzz_tests;
+
+pub use kinds::Crd;
+pub use sim::{Sim, SimBuilder, SimHandle, StartError};
+pub use status::ApiError;

@@ -45,8 +45,8 @@ pub fn list_header(kind: &str, api_version: &str, meta: &ListMeta) -> BytesMut {
     out
 }
 
-/// The list trailer.
-pub const LIST_TRAILER: &[u8] = b"]}";
+/// The list trailer, with the newline Go's `json.Encoder.Encode` appends to compact output.
+pub const LIST_TRAILER: &[u8] = b"]}\n";
 
 /// Appends one item in list form: without `kind`/`apiVersion` for built-in types (as the apiserver's typed
 /// lists), with them for custom resources.
@@ -57,6 +57,32 @@ pub fn put_item(out: &mut BytesMut, object: &Object, with_type_meta: bool) {
         out.put_u8(b'{');
         out.put_slice(&object.raw[object.body_offset as usize..]);
     }
+}
+
+/// Which form the items of a response take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum View {
+    /// The objects as stored.
+    #[default]
+    Full,
+    /// `PartialObjectMetadata` (meta.k8s.io/v1): type meta and the object's `metadata`, as metadata informers
+    /// ask for with `Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`.
+    Metadata,
+}
+
+/// The type meta of one `PartialObjectMetadata` item, up to its `metadata` value.
+pub const PARTIAL_OBJECT_HEAD: &[u8] =
+    b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":";
+
+/// Appends one object as a `PartialObjectMetadata`, from the stored bytes of its `metadata` (never decoded).
+pub fn put_partial(out: &mut BytesMut, object: &Object) {
+    out.put_slice(PARTIAL_OBJECT_HEAD);
+    out.put_slice(&object.raw[object.metadata_range.start as usize..object.metadata_range.end as usize]);
+    out.put_u8(b'}');
+}
+
+fn partial_len(object: &Object) -> usize {
+    PARTIAL_OBJECT_HEAD.len() + (object.metadata_range.end - object.metadata_range.start) as usize + 1
 }
 
 /// Assembles a whole list into chunks of about [`LIST_CHUNK_BYTES`].
@@ -84,6 +110,80 @@ pub fn assemble_list<'a>(
     buf.put_slice(LIST_TRAILER);
     chunks.push(buf.freeze());
     chunks
+}
+
+/// A list body produced lazily in chunks of about [`LIST_CHUNK_BYTES`], so the first bytes leave before
+/// the last item is written and a large list never sits whole in memory twice.
+pub struct ListChunks {
+    header: Option<BytesMut>,
+    items: Vec<Arc<Object>>,
+    next: usize,
+    with_type_meta: bool,
+    view: View,
+    done: bool,
+}
+
+impl ListChunks {
+    pub fn new(info: &ResourceInfo, meta: &ListMeta, items: Vec<Arc<Object>>) -> Self {
+        Self::with_view(info, meta, items, View::Full)
+    }
+
+    /// A list in the given view: the resource's `<Kind>List`, or a `PartialObjectMetadataList`.
+    pub fn with_view(info: &ResourceInfo, meta: &ListMeta, items: Vec<Arc<Object>>, view: View) -> Self {
+        let header = match view {
+            View::Full => list_header(&info.list_kind, &info.api_version(), meta),
+            View::Metadata => list_header("PartialObjectMetadataList", "meta.k8s.io/v1", meta),
+        };
+        let with_type_meta = info.list_items_have_type_meta;
+        Self { header: Some(header), items, next: 0, with_type_meta, view, done: false }
+    }
+
+    /// The exact number of bytes the chunks will add up to.
+    pub fn total_len(&self) -> usize {
+        let header = self.header.as_ref().map_or(0, BytesMut::len);
+        let items: usize = match self.view {
+            View::Full => self.items.iter().map(|o| item_len(o, self.with_type_meta)).sum(),
+            View::Metadata => self.items.iter().map(|o| partial_len(o)).sum(),
+        };
+        header + items + self.items.len().saturating_sub(1) + LIST_TRAILER.len()
+    }
+}
+
+impl Iterator for ListChunks {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        let mut buf = self.header.take().unwrap_or_default();
+        buf.reserve(LIST_CHUNK_BYTES);
+        while self.next < self.items.len() {
+            if self.next > 0 {
+                buf.put_u8(b',');
+            }
+            match self.view {
+                View::Full => put_item(&mut buf, &self.items[self.next], self.with_type_meta),
+                View::Metadata => put_partial(&mut buf, &self.items[self.next]),
+            }
+            self.next += 1;
+            if buf.len() >= LIST_CHUNK_BYTES {
+                return Some(buf.freeze());
+            }
+        }
+        buf.put_slice(LIST_TRAILER);
+        self.done = true;
+        Some(buf.freeze())
+    }
+}
+
+/// Length of one item in list form.
+fn item_len(object: &Object, with_type_meta: bool) -> usize {
+    if with_type_meta || object.body_offset <= 1 {
+        object.raw.len()
+    } else {
+        1 + object.raw.len() - object.body_offset as usize
+    }
 }
 
 /// Writes `s` as a JSON string with Go's escaping (`<`, `>`, `&` as `\u003c`… like encoding/json).
@@ -130,6 +230,77 @@ mod tests {
             &h[..],
             &br#"{"kind":"FlunderList","apiVersion":"wardle.example.com/v1alpha1","metadata":{"resourceVersion":"6","continue":"eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6Niwic3RhcnQiOiIvZjJcdTAwMDAifQ","remainingItemCount":3},"items":["#[..]
         );
+    }
+
+    #[test]
+    fn chunks_equal_assembled_list_and_length_is_exact() {
+        use crate::resource::Gvr;
+        let info = ResourceInfo {
+            gvr: Gvr::new("", "v1", "pods"),
+            kind: "Pod".into(),
+            list_kind: "PodList".into(),
+            namespaced: true,
+            list_items_have_type_meta: false,
+        };
+        let raw = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a"}}"#;
+        let items: Vec<Arc<Object>> = (0..5000)
+            .map(|i| {
+                Arc::new(Object {
+                    key: Arc::from(format!("ns/{i}")),
+                    ns_len: 2,
+                    uid: "u".into(),
+                    resource_version: 1,
+                    labels: Box::new([]),
+                    fields: Box::new([]),
+                    raw: Bytes::from_static(raw),
+                    body_offset: 32,
+                    metadata_range: 0..0,
+                })
+            })
+            .collect();
+        let meta = ListMeta { resource_version: 3, ..Default::default() };
+        let whole: Vec<u8> = assemble_list(&info, &meta, items.iter()).concat();
+        let chunks = ListChunks::new(&info, &meta, items);
+        let len = chunks.total_len();
+        let parts: Vec<Bytes> = chunks.collect();
+        assert!(parts.len() > 1, "a large list is cut into chunks");
+        assert_eq!(parts.concat(), whole);
+        assert_eq!(len, whole.len());
+        assert!(whole.starts_with(br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"3"},"items":[{"metadata":{"name":"a"}},"#));
+    }
+
+    #[test]
+    fn metadata_view_slices_the_stored_metadata() {
+        use crate::resource::Gvr;
+        let info = ResourceInfo {
+            gvr: Gvr::new("", "v1", "pods"),
+            kind: "Pod".into(),
+            list_kind: "PodList".into(),
+            namespaced: true,
+            list_items_have_type_meta: false,
+        };
+        let raw = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","labels":{"x":"y"}},"spec":{}}"#;
+        let start = raw.windows(11).position(|w| w == b"\"metadata\":").unwrap() + 11;
+        let end = start + br#"{"name":"a","labels":{"x":"y"}}"#.len();
+        let o = Arc::new(Object {
+            key: Arc::from("ns/a"),
+            ns_len: 2,
+            uid: "u".into(),
+            resource_version: 1,
+            labels: Box::new([]),
+            fields: Box::new([]),
+            raw: Bytes::from_static(raw),
+            body_offset: 32,
+            metadata_range: start as u32..end as u32,
+        });
+        let meta = ListMeta { resource_version: 9, ..Default::default() };
+        let chunks = ListChunks::with_view(&info, &meta, vec![o.clone(), o], View::Metadata);
+        let len = chunks.total_len();
+        let body: Vec<u8> = chunks.collect::<Vec<_>>().concat();
+        let expected = br#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"9"},"items":[{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","labels":{"x":"y"}}},{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","labels":{"x":"y"}}}]}
+"#;
+        assert_eq!(String::from_utf8_lossy(&body), String::from_utf8_lossy(expected));
+        assert_eq!(len, body.len());
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! Pure functions over bytes; no I/O.
 
 pub mod extract;
+pub mod gojson;
 pub mod gzip;
 pub mod list;
 pub mod pretty;
-pub mod gojson;
 pub mod status;
 pub mod token;

@@ -27,9 +27,6 @@ pub(crate) enum DecodeError {
     /// A list response that is not a list.
     #[error("invalid list response: {0}")]
     List(#[source] ExtractError),
-    /// A streaming list ended before its initial-events-end bookmark.
-    #[error("stream ended before the initial-events-end bookmark")]
-    NoInitialEventsEnd,
 }
 
 /// An error the upstream reported as a `metav1.Status` (HTTP error body or watch ERROR event).

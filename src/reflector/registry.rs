@@ -41,7 +41,6 @@ struct Running {
 #[derive(Default)]
 struct Inner {
     running: HashMap<Gvr, Running>,
-    selection: Selection,
 }
 
 /// The cached resources of one upstream.
@@ -51,6 +50,8 @@ pub struct Registry {
     stores: Arc<StoreMap>,
     /// Every discovered resource, by GVR (also resources that are not cached).
     catalog: ArcSwap<HashMap<Gvr, DiscoveredResource>>,
+    /// What is cached up front, and what never is (read without locking by `ensure`).
+    selection: ArcSwap<Selection>,
     inner: Mutex<Inner>,
 }
 
@@ -106,6 +107,7 @@ impl Registry {
             config: Arc::new(config),
             stores: Arc::new(StoreMap::default()),
             catalog: ArcSwap::default(),
+            selection: ArcSwap::default(),
             inner: Mutex::new(Inner::default()),
         })
     }
@@ -138,20 +140,22 @@ impl Registry {
         if self.get(gvr).is_some() {
             return true;
         }
-        let Some(found) = self.catalog.load().get(gvr).cloned() else { return false };
+        let catalog = self.catalog.load();
+        let Some(found) = catalog.get(gvr) else { return false };
+        if !self.selection.load().allows(found) {
+            return false;
+        }
         let mut inner = self.lock();
         if inner.running.contains_key(gvr) {
             return true;
         }
-        if !inner.selection.allows(&found) {
-            return false;
-        }
         info!(resource = %gvr, "caching on first read");
-        self.spawn_locked(&mut inner, found.info, false);
+        self.spawn_locked(&mut inner, found.info.clone(), false);
         true
     }
 
-    /// Starts caching these resources (configured: they count for readiness). Already running ones are kept.
+    /// Starts caching these resources (configured: they count for readiness). Already running ones are kept
+    /// (and now count for readiness).
     pub fn start(&self, resources: Vec<ResourceInfo>) {
         self.catalog.rcu(|c| {
             let mut c = HashMap::clone(c);
@@ -167,9 +171,18 @@ impl Registry {
         });
         let mut inner = self.lock();
         for info in resources {
-            if !inner.running.contains_key(&info.gvr) {
-                self.spawn_locked(&mut inner, info, true);
+            match inner.running.get(&info.gvr) {
+                Some(running) => running.status.set_configured(),
+                None => self.spawn_locked(&mut inner, info, true),
             }
+        }
+    }
+
+    /// Stops every reflector (shutdown).
+    pub fn stop_all(&self) {
+        let gvrs: Vec<Gvr> = self.lock().running.keys().cloned().collect();
+        for gvr in gvrs {
+            self.stop(&gvr);
         }
     }
 
@@ -186,7 +199,7 @@ impl Registry {
 
     /// Sets which resources are cached: `include` up front, `exclude` never (not even lazily).
     pub fn set_selection(&self, selection: Selection) {
-        self.lock().selection = selection;
+        self.selection.store(Arc::new(selection));
     }
 
     /// Takes a discovery round into account: remembers what exists, starts the selected resources that are not
@@ -210,16 +223,19 @@ impl Registry {
             info!(resource = %gvr, "resource no longer served upstream");
             self.stop(gvr);
         }
+        let (selected, unresolved) = self.selection.load().select(&discovery.resources);
         let mut inner = self.lock();
-        let (selected, unresolved) = inner.selection.select(&discovery.resources);
         for spec in unresolved {
             warn!(?spec, "configured resource not found in discovery (yet)");
         }
         let mut started = Vec::new();
         for info in selected {
-            if !inner.running.contains_key(&info.gvr) {
-                started.push(info.gvr.clone());
-                self.spawn_locked(&mut inner, info, true);
+            match inner.running.get(&info.gvr) {
+                Some(running) => running.status.set_configured(),
+                None => {
+                    started.push(info.gvr.clone());
+                    self.spawn_locked(&mut inner, info, true);
+                }
             }
         }
         started
@@ -250,13 +266,14 @@ impl Registry {
         })
     }
 
-    /// Whether every configured resource has a synced store (lazily cached ones do not count).
+    /// Whether every configured resource has a synced store. Lazily cached resources do not count, nor do
+    /// resources the upstream refuses to list (e.g. RBAC forbids it): their reads are forwarded.
     pub fn all_synced(&self) -> bool {
         let inner = self.lock();
         inner
             .running
             .iter()
-            .filter(|(_, r)| r.status.configured())
+            .filter(|(_, r)| r.status.configured() && !r.status.is_rejected())
             .all(|(gvr, _)| self.get(gvr).is_some_and(|s| s.is_synced()))
     }
 

@@ -45,6 +45,10 @@ pub(crate) enum ReflectError {
     /// The stream ended inside a frame.
     #[error("watch stream ended inside a frame")]
     Truncated,
+    /// A streaming list ended, or sent an ordinary bookmark, before its initial-events-end bookmark: the
+    /// upstream does not support streaming lists (or ignored `sendInitialEvents`).
+    #[error("streaming list not completed: {0}")]
+    NoInitialEventsEnd(&'static str),
     /// A watch ended cleanly right after it opened, with no event.
     #[error("watch closed after {0:?} without any event")]
     ShortWatch(Duration),
@@ -66,11 +70,7 @@ impl ReflectError {
 
     /// Bytes kache could not use (counted as bad frames).
     pub(crate) fn is_bad_bytes(&self) -> bool {
-        match self {
-            Self::Decode(DecodeError::NoInitialEventsEnd) => false,
-            Self::Decode(_) | Self::FrameTooLarge(_) | Self::Truncated => true,
-            _ => false,
-        }
+        matches!(self, Self::Decode(_) | Self::FrameTooLarge(_) | Self::Truncated)
     }
 
     /// How long the upstream asked us to wait.

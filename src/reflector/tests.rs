@@ -325,6 +325,18 @@ async fn watch_list_ending_without_bookmark_falls_back() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn watch_list_ignored_by_the_upstream_falls_back() {
+    // An old apiserver ignores sendInitialEvents: initial state, then ordinary bookmarks, never the end marker.
+    let mut h = harness();
+    h.upstream.push(&["sendInitialEvents=true"], lines(&[ev("ADDED", &pod("a", 2)), bookmark(3, false)]));
+    let state = h.step(State::Sync).await;
+    let state = h.step(state).await;
+    assert_eq!(name(&state), SyncState::Listing);
+    assert!(!h.store.is_synced());
+    assert_eq!(h.status.snapshot().bad_frames, 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn watch_list_throttled_backs_off_and_retries_it() {
     let mut h = harness();
     h.upstream.push(&["sendInitialEvents=true"], status(429, "TooManyRequests", Some(5)));

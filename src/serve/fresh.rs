@@ -167,10 +167,10 @@ impl Freshness {
         loop {
             {
                 let current = rx.borrow_and_update();
-                if let Some((started, result)) = &*current {
-                    if *started >= arrived {
-                        return result.clone();
-                    }
+                if let Some((started, result)) = &*current
+                    && *started >= arrived
+                {
+                    return result.clone();
                 }
             }
             {

@@ -1,13 +1,16 @@
 //! The HTTP front: routing, parameter validation, selectors, and get/list/watch from memory.
 
 pub mod fresh;
+pub mod gzcache;
+pub mod handler;
+pub mod list;
+pub mod negotiate;
+pub mod params;
+pub mod query;
 pub mod read;
 pub mod resolve;
 pub mod route;
 pub mod scan;
-pub mod server;
-pub mod negotiate;
-pub mod params;
-pub mod query;
 pub mod selector;
+pub mod server;
 pub mod watch;

@@ -9,6 +9,7 @@
 //! [`Limits::shutdown_timeout`], close whatever is left.
 
 mod conn;
+mod framing;
 mod limits;
 mod request;
 mod tls;
@@ -29,7 +30,7 @@ use crate::body::Body;
 
 pub use limits::{LimitFlags, Limits, parse_duration};
 pub(crate) use request::{body_too_large, is_upgrade};
-pub use tls::{TlsConfig, TlsError};
+pub use tls::{TlsConfig, TlsError, TlsFlags};
 
 /// Pause after a failed `accept` (e.g. EMFILE) so a persistent error does not spin the accept loop.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
@@ -84,9 +85,16 @@ pub async fn serve(
     tokio::pin!(shutdown);
 
     loop {
-        let permit = tokio::select! {
-            () = &mut shutdown => break,
-            permit = connections.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        let permit = match connections.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                // At the bound: stop accepting (the kernel backlog holds new clients) until one closes.
+                crate::metrics::limit_rejected(crate::metrics::Limit::Connections);
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    permit = connections.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+                }
+            }
         };
         let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,

@@ -1,7 +1,7 @@
 //! Upstream from a kubeconfig or the in-cluster service account, via kube's `Config` and auth layers on
 //! kache's own HTTP/2-capable client (kube's own client is HTTP/1.1 only; see rust-deps.md §3.1).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use hyper_rustls::{FixedServerNameResolver, HttpsConnectorBuilder};
@@ -74,6 +74,33 @@ impl Upstream {
     }
 }
 
+/// How to reach the upstream, as `serve` flags (`#[command(flatten)]`).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct UpstreamFlags {
+    /// Plain `http://host:port` upstream (tests, chaining behind another kache); client credentials pass
+    /// through.
+    #[arg(long, conflicts_with_all = ["kubeconfig", "in_cluster"])]
+    pub upstream: Option<String>,
+    /// Kubeconfig file. Without this flag and without --upstream: KUBECONFIG, then ~/.kube/config, then
+    /// the in-cluster service account.
+    #[arg(long, conflicts_with = "in_cluster")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Use the in-cluster service account (token and CA under /var/run/secrets/kubernetes.io).
+    #[arg(long)]
+    pub in_cluster: bool,
+}
+
+impl UpstreamFlags {
+    /// Builds the upstream client the flags describe.
+    pub async fn connect(&self) -> Result<Upstream, UpstreamError> {
+        match (&self.upstream, &self.kubeconfig, self.in_cluster) {
+            (Some(url), _, _) => Upstream::plain(url),
+            (None, _, true) => Upstream::in_cluster().await,
+            (None, path, false) => Upstream::from_kubeconfig(path.as_deref()).await,
+        }
+    }
+}
+
 fn build(config: &kube::Config) -> Result<Upstream, UpstreamError> {
     let config_err = |e: kube::Error| UpstreamError::Config(Box::new(e));
     let base = parse_base(&config.cluster_url.to_string())?;
@@ -116,6 +143,9 @@ fn build(config: &kube::Config) -> Result<Upstream, UpstreamError> {
             .http2_keep_alive_interval(H2_KEEPALIVE_INTERVAL)
             .http2_keep_alive_timeout(H2_KEEPALIVE_TIMEOUT)
             .http2_keep_alive_while_idle(true)
+            // Multi-megabyte lists: let the window grow with the bandwidth-delay product instead of
+            // stalling on the 64 KiB default.
+            .http2_adaptive_window(true)
             .build(connector)
     };
     let pool = (0..H2_POOL_SIZE).map(|_| client(true)).collect();
@@ -158,6 +188,21 @@ current-context: ctx
         let up = Upstream::from_kubeconfig(Some(&path)).await.expect("loads");
         assert_eq!(up.base().to_string(), "https://127.0.0.1:6443/");
         assert_eq!(up.credentials(), Credentials::Own);
+    }
+
+    #[tokio::test]
+    async fn flags_choose_the_upstream() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            upstream: UpstreamFlags,
+        }
+        let flags = Cmd::parse_from(["kache", "--upstream", "http://127.0.0.1:1"]).upstream;
+        let up = flags.connect().await.expect("plain");
+        assert_eq!(up.credentials(), Credentials::PassThrough);
+        assert!(Cmd::try_parse_from(["kache", "--upstream", "http://x:1", "--kubeconfig", "k"]).is_err());
+        assert!(Cmd::try_parse_from(["kache", "--in-cluster", "--kubeconfig", "k"]).is_err());
     }
 
     #[tokio::test]

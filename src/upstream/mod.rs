@@ -9,5 +9,5 @@ pub mod discovery;
 mod transport;
 
 pub use client::{Credentials, Upstream, UpstreamError};
-pub use config::{H2_POOL_SIZE, install_crypto_provider};
+pub use config::{H2_POOL_SIZE, UpstreamFlags, install_crypto_provider};
 pub use transport::{BoxFuture, ReadBodyError, Transport, read_body};

@@ -72,3 +72,49 @@ impl TlsConfig {
         &self.acceptor
     }
 }
+
+/// `--tls-cert` / `--tls-key` for the `serve` command (`#[command(flatten)]`).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct TlsFlags {
+    /// PEM certificate chain to serve TLS with (ALPN h2, http/1.1); plain HTTP (h1 and h2c) without it.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl TlsFlags {
+    /// The TLS configuration, or `None` for plain HTTP.
+    pub fn load(&self) -> Result<Option<TlsConfig>, TlsError> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => TlsConfig::from_pem_files(cert, key).map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_files_are_clear_errors() {
+        let err =
+            TlsConfig::from_pem_files(Path::new("/nonexistent/cert.pem"), Path::new("/nonexistent/key.pem"))
+                .expect_err("no such file");
+        assert!(matches!(err, TlsError::Certificate { .. }), "{err}");
+        assert!(err.to_string().contains("/nonexistent/cert.pem"));
+        assert!(TlsFlags::default().load().expect("no TLS").is_none());
+    }
+
+    #[test]
+    fn garbage_pem_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        std::fs::write(&cert, "not a certificate").expect("write");
+        std::fs::write(&key, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+            .expect("write");
+        assert!(TlsConfig::from_pem_files(&cert, &key).is_err());
+    }
+}

@@ -1,0 +1,26 @@
+//! The kache parser modules, compiled from ../src at their crate paths (see Cargo.toml for why).
+#![allow(dead_code, unused_imports)]
+
+#[path = "../../src/codec"]
+pub mod codec {
+    pub mod gojson;
+    pub mod status;
+    pub mod token;
+}
+
+#[path = "../../src/serve"]
+pub mod serve {
+    pub mod negotiate;
+    pub mod params;
+    pub mod query;
+    pub mod selector;
+}
+
+#[path = "../../src/resource.rs"]
+pub mod resource;
+
+#[path = "../../src/store"]
+pub mod store {
+    mod object;
+    pub use object::{Key, Object, make_key};
+}

@@ -1,0 +1,280 @@
+//! Watch fan-out: W watchers on kache (multiplexed over HTTP/2 like client-go), E upstream writes per
+//! second carrying their send time. Measures delivery latency (write → receipt), kache's resident memory per
+//! idle watcher, and kache's CPU time per delivered event.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use ::http::Request;
+use anyhow::Context as _;
+use bytes::{Bytes, BytesMut};
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt as _, Empty};
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::sync::{Mutex, watch};
+use tokio::task::JoinSet;
+
+use crate::ctx::{Ctx, SYNC_TIMEOUT};
+use crate::http;
+use crate::procs::{start_kache, start_sim};
+use crate::results::{Latency, RunReport, Series, Table, fmt_bytes, fmt_num, histogram, record};
+use crate::scenario::WatchSpec;
+use crate::writer::{self, WRITER_NAMESPACE};
+
+/// How long all watchers may take to be established.
+const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long deliveries may trail the last write.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
+/// Poll period while waiting for the last deliveries.
+const DRAIN_POLL: Duration = Duration::from_millis(50);
+/// Latency samples a watcher buffers before taking the shared histogram's lock.
+const LOCAL_SAMPLES: usize = 256;
+
+/// What all watchers of a run share.
+struct Shared {
+    established: watch::Sender<usize>,
+    delivered: AtomicU64,
+    hist: Mutex<Histogram<u64>>,
+    errors: std::sync::Mutex<Vec<String>>,
+}
+
+pub async fn run(ctx: &Ctx, specs: &[WatchSpec], report: &mut RunReport) -> anyhow::Result<()> {
+    ctx.progress.inc_length(specs.len() as u64);
+    let mut table = Table::new(
+        "Watch fan-out",
+        &[
+            "run",
+            "watchers",
+            "events/s",
+            "writes",
+            "delivered",
+            "expected",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "idle RSS/watcher",
+            "CPU/event",
+        ],
+    );
+    for spec in specs {
+        run_one(ctx, spec, report, &mut table).await.with_context(|| format!("watch {}", spec.name))?;
+        ctx.progress.inc(1);
+    }
+    report.tables.push(table);
+    Ok(())
+}
+
+async fn run_one(
+    ctx: &Ctx,
+    spec: &WatchSpec,
+    report: &mut RunReport,
+    table: &mut Table,
+) -> anyhow::Result<()> {
+    ctx.progress.set_message(format!("watch {}: starting", spec.name));
+    let sim = start_sim(&ctx.bins, &spec.cluster, &ctx.log(&format!("watch-{}-sim", spec.name))).await?;
+    let mut kache =
+        start_kache(&ctx.bins, &sim.url, "pods", &ctx.log(&format!("watch-{}-kache", spec.name))).await?;
+    kache.wait_synced(1, SYNC_TIMEOUT).await?;
+    let client = http::client(16);
+    writer::create_pods(&client, &sim.url).await?;
+    let path = format!("/api/v1/namespaces/{WRITER_NAMESPACE}/pods");
+    let head = http::get(&client, &http::url(&sim.url, &path, "limit=1"), None, false).await?.head;
+    let rv = http::list_resource_version(&head).context("no resourceVersion in the sim's list")?;
+    // kache has caught up with the writer's pods once a not-older-than read at that revision answers.
+    http::get(&client, &http::url(&kache.url, &path, &format!("resourceVersion={rv}")), None, false).await?;
+    let rss_before = kache.rss()?;
+
+    ctx.progress.set_message(format!("watch {}: opening {} watchers", spec.name, spec.watchers));
+    let (est_tx, mut est_rx) = watch::channel(0usize);
+    let shared = Arc::new(Shared {
+        established: est_tx,
+        delivered: AtomicU64::new(0),
+        hist: Mutex::new(histogram()),
+        errors: std::sync::Mutex::new(Vec::new()),
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let authority = kache.url.trim_start_matches("http://").to_string();
+    let uri = format!("{}{path}?watch=true&resourceVersion={rv}", kache.url);
+    let mut set = JoinSet::new();
+    let per_conn = spec.streams_per_connection.max(1);
+    for first in (0..spec.watchers).step_by(per_conn) {
+        let sender = connect_h2(&authority).await?;
+        for _ in first..(first + per_conn).min(spec.watchers) {
+            set.spawn(watcher(sender.clone(), uri.clone(), shared.clone(), stop_rx.clone()));
+        }
+    }
+    tokio::time::timeout(ESTABLISH_TIMEOUT, est_rx.wait_for(|n| *n >= spec.watchers))
+        .await
+        .context("watchers were not all established in time")?
+        .context("watchers ended")?;
+    // Settle: let kache finish whatever per-watcher setup runs after the response head.
+    tokio::time::sleep(Duration::from_secs_f64(spec.settle_secs)).await;
+    let rss_idle = kache.rss()?;
+    let idle_per_watcher = rss_idle.saturating_sub(rss_before) as f64 / spec.watchers.max(1) as f64;
+
+    ctx.progress.set_message(format!(
+        "watch {}: {} watchers, {} writes/s for {} s",
+        spec.name, spec.watchers, spec.events_per_sec, spec.duration_secs
+    ));
+    let cpu_before = kache.cpu()?;
+    let delivered_before = shared.delivered.load(Relaxed);
+    let written =
+        writer::run(&client, &sim.url, spec.events_per_sec, Duration::from_secs_f64(spec.duration_secs))
+            .await;
+    let expected = written.ok * spec.watchers as u64;
+    let drain_start = Instant::now();
+    while shared.delivered.load(Relaxed) - delivered_before < expected
+        && drain_start.elapsed() < DRAIN_TIMEOUT
+    {
+        tokio::time::sleep(DRAIN_POLL).await;
+    }
+    let cpu = kache.cpu()?.saturating_sub(cpu_before);
+    let delivered = shared.delivered.load(Relaxed) - delivered_before;
+    stop_tx.send_replace(true);
+    set.join_all().await;
+
+    for e in written.errors {
+        report.error(format!("watch {} write: {e}", spec.name));
+    }
+    for e in shared.errors.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        report.error(format!("watch {}: {e}", spec.name));
+    }
+    if delivered < expected {
+        report.error(format!("watch {}: {delivered} of {expected} events delivered", spec.name));
+    }
+    let hist = shared.hist.lock().await.clone();
+    let lat = Latency::of(&hist);
+    let cpu_per_event_us = if delivered > 0 { cpu.as_secs_f64() * 1e6 / delivered as f64 } else { 0.0 };
+    let label = format!("{} watchers, {} events/s", spec.watchers, spec.events_per_sec);
+    let detail = format!("{} deliveries of {} writes", lat.count, written.ok);
+    report.figure(format!("Delivery latency p50 ({label})"), lat.p50_ms, "ms", None, detail.clone());
+    report.figure(format!("Delivery latency p99 ({label})"), lat.p99_ms, "ms", spec.goal_p99_ms, detail);
+    report.figure(
+        format!("kache memory per idle watcher ({} watchers)", spec.watchers),
+        idle_per_watcher / 1024.0,
+        "KiB",
+        spec.goal_idle_bytes_per_watcher.map(|b| b / 1024.0),
+        format!("VmRSS {} → {} after opening them", fmt_bytes(rss_before as f64), fmt_bytes(rss_idle as f64)),
+    );
+    report.figure(
+        format!("kache CPU per delivered event ({label})"),
+        cpu_per_event_us,
+        "µs",
+        None,
+        format!("{:.2} s user+system for {delivered} deliveries", cpu.as_secs_f64()),
+    );
+    table.row(vec![
+        spec.name.clone(),
+        spec.watchers.to_string(),
+        fmt_num(spec.events_per_sec),
+        written.ok.to_string(),
+        delivered.to_string(),
+        expected.to_string(),
+        fmt_num(lat.p50_ms),
+        fmt_num(lat.p99_ms),
+        fmt_num(lat.max_ms),
+        fmt_bytes(idle_per_watcher),
+        format!("{} µs", fmt_num(cpu_per_event_us)),
+    ]);
+    let cdf = Series {
+        plot: "watch-delivery-cdf".into(),
+        title: "Watch delivery latency (CDF)".into(),
+        x_label: "delivery latency (ms)".into(),
+        y_label: "percentile".into(),
+        log_x: true,
+        log_y: false,
+        name: format!("{} watchers @ {} ev/s", spec.watchers, spec.events_per_sec),
+        points: vec![],
+    };
+    if !hist.is_empty() {
+        for i in 0..=200 {
+            let q = f64::from(i) / 200.0;
+            report.point(&cdf, hist.value_at_quantile(q) as f64 / 1000.0, q * 100.0);
+        }
+    }
+    kache.stop().await;
+    sim.stop().await;
+    Ok(())
+}
+
+/// An HTTP/2 (prior knowledge) connection to `authority`.
+async fn connect_h2(authority: &str) -> anyhow::Result<SendRequest<Empty<Bytes>>> {
+    let stream = tokio::net::TcpStream::connect(authority).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .handshake(TokioIo::new(stream))
+        .await
+        .context("HTTP/2 handshake with kache")?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+/// One watcher: opens the watch, counts itself established, then records every event's delivery latency.
+async fn watcher(
+    mut sender: SendRequest<Empty<Bytes>>,
+    uri: String,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) {
+    let mut stopping = stop.clone();
+    let fail = |e: String| shared.errors.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+    let req = match Request::get(&uri).body(Empty::new()) {
+        Ok(r) => r,
+        Err(e) => return fail(e.to_string()),
+    };
+    if let Err(e) = sender.ready().await {
+        return fail(format!("connection: {e}"));
+    }
+    let resp = match sender.send_request(req).await {
+        Ok(r) if r.status().is_success() => r,
+        Ok(r) => return fail(format!("watch answered {}", r.status())),
+        Err(e) => return fail(format!("watch: {e}")),
+    };
+    shared.established.send_modify(|n| *n += 1);
+    let mut body = resp.into_body();
+    let mut buf = BytesMut::new();
+    let mut local: Vec<Duration> = Vec::with_capacity(LOCAL_SAMPLES);
+    loop {
+        tokio::select! {
+            frame = body.frame() => match frame {
+                Some(Ok(f)) => {
+                    let Ok(data) = f.into_data() else { continue };
+                    buf.extend_from_slice(&data);
+                    let mut n = 0;
+                    http::drain_lines(&mut buf, |line| {
+                        if let Some(d) = writer::latency_of(line) {
+                            local.push(d);
+                            n += 1;
+                        }
+                    });
+                    shared.delivered.fetch_add(n, Relaxed);
+                    if local.len() >= LOCAL_SAMPLES {
+                        flush(&shared, &mut local).await;
+                    }
+                }
+                Some(Err(e)) => {
+                    fail(format!("watch stream: {e}"));
+                    break;
+                }
+                None => {
+                    let stopped = *stop.borrow();
+                    if !stopped {
+                        fail("watch stream ended early".into());
+                    }
+                    break;
+                }
+            },
+            _ = stopping.changed() => break,
+        }
+    }
+    flush(&shared, &mut local).await;
+}
+
+async fn flush(shared: &Shared, local: &mut Vec<Duration>) {
+    let mut h = shared.hist.lock().await;
+    for d in local.drain(..) {
+        record(&mut h, d);
+    }
+}

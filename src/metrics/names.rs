@@ -1,0 +1,349 @@
+//! Every metric kache exports: its name, type, labels and meaning, in one table.
+//!
+//! Names reuse the kube-apiserver's where the meaning is the same (`apiserver_*`, from
+//! `k8s.io/apiserver/pkg/endpoints/metrics` and `pkg/storage/cacher/metrics`), so dashboards written for the
+//! apiserver's watch cache work against kache. Labels are a subset of the apiserver's (kache does not track
+//! `version`, `scope`, `subresource`, `dry_run` or `component`) plus `source` on request metrics.
+//!
+//! [`ALL`] drives the `# HELP` lines, histogram buckets, the README table and the dashboard test: a metric
+//! that is not in it does not exist.
+
+/// The kind of a metric, as Prometheus types it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricKind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl MetricKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Counter => "counter",
+            Self::Gauge => "gauge",
+            Self::Histogram => "histogram",
+        }
+    }
+}
+
+/// One exported metric.
+#[derive(Clone, Copy, Debug)]
+pub struct MetricDef {
+    pub name: &'static str,
+    pub kind: MetricKind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+    /// Histogram bucket upper bounds (empty for counters and gauges).
+    pub buckets: &'static [f64],
+}
+
+// --- request path (apiserver names) ---
+pub const REQUEST_TOTAL: &str = "apiserver_request_total";
+pub const REQUEST_DURATION_SECONDS: &str = "apiserver_request_duration_seconds";
+// --- watch cache (apiserver names) ---
+pub const CACHE_LIST_TOTAL: &str = "apiserver_cache_list_total";
+pub const CACHE_LIST_FETCHED_OBJECTS_TOTAL: &str = "apiserver_cache_list_fetched_objects_total";
+pub const CACHE_LIST_RETURNED_OBJECTS_TOTAL: &str = "apiserver_cache_list_returned_objects_total";
+pub const WATCH_CACHE_EVENTS_RECEIVED_TOTAL: &str = "apiserver_watch_cache_events_received_total";
+pub const WATCH_CACHE_RESOURCE_VERSION: &str = "apiserver_watch_cache_resource_version";
+pub const WATCH_CACHE_READ_WAIT_SECONDS: &str = "apiserver_watch_cache_read_wait_seconds";
+pub const WATCH_CACHE_CONSISTENT_READ_TOTAL: &str = "apiserver_watch_cache_consistent_read_total";
+pub const WATCH_LIST_DURATION_SECONDS: &str = "apiserver_watch_list_duration_seconds";
+pub const TERMINATED_WATCHERS_TOTAL: &str = "apiserver_terminated_watchers_total";
+// --- store (kache) ---
+pub const STORE_OBJECTS: &str = "kache_store_objects";
+pub const STORE_BYTES: &str = "kache_store_bytes";
+pub const HISTORY_EVENTS: &str = "kache_history_events";
+pub const HISTORY_SPAN_SECONDS: &str = "kache_history_span_seconds";
+pub const RETAINED_SNAPSHOTS: &str = "kache_retained_snapshots";
+// --- reflectors (kache) ---
+pub const RESOURCE_SYNCED: &str = "kache_resource_synced";
+pub const REFLECTOR_STATE: &str = "kache_reflector_state";
+pub const SECONDS_SINCE_LAST_EVENT: &str = "kache_seconds_since_last_event";
+pub const RELISTS_TOTAL: &str = "kache_relists_total";
+pub const WATCH_RESTARTS_TOTAL: &str = "kache_watch_restarts_total";
+pub const BAD_FRAMES_TOTAL: &str = "kache_upstream_bad_frames_total";
+pub const UPSTREAM_ERRORS_TOTAL: &str = "kache_upstream_errors_total";
+// --- watch fan-out (kache) ---
+pub const WATCHERS: &str = "kache_watchers";
+pub const SLOW_WATCHERS_CLOSED_TOTAL: &str = "kache_slow_watchers_closed_total";
+pub const WATCH_EVENTS_SENT_TOTAL: &str = "kache_watch_events_sent_total";
+pub const WATCH_BOOKMARKS_SENT_TOTAL: &str = "kache_watch_bookmarks_sent_total";
+pub const WATCH_STREAMS_STARTED_TOTAL: &str = "kache_watch_streams_started_total";
+pub const WATCH_STREAMS_OPEN: &str = "kache_watch_streams_open";
+pub const WATCH_STREAMS_ENDED_TOTAL: &str = "kache_watch_streams_ended_total";
+// --- consistency, forwarding, auth, limits, encodings (kache) ---
+pub const FRESHNESS_PROBES_TOTAL: &str = "kache_freshness_probes_total";
+pub const FRESHNESS_UPSTREAM_PROBES_TOTAL: &str = "kache_freshness_upstream_probes_total";
+pub const FORWARDED_REQUESTS_TOTAL: &str = "kache_forwarded_requests_total";
+pub const AUTH_CACHE_TOTAL: &str = "kache_auth_cache_total";
+pub const LIMIT_REJECTIONS_TOTAL: &str = "kache_limit_rejections_total";
+pub const ENCODING_TOTAL: &str = "kache_encoding_total";
+
+/// `apiserver_request_duration_seconds` buckets, as the apiserver's (SLO-oriented, 5 ms to 60 s), with three
+/// sub-5 ms buckets in front because memory-served reads are that fast and would otherwise all land in one.
+const REQUEST_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0,
+    6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+];
+/// `apiserver_watch_cache_read_wait_seconds` buckets, exactly the apiserver's.
+const READ_WAIT_BUCKETS: &[f64] = &[0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0];
+/// `apiserver_watch_list_duration_seconds` buckets, the apiserver's with a 10 ms bucket in front.
+const WATCH_LIST_BUCKETS: &[f64] =
+    &[0.01, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0];
+
+const GR: &[&str] = &["group", "resource"];
+
+const fn counter(name: &'static str, labels: &'static [&'static str], help: &'static str) -> MetricDef {
+    MetricDef { name, kind: MetricKind::Counter, labels, help, buckets: &[] }
+}
+const fn gauge(name: &'static str, labels: &'static [&'static str], help: &'static str) -> MetricDef {
+    MetricDef { name, kind: MetricKind::Gauge, labels, help, buckets: &[] }
+}
+const fn histogram(
+    name: &'static str,
+    labels: &'static [&'static str],
+    help: &'static str,
+    buckets: &'static [f64],
+) -> MetricDef {
+    MetricDef { name, kind: MetricKind::Histogram, labels, help, buckets }
+}
+
+/// Every metric kache exports.
+pub const ALL: &[MetricDef] = &[
+    counter(
+        REQUEST_TOTAL,
+        &["verb", "group", "resource", "code", "source"],
+        "Requests answered, by verb, API group, resource, HTTP status code and source (memory: served by kache; upstream: forwarded).",
+    ),
+    histogram(
+        REQUEST_DURATION_SECONDS,
+        &["verb", "group", "resource", "source"],
+        "Response latency in seconds, by verb, API group, resource and source (memory|upstream). For WATCH, the time until the response starts.",
+        REQUEST_BUCKETS,
+    ),
+    counter(
+        CACHE_LIST_TOTAL,
+        &["group", "resource", "index"],
+        "LIST requests served from memory (index is always empty: kache scans snapshots).",
+    ),
+    counter(
+        CACHE_LIST_FETCHED_OBJECTS_TOTAL,
+        &["group", "resource", "index"],
+        "Objects read from memory in the course of serving LIST requests.",
+    ),
+    counter(CACHE_LIST_RETURNED_OBJECTS_TOTAL, GR, "Objects returned by LIST requests served from memory."),
+    counter(
+        WATCH_CACHE_EVENTS_RECEIVED_TOTAL,
+        GR,
+        "Watch events (and bookmarks) received from the upstream and applied to the store.",
+    ),
+    gauge(
+        WATCH_CACHE_RESOURCE_VERSION,
+        GR,
+        "Current resourceVersion of the store, truncated to its 15 least significant digits.",
+    ),
+    histogram(
+        WATCH_CACHE_READ_WAIT_SECONDS,
+        GR,
+        "Time consistent reads spent waiting for the store to become as fresh as the upstream.",
+        READ_WAIT_BUCKETS,
+    ),
+    counter(
+        WATCH_CACHE_CONSISTENT_READ_TOTAL,
+        &["group", "resource", "success", "fallback"],
+        "Consistent reads (resourceVersion unset): fallback=true when the store could not be proven fresh in time and the read went upstream.",
+    ),
+    histogram(
+        WATCH_LIST_DURATION_SECONDS,
+        GR,
+        "Time from a streaming list's (sendInitialEvents=true) start to its initial-events-end bookmark.",
+        WATCH_LIST_BUCKETS,
+    ),
+    counter(
+        TERMINATED_WATCHERS_TOTAL,
+        GR,
+        "Watchers closed because they could not keep up (same events as kache_slow_watchers_closed_total).",
+    ),
+    gauge(STORE_OBJECTS, GR, "Objects in the store's current snapshot."),
+    gauge(
+        STORE_BYTES,
+        &["group", "resource", "kind"],
+        "Estimated bytes held by the store: kind=live (current objects), history (kept alive only by the event ring), snapshots (kept alive only by retained snapshots) or index.",
+    ),
+    gauge(HISTORY_EVENTS, GR, "Events in the store's history ring (how far back watches can resume)."),
+    gauge(HISTORY_SPAN_SECONDS, GR, "Time between the oldest and the newest event in the history ring."),
+    gauge(RETAINED_SNAPSHOTS, GR, "Past snapshots retained for exact reads and continue tokens."),
+    gauge(
+        RESOURCE_SYNCED,
+        &["group", "resource", "configured"],
+        "1 when the resource's store holds a complete state and serves reads, else 0.",
+    ),
+    gauge(
+        REFLECTOR_STATE,
+        &["group", "resource", "state"],
+        "1 for the state the resource's reflector is in (starting, listing, watching, backoff, ...), 0 for the others.",
+    ),
+    gauge(
+        SECONDS_SINCE_LAST_EVENT,
+        GR,
+        "Seconds since the reflector last received an event or bookmark (absent before the first).",
+    ),
+    counter(
+        RELISTS_TOTAL,
+        GR,
+        "Full re-lists after the initial sync (410 Gone or a stream that could not resume).",
+    ),
+    counter(
+        WATCH_RESTARTS_TOTAL,
+        GR,
+        "Upstream watches re-opened from the last resourceVersion (closed, stalled or broken streams).",
+    ),
+    counter(
+        BAD_FRAMES_TOTAL,
+        GR,
+        "Upstream bytes that could not be used (invalid JSON, objects without metadata, truncated frames).",
+    ),
+    counter(
+        UPSTREAM_ERRORS_TOTAL,
+        &["reason"],
+        "Errors talking to the upstream apiserver, by reason (connect, timeout, tls, throttled, gone, server, client, decode, stream, other).",
+    ),
+    gauge(WATCHERS, GR, "Open watch streams served from memory."),
+    counter(
+        SLOW_WATCHERS_CLOSED_TOTAL,
+        GR,
+        "Watchers closed because their buffer stayed full past the send budget (the client re-watches).",
+    ),
+    counter(
+        WATCH_EVENTS_SENT_TOTAL,
+        &[],
+        "ADDED/MODIFIED/DELETED events written to watch clients (one per event per watcher).",
+    ),
+    counter(WATCH_BOOKMARKS_SENT_TOTAL, &[], "BOOKMARK events written to watch clients."),
+    counter(WATCH_STREAMS_STARTED_TOTAL, &[], "Watch streams opened from memory."),
+    gauge(WATCH_STREAMS_OPEN, &[], "Watch streams open now, all resources together."),
+    counter(
+        WATCH_STREAMS_ENDED_TOTAL,
+        &["reason"],
+        "Watches ended or refused by kache: slow (fell behind, closed), reset (store rebuilt by a relist), expired (410: resourceVersion too old), too_large (504: store did not reach the resourceVersion in time), rejected (watcher limit).",
+    ),
+    counter(
+        FRESHNESS_PROBES_TOTAL,
+        &["outcome"],
+        "Consistent-read freshness checks by outcome: fresh (served from memory), lagging (the store did not catch up in time) or probe_error.",
+    ),
+    counter(
+        FRESHNESS_UPSTREAM_PROBES_TOTAL,
+        &[],
+        "Revision probes sent upstream for consistent reads (coalesced: one in flight per resource).",
+    ),
+    counter(
+        FORWARDED_REQUESTS_TOTAL,
+        &["kind", "code"],
+        "Requests passed through to the upstream, by kind (read, write, upgrade, other) and upstream status code (0: no response).",
+    ),
+    counter(
+        AUTH_CACHE_TOTAL,
+        &["result", "decision"],
+        "Authentication/authorization decisions by cache result (hit|miss) and decision (allow|deny|error).",
+    ),
+    counter(
+        LIMIT_REJECTIONS_TOTAL,
+        &["limit"],
+        "Requests or connections refused because a configured limit was reached, by limit.",
+    ),
+    counter(
+        ENCODING_TOTAL,
+        &["encoding", "served"],
+        "Responses by content encoding (json, protobuf, cbor, other) and where they came from (memory|forwarded).",
+    ),
+];
+
+/// The definition of a metric by name.
+pub fn def(name: &str) -> Option<&'static MetricDef> {
+    ALL.iter().find(|d| d.name == name)
+}
+
+/// The series names a metric produces in the text exposition (a histogram's `_bucket`, `_sum`, `_count`).
+pub fn series_names(def: &MetricDef) -> Vec<String> {
+    match def.kind {
+        MetricKind::Histogram => {
+            ["_bucket", "_sum", "_count"].iter().map(|s| format!("{}{s}", def.name)).collect()
+        }
+        _ => vec![def.name.to_owned()],
+    }
+}
+
+/// The README "Metrics" table: one row per metric (name, type, labels, meaning).
+pub fn markdown_table() -> String {
+    let mut out = String::from("| metric | type | labels | meaning |\n|---|---|---|---|\n");
+    for d in ALL {
+        let labels = if d.labels.is_empty() {
+            "—".to_owned()
+        } else {
+            d.labels.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", ")
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            d.name,
+            d.kind.as_str(),
+            labels,
+            d.help.replace('|', "\\|")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn names_are_unique_and_well_formed() {
+        let mut seen = HashSet::new();
+        for d in ALL {
+            assert!(seen.insert(d.name), "duplicate metric {}", d.name);
+            assert!(d.name.starts_with("kache_") || d.name.starts_with("apiserver_"), "{}", d.name);
+            assert!(d.name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{}", d.name);
+            if d.kind == MetricKind::Counter {
+                assert!(d.name.ends_with("_total"), "counter {} must end in _total", d.name);
+            } else {
+                assert!(!d.name.ends_with("_total"), "{} is not a counter", d.name);
+            }
+            assert!(!d.help.is_empty());
+        }
+    }
+
+    #[test]
+    fn histograms_have_sorted_buckets_and_others_none() {
+        for d in ALL {
+            match d.kind {
+                MetricKind::Histogram => {
+                    assert!(!d.buckets.is_empty(), "{}", d.name);
+                    assert!(d.buckets.windows(2).all(|w| w[0] < w[1]), "{} buckets unsorted", d.name);
+                }
+                _ => assert!(d.buckets.is_empty(), "{}", d.name),
+            }
+        }
+    }
+
+    #[test]
+    fn apiserver_names_keep_apiserver_label_names() {
+        // Labels dashboards group by must be spelled as the apiserver spells them.
+        for d in ALL.iter().filter(|d| d.name.starts_with("apiserver_")) {
+            assert!(d.labels.contains(&"resource"), "{}", d.name);
+            assert!(d.labels.contains(&"group"), "{}", d.name);
+        }
+        assert_eq!(def(WATCH_CACHE_CONSISTENT_READ_TOTAL).map(|d| d.labels.len()), Some(4));
+        assert_eq!(
+            series_names(def(REQUEST_DURATION_SECONDS).expect("defined")),
+            [
+                "apiserver_request_duration_seconds_bucket",
+                "apiserver_request_duration_seconds_sum",
+                "apiserver_request_duration_seconds_count"
+            ]
+        );
+    }
+}

@@ -1,0 +1,255 @@
+//! Gauges refreshed from the stores and reflectors right before each scrape (no background task), and the
+//! readiness view the health endpoints use.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::labels::AsResource;
+use super::names::{REFLECTOR_STATE, RESOURCE_SYNCED, SECONDS_SINCE_LAST_EVENT};
+use super::recorder::gauge;
+use super::resource::{ResourceMetrics, all_resources, resource as handles};
+use crate::reflector::{Registry, SyncState};
+use crate::resource::Gvr;
+use crate::serve::fresh::{Freshness, FreshnessStats};
+use crate::store::StoreStats;
+
+/// Every reflector state, registered at zero so each state's series exists from the start.
+const REFLECTOR_STATES: &[SyncState] = &[
+    SyncState::Starting,
+    SyncState::InitialEvents,
+    SyncState::Listing,
+    SyncState::Resuming,
+    SyncState::Watching,
+    SyncState::Backoff,
+    SyncState::Stopped,
+];
+
+/// A point-in-time view of one cached resource.
+#[derive(Clone, Debug)]
+pub struct ResourceSnapshot {
+    pub gvr: Gvr,
+    /// Configured resources count for readiness; lazily cached ones do not.
+    pub configured: bool,
+    /// The store holds a complete state.
+    pub synced: bool,
+    /// The reflector's state (`watching`, `backoff`, ...).
+    pub state: &'static str,
+    /// `None` until the store exists.
+    pub store: Option<StoreStats>,
+    pub relists: u64,
+    pub watch_restarts: u64,
+    pub events_received: u64,
+    pub bad_frames: u64,
+    pub since_last_event: Option<Duration>,
+    /// Why the resource is not synced (for logs; never shown on the public health endpoints).
+    pub last_error: Option<String>,
+}
+
+/// What the metrics listener reads: the cached resources, and extra readiness checks.
+pub trait StatsSource: Send + Sync {
+    /// Every cached resource, sorted by resource.
+    fn resources(&self) -> Vec<ResourceSnapshot>;
+
+    /// Readiness checks beyond per-resource sync (e.g. `discovery`), in order: name, then `Err(reason)`
+    /// when failing.
+    fn extra_ready_checks(&self) -> Vec<(String, Result<(), String>)> {
+        Vec::new()
+    }
+
+    /// The consistent-read freshness counters, when this kache probes for freshness.
+    fn freshness(&self) -> Option<&FreshnessStats> {
+        None
+    }
+}
+
+/// A named readiness check: `Err(reason)` while failing.
+type ReadyCheck = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// kache's stats source: the reflector registry, plus the freshness prober when there is one, plus any
+/// readiness checks the app adds (e.g. `discovery` until the first discovery round is done).
+pub struct KacheStats {
+    registry: Arc<Registry>,
+    freshness: Option<Arc<Freshness>>,
+    checks: Vec<(String, ReadyCheck)>,
+}
+
+// === impl KacheStats ===
+
+impl KacheStats {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self { registry, freshness: None, checks: Vec::new() }
+    }
+
+    pub fn with_freshness(mut self, freshness: Arc<Freshness>) -> Self {
+        self.freshness = Some(freshness);
+        self
+    }
+
+    /// Adds a readiness check, listed after `ping` and before the per-resource checks.
+    pub fn with_check(
+        mut self,
+        name: impl Into<String>,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.checks.push((name.into(), Box::new(check)));
+        self
+    }
+}
+
+impl StatsSource for KacheStats {
+    fn resources(&self) -> Vec<ResourceSnapshot> {
+        self.registry.resources()
+    }
+
+    fn freshness(&self) -> Option<&FreshnessStats> {
+        self.freshness.as_deref().map(|f| &f.stats)
+    }
+
+    fn extra_ready_checks(&self) -> Vec<(String, Result<(), String>)> {
+        self.checks.iter().map(|(name, check)| (name.clone(), check())).collect()
+    }
+}
+
+impl StatsSource for Registry {
+    fn resources(&self) -> Vec<ResourceSnapshot> {
+        self.statuses()
+            .into_iter()
+            .map(|s| ResourceSnapshot {
+                store: self.get(&s.gvr).map(|store| store.stats()),
+                configured: s.configured,
+                synced: s.synced,
+                state: s.state.as_str(),
+                relists: s.relists,
+                watch_restarts: s.watch_restarts,
+                events_received: s.events_applied,
+                bad_frames: s.bad_frames,
+                since_last_event: s.since_last_event,
+                last_error: s.last_error,
+                gvr: s.gvr,
+            })
+            .collect()
+    }
+}
+
+/// Sets one resource's store gauges.
+pub fn export_store_stats<R: AsResource + ?Sized>(resource: &R, stats: &StoreStats) {
+    set_store_gauges(&handles(resource), stats);
+}
+
+fn set_store_gauges(m: &ResourceMetrics, stats: &StoreStats) {
+    m.store_objects.set(stats.objects as f64);
+    m.store_live_bytes.set(stats.live_bytes as f64);
+    m.store_history_bytes.set(stats.history_bytes as f64);
+    m.store_snapshot_bytes.set(stats.retained_bytes as f64);
+    m.store_index_bytes.set(stats.index_bytes as f64);
+    m.history_events.set(stats.history_events as f64);
+    m.history_span.set(stats.history_span.as_secs_f64());
+    m.retained_snapshots.set(stats.retained_snapshots as f64);
+    m.set_resource_version(stats.resource_version);
+}
+
+/// Refreshes every per-resource gauge from `source`. Resources that are no longer cached drop to zero (their
+/// series stay, so a stopped resource reads as empty and unsynced rather than frozen at its last value).
+pub fn refresh(source: &dyn StatsSource) -> Vec<ResourceSnapshot> {
+    super::mirror::watch_stats();
+    super::mirror::freshness(source.freshness());
+    let snapshots = source.resources();
+    let mut seen = HashSet::new();
+    for snap in &snapshots {
+        let m = handles(&snap.gvr);
+        seen.insert((m.group().to_owned(), m.resource().to_owned()));
+        if let Some(stats) = &snap.store {
+            set_store_gauges(&m, stats);
+        }
+        // Counters mirrored from the reflector's own (absolute values; a restarted reflector reads as a reset).
+        m.relists.absolute(snap.relists);
+        m.watch_restarts.absolute(snap.watch_restarts);
+        m.bad_frames.absolute(snap.bad_frames);
+        m.events_received_absolute(snap.events_received);
+        set_dynamic(&m, Some(snap));
+    }
+    for m in all_resources() {
+        if !seen.contains(&(m.group().to_owned(), m.resource().to_owned())) && m.has_dynamic() {
+            set_store_gauges(&m, &StoreStats::default());
+            set_dynamic(&m, None);
+        }
+    }
+    snapshots
+}
+
+/// Reflector state, synced flag and event age of one resource (`None`: no longer cached).
+fn set_dynamic(m: &ResourceMetrics, snap: Option<&ResourceSnapshot>) {
+    let mut dynamic = m.dynamic.lock().unwrap_or_else(|p| p.into_inner());
+    if dynamic.states.is_empty() {
+        for state in REFLECTOR_STATES {
+            let s = state.as_str();
+            dynamic.states.insert(s, gauge(REFLECTOR_STATE, m.labels(&[("state", s)])));
+        }
+    }
+    let current = snap.map_or(SyncState::Stopped.as_str(), |s| s.state);
+    if !dynamic.states.contains_key(current) {
+        dynamic.states.insert(current, gauge(REFLECTOR_STATE, m.labels(&[("state", current)])));
+    }
+    for (state, g) in &dynamic.states {
+        g.set(if *state == current { 1.0 } else { 0.0 });
+    }
+    let configured = snap.is_some_and(|s| s.configured);
+    let synced = dynamic.synced.entry(configured).or_insert_with(|| {
+        gauge(RESOURCE_SYNCED, m.labels(&[("configured", if configured { "true" } else { "false" })]))
+    });
+    synced.set(if snap.is_some_and(|s| s.synced) { 1.0 } else { 0.0 });
+    for (c, g) in &dynamic.synced {
+        if *c != configured {
+            g.set(0.0);
+        }
+    }
+    let age = snap.and_then(|s| s.since_last_event);
+    if let Some(age) = age {
+        dynamic
+            .since_last_event
+            .get_or_insert_with(|| gauge(SECONDS_SINCE_LAST_EVENT, m.labels(&[])))
+            .set(age.as_secs_f64());
+    }
+}
+
+// === impl ResourceMetrics (stats) ===
+
+impl ResourceMetrics {
+    fn has_dynamic(&self) -> bool {
+        !self.dynamic.lock().unwrap_or_else(|p| p.into_inner()).states.is_empty()
+    }
+}
+
+/// The readiness of a set of resources as the apiserver's health checks print them: one named check per
+/// configured resource (`informer-sync-<resource>[.<group>]`), failing until its store is synced.
+pub fn ready_checks(snapshots: &[ResourceSnapshot]) -> Vec<(String, Result<(), String>)> {
+    snapshots
+        .iter()
+        .filter(|s| s.configured)
+        .map(|s| {
+            let name = check_name(&s.gvr);
+            let result = if s.synced {
+                Ok(())
+            } else {
+                Err(s
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| format!("{} is {}, not synced yet", s.gvr, s.state)))
+            };
+            (name, result)
+        })
+        .collect()
+}
+
+/// `informer-sync-pods`, `informer-sync-deployments.apps`.
+pub fn check_name(gvr: &Gvr) -> String {
+    if gvr.group.is_empty() {
+        format!("informer-sync-{}", gvr.resource)
+    } else {
+        format!("informer-sync-{}.{}", gvr.resource, gvr.group)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

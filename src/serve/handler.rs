@@ -1,0 +1,475 @@
+//! The request handler: serves get, list and watch of cached, synced resources from memory and forwards
+//! everything else upstream unchanged.
+//!
+//! Order for a read, as the apiserver's handlers: route → Accept negotiation (406, or forward encodings not
+//! served from memory) → option decoding, defaulting and validation (400/422) → storage validation (400) →
+//! the resourceVersion decision → store. Whenever memory cannot answer exactly as the apiserver would (a
+//! snapshot no longer retained, a consistent read not proven fresh, an unsynced store), the original request
+//! is forwarded, so clients never see a kache-only answer.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use tokio_util::sync::CancellationToken;
+
+use crate::body::{self, Body};
+use crate::codec::list::View;
+use crate::codec::status::ApiError;
+use crate::forward::{Forwarder, WriteTracker};
+use crate::metrics;
+use crate::reflector::Registry;
+use crate::serve::fresh::{Fallback, Freshness};
+use crate::serve::gzcache::GzipCache;
+use crate::serve::list::{GetQuery, ListQuery, NotServed, ResponseOptions, serve_get, serve_list};
+use crate::serve::negotiate;
+use crate::serve::params::{self, ListOptions, RvMatch};
+use crate::serve::read::{ContinueAt, Match, Rv};
+use crate::serve::resolve::BLOCK_TIMEOUT;
+use crate::serve::route::{ResourceRequest, Route, Verb};
+use crate::serve::server::{BoxFuture, Handler};
+use crate::serve::watch::{self, Filter, Start, WatchConfig, WatchSpec, WatchView};
+use crate::store::{Object, Store};
+
+/// Tunables of the from-memory paths.
+#[derive(Clone, Debug)]
+pub struct HandlerConfig {
+    pub watch: WatchConfig,
+    /// How long reads wait for the store to reach a requested resourceVersion (the apiserver's 3 s).
+    pub block_timeout: Duration,
+}
+
+impl Default for HandlerConfig {
+    fn default() -> Self {
+        Self { watch: WatchConfig::default(), block_timeout: BLOCK_TIMEOUT }
+    }
+}
+
+/// Where answers came from (exported as metrics; tests use them to prove a read was served from memory).
+#[derive(Debug, Default)]
+pub struct HandlerStats {
+    /// Reads answered from memory (including Status errors kache produced itself).
+    pub memory: AtomicU64,
+    /// Requests forwarded upstream.
+    pub forwarded: AtomicU64,
+    /// Consistent reads that could not be proven fresh in time (then forwarded or 429).
+    pub not_fresh: AtomicU64,
+}
+
+impl HandlerStats {
+    pub fn memory(&self) -> u64 {
+        self.memory.load(Relaxed)
+    }
+
+    pub fn forwarded(&self) -> u64 {
+        self.forwarded.load(Relaxed)
+    }
+
+    pub fn not_fresh(&self) -> u64 {
+        self.not_fresh.load(Relaxed)
+    }
+}
+
+/// Serves from memory, forwards the rest.
+pub struct KacheHandler {
+    stats: Arc<HandlerStats>,
+    gzip_cache: GzipCache,
+    registry: Arc<Registry>,
+    forwarder: Forwarder,
+    freshness: Arc<Freshness>,
+    writes: Arc<WriteTracker>,
+    config: HandlerConfig,
+    lazy: bool,
+    shutdown: CancellationToken,
+}
+
+impl Handler for KacheHandler {
+    fn handle(&self, req: Request<Body>) -> BoxFuture<'_, Response<Body>> {
+        Box::pin(self.dispatch(req))
+    }
+}
+
+// === impl KacheHandler ===
+
+impl KacheHandler {
+    pub fn new(
+        registry: Arc<Registry>,
+        forwarder: Forwarder,
+        freshness: Arc<Freshness>,
+        writes: Arc<WriteTracker>,
+        config: HandlerConfig,
+        lazy: bool,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            stats: Arc::default(),
+            gzip_cache: GzipCache::default(),
+            registry,
+            forwarder,
+            freshness,
+            writes,
+            config,
+            lazy,
+            shutdown,
+        }
+    }
+
+    pub fn stats(&self) -> &Arc<HandlerStats> {
+        &self.stats
+    }
+
+    async fn forward(&self, req: Request<Body>) -> Response<Body> {
+        self.stats.forwarded.fetch_add(1, Relaxed);
+        self.forwarder.forward(req).await
+    }
+
+    pub fn freshness(&self) -> &Freshness {
+        &self.freshness
+    }
+
+    /// Answers one request. (`apiserver_request_total` is recorded by the server for every resource request;
+    /// the forwarder marks the responses it relays, which gives the `source` label.)
+    async fn dispatch(&self, req: Request<Body>) -> Response<Body> {
+        let arrived = Instant::now();
+        let route = match req.extensions().get::<Route>() {
+            Some(route) => route.clone(),
+            None => Route::parse(req.method(), req.uri()),
+        };
+        self.dispatch_route(req, &route, arrived).await
+    }
+
+    async fn dispatch_route(&self, req: Request<Body>, route: &Route, arrived: Instant) -> Response<Body> {
+        let Some(r) = route.resource() else { return self.forward(req).await };
+        let Some(store) = self.servable_store(&req, r) else { return self.forward(req).await };
+        // Encodings other than JSON (Table, protobuf, YAML, CBOR) are forwarded: the upstream answers them.
+        let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        let negotiated = if r.verb == Verb::Watch {
+            negotiate::negotiate_watch(accept)
+        } else {
+            negotiate::negotiate(accept)
+        };
+        // The PartialObjectMetadata views are served from memory when the view fits the request (a list view
+        // for lists, an object view for gets and watch events); any mismatch is forwarded and the upstream
+        // answers it (406 with its own wording).
+        let view = match (&negotiated, r.verb) {
+            (negotiate::Negotiated::Json { .. }, _) => View::Full,
+            (negotiate::Negotiated::JsonPartialMetadata { list: true, .. }, Verb::List)
+            | (negotiate::Negotiated::JsonPartialMetadata { list: false, .. }, Verb::Get | Verb::Watch) => {
+                View::Metadata
+            }
+            (negotiate::Negotiated::JsonPartialMetadata { .. }, _) => return self.forward(req).await,
+            (other, _) => {
+                if let Some(err) = other.error() {
+                    return error_response(&err, &req, false);
+                }
+                return self.forward(req).await;
+            }
+        };
+        let outcome = match r.verb {
+            Verb::Get => self.get(&req, r, &store, arrived, view).await,
+            Verb::List => self.list(&req, r, &store, arrived, view).await,
+            Verb::Watch => self.watch(&req, r, &store, arrived, view).await,
+            _ => Err(NotServed::Forward("verb")),
+        };
+        if !matches!(outcome, Err(NotServed::Forward(_) | NotServed::NotFresh)) {
+            self.stats.memory.fetch_add(1, Relaxed);
+        }
+        match outcome {
+            Ok(resp) => with_common_headers(resp, &req),
+            Err(NotServed::Forward(why)) => {
+                tracing::debug!(uri = %req.uri(), why, "forwarding read");
+                self.forward(req).await
+            }
+            Err(NotServed::NotFresh) => {
+                self.stats.not_fresh.fetch_add(1, Relaxed);
+                metrics::consistent_read(&r.gvr, false, true);
+                self.fallback(req).await
+            }
+            Err(NotServed::TooLarge { requested, current }) => {
+                let err = ApiError::TooLargeResourceVersion { requested, current, retry_after: Some(1) };
+                error_response(&err, &req, false)
+            }
+        }
+    }
+
+    /// The synced store that can answer this request from memory, if any.
+    fn servable_store(&self, req: &Request<Body>, r: &ResourceRequest) -> Option<Arc<Store>> {
+        if req.method() != Method::GET || r.subresource.is_some() {
+            return None;
+        }
+        if !matches!(r.verb, Verb::Get | Verb::List | Verb::Watch) {
+            return None;
+        }
+        let store = match self.registry.get(&r.gvr) {
+            Some(store) => store,
+            None => {
+                if self.lazy {
+                    self.registry.ensure(&r.gvr);
+                }
+                return None;
+            }
+        };
+        store.is_synced().then_some(store)
+    }
+
+    /// A consistent read that could not be proven fresh: forward (bounded) or 429.
+    async fn fallback(&self, req: Request<Body>) -> Response<Body> {
+        if self.freshness.config().fallback == Fallback::Forward
+            && let Some(_permit) = self.freshness.try_fallback()
+        {
+            return self.forward(req).await;
+        }
+        let err = ApiError::TooManyRequests {
+            message: "Too large resource version: consistent read not served from cache".to_owned(),
+            retry_after: 1,
+        };
+        error_response(&err, &req, false)
+    }
+
+    async fn get(
+        &self,
+        req: &Request<Body>,
+        r: &ResourceRequest,
+        store: &Arc<Store>,
+        arrived: Instant,
+        view: View,
+    ) -> Result<Response<Body>, NotServed> {
+        let Some(name) = r.name.as_deref() else { return Err(NotServed::Forward("get without name")) };
+        let opts = params::parse_get_options(req.uri().query());
+        let response = response_options(req, opts.pretty);
+        let rv = match opts.parsed_resource_version() {
+            Ok(rv) => to_rv(rv),
+            Err(e) => return Ok(error_response(&e, req, response.pretty)),
+        };
+        let min_rv = self.writes.last_write(&r.gvr);
+        let namespace = r.namespace.as_deref().filter(|_| store.info().namespaced);
+        let q = GetQuery {
+            namespace,
+            name,
+            rv,
+            arrived,
+            min_rv,
+            block_timeout: self.config.block_timeout,
+            response,
+            view,
+        };
+        let found = serve_get(store, &q, &self.freshness).await?;
+        Ok(found.unwrap_or_else(|| {
+            let err = ApiError::not_found(&r.gvr.group, &r.gvr.resource, name);
+            error_response(&err, req, response.pretty)
+        }))
+    }
+
+    async fn list(
+        &self,
+        req: &Request<Body>,
+        r: &ResourceRequest,
+        store: &Arc<Store>,
+        arrived: Instant,
+        view: View,
+    ) -> Result<Response<Body>, NotServed> {
+        let info = store.info();
+        let kind = info.field_kind();
+        let opts = match params::parse_list_request(req.uri().query(), r.legacy_watch_path, kind) {
+            Ok(opts) => opts,
+            Err(e) => return Ok(error_response(&e, req, false)),
+        };
+        let response = response_options(req, opts.pretty);
+        let decoded = match params::validate_for_storage(&opts) {
+            Ok(d) => d,
+            Err(e) => return Ok(error_response(&e, req, response.pretty)),
+        };
+        let namespace = scan_namespace(r, info.namespaced, &opts);
+        let cont = decoded
+            .continue_from
+            .as_ref()
+            .map(|c| ContinueAt { rv: c.rv, start_key: c.scan_start(namespace) });
+        // A `metadata.name=` selector without continue is a single-key read when a key can be built (§1.4).
+        let single_name = match (opts.field_selector.exact("metadata.name"), &cont) {
+            (Some(name), None) if namespace.is_some() || !info.namespaced => Some(name),
+            _ => None,
+        };
+        let label = &opts.label_selector;
+        let field = &opts.field_selector;
+        let url_ns = r.namespace.as_deref();
+        let matches = |o: &Object| {
+            url_ns.is_none_or(|ns| o.namespace() == Some(ns)) && label.matches(o) && field.matches(o, kind)
+        };
+        let q = ListQuery {
+            rv: to_rv(decoded.resource_version),
+            rvm: to_match(opts.resource_version_match),
+            limit: opts.limit,
+            cont,
+            namespace,
+            single_name,
+            has_selector: !label.is_empty() || !field.is_empty(),
+            matches: &matches,
+            response,
+            arrived,
+            min_rv: self.writes.last_write(&r.gvr),
+            block_timeout: self.config.block_timeout,
+            gzip_cache: Some(&self.gzip_cache),
+            view,
+        };
+        let (resp, stats) = serve_list(store, &q, &self.freshness).await?;
+        metrics::list_served(&r.gvr, stats.fetched, stats.returned);
+        Ok(resp)
+    }
+
+    async fn watch(
+        &self,
+        req: &Request<Body>,
+        r: &ResourceRequest,
+        store: &Arc<Store>,
+        arrived: Instant,
+        view: View,
+    ) -> Result<Response<Body>, NotServed> {
+        let info = store.info();
+        let kind = info.field_kind();
+        let mut opts = match params::parse_list_request(req.uri().query(), r.legacy_watch_path, kind) {
+            Ok(opts) => opts,
+            Err(e) => return Ok(error_response(&e, req, false)),
+        };
+        if let Some(name) = r.name.as_deref()
+            && let Err(e) = opts.check_path_name(name)
+        {
+            return Ok(error_response(&e, req, false));
+        }
+        let rv = match opts.watch_resource_version() {
+            Ok(rv) => rv,
+            Err(e) => return Ok(error_response(&e, req, false)),
+        };
+        if watch::over_limit(store, &self.config.watch) {
+            let err = ApiError::TooManyRequests {
+                message: "Too many watches for this resource, please try again later.".into(),
+                retry_after: 1,
+            };
+            return Ok(error_response(&err, req, false));
+        }
+        // RV unset with sendInitialEvents set (after the legacy defaulting) starts at the upstream's current
+        // revision (§3.2): the same proof as a consistent list; forwarded when it fails.
+        let consistent_rv = match (rv, opts.send_initial_events) {
+            (None, Some(_)) => {
+                let min_rv = self.writes.last_write(&r.gvr);
+                Some(self.freshness.ensure(store, arrived, min_rv).await.map_err(|_| NotServed::NotFresh)?)
+            }
+            _ => None,
+        };
+        let mut start = watch::request::start_mode(rv, opts.send_initial_events, consistent_rv);
+        if let Start::Snapshot { end_bookmark, .. } = &mut start {
+            // The initial-events-end bookmark only goes to clients that allow bookmarks.
+            *end_bookmark &= opts.allow_watch_bookmarks;
+        }
+        let namespace = scan_namespace(r, info.namespaced, &opts).map(str::to_owned);
+        let name = opts.field_selector.exact("metadata.name").map(str::to_owned);
+        let predicate: Option<watch::Predicate> =
+            if opts.label_selector.is_empty() && opts.field_selector.is_empty() {
+                None
+            } else {
+                let label = opts.label_selector.clone();
+                let field = opts.field_selector.clone();
+                Some(Arc::new(move |o: &Object| label.matches(o) && field.matches(o, kind)))
+            };
+        let spec = WatchSpec {
+            start,
+            filter: Filter { namespace, name, predicate },
+            view: match view {
+                View::Full => WatchView::Full,
+                View::Metadata => WatchView::PartialObjectMetadata,
+            },
+            bookmarks: opts.allow_watch_bookmarks,
+            timeout: self.config.watch.lifetime(opts.timeout_seconds),
+            bookmark_interval: self.config.watch.bookmark_interval,
+            wait_timeout: self.config.watch.wait_timeout,
+        };
+        Ok(watch::respond(store.clone(), spec, self.shutdown.clone()))
+    }
+}
+
+/// The namespace a list or watch scans: the URL's, or a `metadata.namespace=` selector's on a cluster-wide
+/// request of a namespaced resource (the registry narrows the key prefix the same way, §4.1).
+fn scan_namespace<'a>(r: &'a ResourceRequest, namespaced: bool, opts: &'a ListOptions) -> Option<&'a str> {
+    if !namespaced {
+        return None;
+    }
+    r.namespace
+        .as_deref()
+        .or_else(|| opts.field_selector.exact("metadata.namespace").filter(|ns| is_dns_label(ns)))
+}
+
+/// A valid namespace name (DNS-1123 label).
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn to_rv(rv: Option<u64>) -> Rv {
+    match rv {
+        None => Rv::Unset,
+        Some(0) => Rv::Any,
+        Some(n) => Rv::At(n),
+    }
+}
+
+fn to_match(m: Option<RvMatch>) -> Match {
+    match m {
+        None => Match::Unset,
+        Some(RvMatch::Exact) => Match::Exact,
+        Some(RvMatch::NotOlderThan) => Match::NotOlderThan,
+    }
+}
+
+fn response_options(req: &Request<Body>, pretty_param: Option<bool>) -> ResponseOptions {
+    let headers = req.headers();
+    let ua = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let ae = headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("");
+    ResponseOptions { gzip: negotiate::accepts_gzip(ae), pretty: negotiate::wants_pretty(pretty_param, ua) }
+}
+
+/// A Status error response, with `Retry-After` when the Status carries `retryAfterSeconds`.
+pub fn error_response(err: &ApiError, req: &Request<Body>, pretty: bool) -> Response<Body> {
+    let pretty = pretty || {
+        let ua = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+        negotiate::wants_pretty(None, ua)
+    };
+    let bytes = if pretty { err.to_json_pretty() } else { err.to_json() };
+    let mut resp = Response::builder()
+        .status(StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .header(header::CONTENT_LENGTH, bytes.len())
+        .body(body::full(bytes))
+        .expect("static headers are valid");
+    if let Some(secs) = err.retry_after() {
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    with_common_headers(resp, req)
+}
+
+/// Headers every apiserver response carries: `Audit-Id` (the client's, echoed, or a fresh one).
+fn with_common_headers(mut resp: Response<Body>, req: &Request<Body>) -> Response<Body> {
+    let audit = audit_id(req.headers());
+    resp.headers_mut().insert("audit-id", audit);
+    resp
+}
+
+fn audit_id(headers: &HeaderMap) -> HeaderValue {
+    if let Some(v) = headers.get("audit-id") {
+        return v.clone();
+    }
+    let r: u128 = rand::random();
+    let s = format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        (r >> 96) as u32,
+        (r >> 80) as u16,
+        (r >> 68) as u16 & 0xfff,
+        ((r >> 52) as u16 & 0x3fff) | 0x8000,
+        (r as u64) & 0xffff_ffff_ffff
+    );
+    HeaderValue::from_str(&s).expect("hex is a valid header value")
+}

@@ -1,0 +1,244 @@
+//! Lists and gets served from memory.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+
+use crate::body::{self, Body};
+use crate::codec::list::View;
+use crate::codec::{gzip, list as listcodec, pretty, token};
+use crate::resource::{FieldKind, ResourceInfo};
+use crate::serve::fresh::Freshness;
+use crate::serve::gzcache::GzipCache;
+use crate::serve::read::{ContinueAt, ListPlan, Match, ReadAt, Rv, plan_list, plan_single};
+use crate::serve::resolve::{ResolveError, Resolved, resolve};
+use crate::serve::scan::{ScanRequest, scan};
+use crate::store::{Object, Store, make_key};
+
+/// A validated list request, in the terms the store understands.
+pub struct ListQuery<'a> {
+    pub rv: Rv,
+    pub rvm: Match,
+    pub limit: i64,
+    pub cont: Option<ContinueAt>,
+    /// Namespace to scan (from the URL, or a `metadata.namespace=` selector on a cluster-wide request).
+    pub namespace: Option<&'a str>,
+    /// The single name a `metadata.name=` field selector pins (a non-recursive list), when no continue is set.
+    pub single_name: Option<&'a str>,
+    pub has_selector: bool,
+    /// Label and field selector matching.
+    pub matches: &'a (dyn Fn(&Object) -> bool + Sync),
+    pub response: ResponseOptions,
+    pub arrived: Instant,
+    /// The last write through kache to this resource: a consistent read reflects at least it.
+    pub min_rv: u64,
+    pub block_timeout: std::time::Duration,
+    /// Compressed bodies of hot full lists.
+    pub gzip_cache: Option<&'a GzipCache>,
+    /// Full objects, or the PartialObjectMetadata view.
+    pub view: View,
+}
+
+/// How the response body is encoded.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ResponseOptions {
+    /// The client accepts gzip (exact `gzip` token in Accept-Encoding).
+    pub gzip: bool,
+    /// Go-style indentation (`?pretty=true`, curl/Wget user agents).
+    pub pretty: bool,
+}
+
+/// A read that could not be answered from memory.
+#[derive(Debug)]
+pub enum NotServed {
+    /// Forward the request upstream unchanged (the apiserver would have read etcd here).
+    Forward(&'static str),
+    /// A consistent read could not be proven fresh in time (forward or 429, as configured).
+    NotFresh,
+    /// 504 "Too large resource version".
+    TooLarge { requested: u64, current: u64 },
+}
+
+impl From<ResolveError> for NotServed {
+    fn from(e: ResolveError) -> Self {
+        match e {
+            ResolveError::NotRetained(_) => NotServed::Forward("snapshot not retained"),
+            ResolveError::NotFresh(_) => NotServed::NotFresh,
+            ResolveError::TooLarge { requested, current } => NotServed::TooLarge { requested, current },
+        }
+    }
+}
+
+/// Serves a list from `store`.
+pub async fn serve_list(
+    store: &Arc<Store>,
+    q: &ListQuery<'_>,
+    freshness: &Freshness,
+) -> Result<(Response<Body>, ListStats), NotServed> {
+    let info = store.info();
+    if let Some(name) = q.single_name {
+        let Some(at) = plan_single(q.rv, q.rvm, q.limit) else {
+            return Err(NotServed::Forward("exact single-key list"));
+        };
+        let resolved = resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout).await?;
+        let (key, _) = make_key(q.namespace, name);
+        let items: Vec<Arc<Object>> =
+            resolved.snapshot.objects.get(&key).filter(|o| (q.matches)(o)).cloned().into_iter().collect();
+        // The cache reports its own RV for single-key reads (`watch_cache.go` WaitUntilFreshAndGet).
+        let meta = listcodec::ListMeta { resource_version: resolved.snapshot.rv, ..Default::default() };
+        let stats = ListStats { fetched: items.len(), returned: items.len() };
+        return Ok((respond(info, &meta, items, q.response, None, q.view), stats));
+    }
+    let ListPlan::Memory { at, limit, start_key } = plan_list(q.rv, q.rvm, q.limit, q.cont.as_ref()) else {
+        return Err(NotServed::Forward("plan"));
+    };
+    let Resolved { snapshot, rv } =
+        resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout).await?;
+    let req = ScanRequest {
+        namespace: q.namespace,
+        start: start_key.as_deref(),
+        limit,
+        has_selector: q.has_selector,
+    };
+    let page = scan(&snapshot, &req, |o| (q.matches)(o));
+    let continue_token = page
+        .continue_after
+        .as_ref()
+        .map(|key| token::encode(rv as i64, token::relative_key(key, q.namespace)));
+    let meta =
+        listcodec::ListMeta { resource_version: rv, continue_token, remaining_item_count: page.remaining };
+    let stats = ListStats { fetched: snapshot.objects.len(), returned: page.items.len() };
+    // A whole resource or namespace at a current snapshot: its compressed form can be reused.
+    let cacheable = limit == 0 && !q.has_selector && q.cont.is_none() && !matches!(at, ReadAt::Exact(_));
+    let key = format!("{}|{}|{:?}", info.gvr, q.namespace.unwrap_or(""), q.view);
+    let cache = q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str()));
+    Ok((respond(info, &meta, page.items, q.response, cache, q.view), stats))
+}
+
+/// Objects examined and returned, for metrics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListStats {
+    pub fetched: usize,
+    pub returned: usize,
+}
+
+/// A get of one object.
+pub struct GetQuery<'a> {
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+    pub rv: Rv,
+    pub arrived: Instant,
+    pub min_rv: u64,
+    pub block_timeout: std::time::Duration,
+    pub response: ResponseOptions,
+    pub view: View,
+}
+
+/// Serves a get of one object; `Ok(None)` when it does not exist.
+pub async fn serve_get(
+    store: &Arc<Store>,
+    q: &GetQuery<'_>,
+    freshness: &Freshness,
+) -> Result<Option<Response<Body>>, NotServed> {
+    let GetQuery { namespace, name, rv, arrived, min_rv, block_timeout, response, view } = *q;
+    let Some(at) = plan_single(rv, Match::Unset, 0) else {
+        return Err(NotServed::Forward("exact get"));
+    };
+    let resolved = resolve(store, at, freshness, arrived, min_rv, block_timeout).await?;
+    let (key, _) = make_key(namespace, name);
+    // Compact JSON ends with the newline `json.Encoder.Encode` appends.
+    Ok(resolved.snapshot.objects.get(&key).map(|o| {
+        let object = match view {
+            View::Full => o.raw.clone(),
+            View::Metadata => {
+                let mut out = bytes::BytesMut::new();
+                listcodec::put_partial(&mut out, o);
+                out.freeze()
+            }
+        };
+        respond_bytes(vec![object, Bytes::from_static(b"\n")], response)
+    }))
+}
+
+/// Builds the list response, streamed: compact JSON chunks produced as the body is sent, gzipped on the fly
+/// (or taken from `cache`) when the apiserver would compress, pretty-printed when asked.
+pub fn respond(
+    info: &ResourceInfo,
+    meta: &listcodec::ListMeta,
+    items: Vec<Arc<Object>>,
+    opts: ResponseOptions,
+    cache: Option<(&GzipCache, &str)>,
+    view: View,
+) -> Response<Body> {
+    let chunks = listcodec::ListChunks::with_view(info, meta, items, view);
+    if opts.pretty {
+        return respond_bytes(chunks.collect(), opts);
+    }
+    let len = chunks.total_len();
+    let builder = Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .header(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    let (builder, body) = if opts.gzip && gzip::should_compress(len) {
+        let builder = builder
+            .header(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"))
+            .header(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        match cache {
+            Some((cache, key)) => {
+                let compressed = match cache.get(key, meta.resource_version) {
+                    Some(hit) => hit,
+                    None => {
+                        let compressed: Bytes =
+                            gzip::GzipChunks::new(chunks).collect::<Vec<_>>().concat().into();
+                        cache.put(key, meta.resource_version, compressed.clone());
+                        compressed
+                    }
+                };
+                (builder.header(header::CONTENT_LENGTH, compressed.len()), body::full(compressed))
+            }
+            None => (builder, body::stream_iter(gzip::GzipChunks::new(chunks))),
+        }
+    } else {
+        (builder.header(header::CONTENT_LENGTH, len), body::stream_iter(chunks))
+    };
+    builder.body(body).expect("static headers are valid")
+}
+
+/// A 200 JSON response from chunks, applying pretty printing and gzip (level 1, > 128 KiB).
+pub fn respond_bytes(mut chunks: Vec<Bytes>, opts: ResponseOptions) -> Response<Body> {
+    if opts.pretty {
+        // `json.MarshalIndent` output, which has no trailing newline.
+        let whole: Vec<u8> = chunks.concat();
+        chunks = vec![Bytes::from(pretty::indent(whole.trim_ascii_end()))];
+    }
+    let len: usize = chunks.iter().map(Bytes::len).sum();
+    let mut builder = Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .header(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    let body = if opts.gzip && gzip::should_compress(len) {
+        builder = builder
+            .header(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"))
+            .header(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        body::full(gzip::compress(&chunks))
+    } else if chunks.len() == 1 {
+        builder = builder.header(header::CONTENT_LENGTH, len);
+        body::full(chunks.pop().expect("one chunk"))
+    } else {
+        builder = builder.header(header::CONTENT_LENGTH, len);
+        body::chunks(chunks)
+    };
+    builder.body(body).expect("static headers are valid")
+}
+
+/// Whether `object` is in `namespace` (used when a selector narrows a cluster-wide list).
+pub fn in_namespace(object: &Object, namespace: &str) -> bool {
+    object.namespace() == Some(namespace)
+}
+
+/// Field kind of a store (for field selectors).
+pub fn field_kind(store: &Store) -> FieldKind {
+    store.info().field_kind()
+}
