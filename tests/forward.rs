@@ -968,6 +968,16 @@ async fn kubectl_through_kache() {
     let (ok, _, err) = run(&["get", "configmap", "settings"]).await;
     assert!(!ok && err.contains("NotFound"), "{err}");
     assert!(f.kache.writes.last_write(&Gvr::new("", "v1", "configmaps")) > 0, "writes were tracked");
+
+    // Logs through kubectl's raw path (`kubectl logs` needs spec.containers, which the sim does not keep).
+    f.sim
+        .create("pods", Some("default"), serde_json::json!({"metadata": {"name": "web"}}))
+        .expect("pod created");
+    let (ok, out, err) = run(&["get", "--raw", "/api/v1/namespaces/default/pods/web/log"]).await;
+    assert!(ok, "logs: {out}{err}");
+    assert!(out.starts_with("log line 1 from pod web\n"), "{out}");
+    let (ok, out, err) = run(&["get", "--raw", "/version"]).await;
+    assert!(ok && out.contains("gitVersion"), "get --raw /version: {out}{err}");
 }
 
 #[tokio::test]
@@ -989,5 +999,57 @@ async fn forwarded_requests_are_counted_like_the_apiserver() {
         r#"apiserver_request_total{group="",resource="frontmetrics",verb="APPLY",code="404",source="upstream"}"#,
     ] {
         assert_eq!(series(&text, line), 1.0, "{line} in\n{text}");
+    }
+}
+
+/// exec/attach/port-forward reach kache over TLS in practice: an HTTP/1.1 (ALPN) client upgrades through
+/// a TLS front to the sim's echo endpoint.
+#[tokio::test]
+async fn upgrade_through_a_tls_front() {
+    use rustls_pki_types::pem::PemObject;
+    kache::upstream::install_crypto_provider();
+    let sim = kache_sim::sim::Sim::builder().start().await.expect("sim starts");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ca, cert, key) = certificates(dir.path());
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let forwarder = Arc::new(Forwarder::new(
+        Upstream::plain(&sim.url()).expect("url"),
+        Arc::new(WriteTracker::new()),
+        10,
+    ));
+    let tls = TlsConfig::from_pem_files(&cert, &key).expect("valid cert");
+    let (_stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(serve(listener, Some(tls), forwarder, Limits::default(), async {
+        let _ = stopped.await;
+    }));
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(rustls_pki_types::CertificateDer::from_pem_file(&ca).expect("CA pem")).expect("CA added");
+    let mut client = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    client.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("valid name");
+    let mut stream = connector.connect(name, tcp).await.expect("TLS handshake");
+    assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+
+    stream
+        .write_all(b"GET /sim/echo-upgrade HTTP/1.1\r\nHost: kache\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
+        .await
+        .expect("write head");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(stream.read(&mut byte).await.expect("read head"), 1, "closed early");
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+    for round in 0..3 {
+        let msg = format!("tls round {round}\n");
+        stream.write_all(msg.as_bytes()).await.expect("write");
+        let mut echoed = vec![0u8; msg.len()];
+        stream.read_exact(&mut echoed).await.expect("echo");
+        assert_eq!(echoed, msg.as_bytes());
     }
 }

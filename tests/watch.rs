@@ -456,6 +456,29 @@ pub mod blackbox {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn watch_list_at_unreached_rv_is_504_on_both() {
+        let env = Env::start().await;
+        let future = env.sim.revision() + 1000;
+        let q = format!(
+            "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
+             &allowWatchBookmarks=true&resourceVersion={future}"
+        );
+        let (_, mut direct) = env.watch(&env.sim.url(), &q).await;
+        let (_, mut cached) = env.watch(&env.kache.url(), &q).await;
+        let (want, got) = tokio::join!(direct.next_event(), cached.next_event());
+        for v in [want.expect("sim error event"), got.expect("kache error event")] {
+            assert_eq!(v["type"], "ERROR", "{v}");
+            assert_eq!(v["object"]["code"], 504);
+            assert_eq!(v["object"]["reason"], "Timeout");
+            assert_eq!(v["object"]["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
+            let prefix = format!("Timeout: Too large resource version: {future}, current: ");
+            assert!(v["object"]["message"].as_str().is_some_and(|m| m.starts_with(&prefix)), "{v}");
+        }
+        assert!(direct.next().await.is_none() && cached.next().await.is_none(), "both streams end");
+        env.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn periodic_bookmarks_come_through_kache() {
         let env = Env::start().await;
         let from = env.sim.revision();
@@ -673,7 +696,13 @@ pub mod blackbox {
     /// One downstream client, like client-go ≥ 1.35: re-watches from its last RV when a stream ends, and
     /// on 410 "relists" with a watch-list (initial state up to the initial-events-end bookmark, then live
     /// events on the same stream).
-    async fn client(env: Arc<Env>, sel: Sel, start: u64, stop: CancellationToken) -> Vec<Segment> {
+    async fn client(
+        env: Arc<Env>,
+        sel: Sel,
+        start: u64,
+        stop: CancellationToken,
+        progress: tokio::sync::watch::Sender<u64>,
+    ) -> Vec<Segment> {
         let (path, selector) = sel.query();
         let mut segments = Vec::new();
         let mut from = start;
@@ -716,6 +745,7 @@ pub mod blackbox {
                         in_initial = false;
                         segment.from = rv;
                         last = rv;
+                        progress.send_replace(rv);
                     } else {
                         assert_eq!(kind, "ADDED");
                         let key = format!(
@@ -729,6 +759,7 @@ pub mod blackbox {
                 }
                 assert!(rv >= last, "RVs never go back: {rv} after {last} in {q}");
                 last = rv;
+                progress.send_replace(rv);
                 if kind != "BOOKMARK" {
                     let name = meta["name"].as_str().expect("name").to_owned();
                     segment.events.push((kind, name, rv));
@@ -778,10 +809,13 @@ pub mod blackbox {
             Sel { ns: None, app: Some("web") },
             Sel { ns: Some("ns2"), app: Some("db") },
         ];
-        let clients: Vec<_> = selections
+        let (clients, progress): (Vec<_>, Vec<_>) = selections
             .iter()
-            .map(|sel| tokio::spawn(client(env.clone(), *sel, start, stop.clone())))
-            .collect();
+            .map(|sel| {
+                let (tx, rx) = tokio::sync::watch::channel(start);
+                (tokio::spawn(client(env.clone(), *sel, start, stop.clone(), tx)), rx)
+            })
+            .unzip();
 
         let mut rng = StdRng::seed_from_u64(7);
         let mut model: BTreeMap<(String, String), String> = BTreeMap::new();
@@ -827,8 +861,16 @@ pub mod blackbox {
             }
         }
         env.caught_up().await;
-        // Let every client drain what kache has, then stop them.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Wait until every client has seen the last event of its selection, then stop them.
+        for (sel, mut rx) in selections.iter().zip(progress) {
+            let final_rv = sel.expected(&writes, 0).last().map_or(0, |e| e.2);
+            let reached = tokio::time::timeout(READ_TIMEOUT, rx.wait_for(|rv| *rv >= final_rv)).await;
+            assert!(
+                reached.is_ok_and(|r| r.is_ok()),
+                "{sel:?} reaches RV {final_rv}, stuck at {}",
+                *rx.borrow()
+            );
+        }
         stop.cancel();
         for (sel, handle) in selections.iter().zip(clients) {
             let segments = handle.await.expect("client");

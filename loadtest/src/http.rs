@@ -43,6 +43,8 @@ pub enum HttpError {
 /// A drained response.
 #[derive(Debug, Clone)]
 pub struct Fetched {
+    /// Whether the body came with `Content-Encoding: gzip`.
+    pub gzipped: bool,
     /// Body bytes on the wire (compressed when gzip was used).
     pub bytes: u64,
     /// The first [`HEAD_BYTES`] of the body, decompressed when it was gzip.
@@ -101,7 +103,7 @@ pub async fn request(client: &Client, method: Method, url: &str, s: &Send<'_>) -
         return Err(HttpError::Status { status, head: text });
     }
     let body = s.keep_body.then(|| all.freeze());
-    Ok(Fetched { bytes, head, body, elapsed: started.elapsed() })
+    Ok(Fetched { gzipped, bytes, head, body, elapsed: started.elapsed() })
 }
 
 /// GET shorthand.

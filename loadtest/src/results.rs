@@ -58,7 +58,7 @@ pub fn median(v: &[f64]) -> f64 {
     }
     s.sort_by(f64::total_cmp);
     let m = s.len() / 2;
-    if s.len() % 2 == 0 { (s[m - 1] + s[m]) / 2.0 } else { s[m] }
+    if s.len().is_multiple_of(2) { (s[m - 1] + s[m]) / 2.0 } else { s[m] }
 }
 
 /// A headline number next to its goal.

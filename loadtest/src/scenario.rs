@@ -301,6 +301,34 @@ mod tests {
     }
 
     #[test]
+    fn committed_scenarios_parse() {
+        for (name, text) in [
+            ("list", include_str!("../scenarios/list.toml")),
+            ("selector", include_str!("../scenarios/selector.toml")),
+            ("consistent", include_str!("../scenarios/consistent.toml")),
+            ("watch", include_str!("../scenarios/watch.toml")),
+            ("storm", include_str!("../scenarios/storm.toml")),
+            ("mixed", include_str!("../scenarios/mixed.toml")),
+            ("smoke", include_str!("../scenarios/smoke.toml")),
+        ] {
+            let f = ScenarioFile::parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(f.name, name);
+            // Every figure refers to cases of its own suite.
+            for s in &f.list {
+                for fig in &s.figure {
+                    for r in std::iter::once(&fig.a).chain(fig.b.as_ref()) {
+                        assert!(
+                            s.case.iter().any(|c| c.name == r.case && c.targets.contains(&r.target)),
+                            "{name}: {}",
+                            fig.label
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn rejects_unknown_fields() {
         assert!(ScenarioFile::parse("name = \"t\"\nbogus = 1\n").is_err());
     }

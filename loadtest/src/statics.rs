@@ -15,8 +15,15 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-/// Bodies by request key (see [`key`]).
-type Bodies = Arc<RwLock<HashMap<String, Bytes>>>;
+/// A prepared answer: the body and whether it is gzip-encoded (as the system it was copied from sent it).
+#[derive(Clone)]
+struct Prepared {
+    body: Bytes,
+    gzip: bool,
+}
+
+/// Answers by request key (see [`key`]).
+type Bodies = Arc<RwLock<HashMap<String, Prepared>>>;
 
 /// A running static server.
 pub struct StaticServer {
@@ -53,9 +60,11 @@ impl StaticServer {
         Ok(Self { url, bodies, accept })
     }
 
-    /// Prepares the answer to `path_and_query` (with or without gzip).
-    pub fn insert(&self, gzip: bool, path_and_query: &str, body: Bytes) {
-        self.bodies.write().unwrap_or_else(|p| p.into_inner()).insert(key(gzip, path_and_query), body);
+    /// Prepares the answer to `path_and_query` requested with or without `Accept-Encoding: gzip`;
+    /// `encoded` says whether `body` is gzip (sent with `Content-Encoding: gzip`).
+    pub fn insert(&self, accept_gzip: bool, path_and_query: &str, body: Bytes, encoded: bool) {
+        let p = Prepared { body, gzip: encoded };
+        self.bodies.write().unwrap_or_else(|p| p.into_inner()).insert(key(accept_gzip, path_and_query), p);
     }
 
     /// Forgets every prepared body (between suites, so memory stays bounded).
@@ -78,8 +87,8 @@ async fn answer(bodies: Bodies, req: Request<Incoming>) -> Result<Response<Full<
         .is_some_and(|v| v.contains("gzip"));
     let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
     let found = bodies.read().unwrap_or_else(|p| p.into_inner()).get(&key(gzip, pq)).cloned();
-    let mut resp = match found {
-        Some(body) => Response::new(Full::new(body)),
+    let (mut resp, encoded) = match found {
+        Some(p) => (Response::new(Full::new(p.body)), p.gzip),
         None => {
             let mut r = Response::new(Full::new(Bytes::from_static(b"not prepared\n")));
             *r.status_mut() = StatusCode::NOT_FOUND;
@@ -87,7 +96,7 @@ async fn answer(bodies: Bodies, req: Request<Incoming>) -> Result<Response<Full<
         }
     };
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if gzip {
+    if encoded {
         resp.headers_mut().insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     }
     Ok(resp)
@@ -101,12 +110,22 @@ mod tests {
     #[tokio::test]
     async fn answers_prepared_bodies_by_encoding() {
         let s = StaticServer::start().await.expect("bind");
-        s.insert(false, "/api/v1/pods?limit=1", Bytes::from_static(b"{\"items\":[]}"));
+        s.insert(false, "/api/v1/pods?limit=1", Bytes::from_static(b"{\"items\":[]}"), false);
         let c = client(2);
         let got = get(&c, &format!("{}/api/v1/pods?limit=1", s.url), None, false).await.expect("prepared");
         assert_eq!(got.bytes, 12);
         assert_eq!(&got.head[..], b"{\"items\":[]}");
         assert!(get(&c, &format!("{}/api/v1/pods?limit=1", s.url), None, true).await.is_err());
+        // Small answers to gzip-accepting requests stay uncompressed, as kache sends them.
+        s.insert(
+            true,
+            "/small",
+            Bytes::from_static(b"{\"metadata\":{\"continue\":\"t\"},\"items\":[]}"),
+            false,
+        );
+        let got = get(&c, &format!("{}/small", s.url), None, true).await.expect("prepared");
+        assert!(!got.gzipped);
+        assert_eq!(crate::http::continue_token(&got.head).as_deref(), Some("t"));
         s.clear();
         assert!(get(&c, &format!("{}/api/v1/pods?limit=1", s.url), None, false).await.is_err());
     }

@@ -30,6 +30,7 @@ mod review;
 mod rules;
 mod status;
 
+pub use review::ReviewError;
 pub use rules::{Rule, Subject};
 pub use status::{forbidden_message, forbidden_non_resource_status, forbidden_status, unauthorized_status};
 
@@ -235,12 +236,24 @@ impl AuthConfig {
     /// A TokenReview request body → the response body (`status.authenticated`, `status.user`,
     /// `status.audiences`). `Err` is a 400 BadRequest message.
     pub fn token_review(&self, body: &[u8]) -> Result<Vec<u8>, String> {
-        review::token_review(self, body)
+        review::token_review(self, body).map_err(|e| e.to_string())
     }
 
     /// A SubjectAccessReview request body → the response body (`status.allowed`, `status.reason`).
-    /// `Err` is the message of the 400/422 the apiserver would answer.
+    /// `Err` is the message of the 400/422 the apiserver would answer ([`AuthConfig::subject_access_review_checked`]
+    /// tells which).
     pub fn subject_access_review(&self, body: &[u8]) -> Result<Vec<u8>, String> {
+        review::subject_access_review(self, body).map_err(|e| e.to_string())
+    }
+
+    /// [`AuthConfig::token_review`] with a typed error (code and Status body).
+    pub fn token_review_checked(&self, body: &[u8]) -> Result<Vec<u8>, ReviewError> {
+        review::token_review(self, body)
+    }
+
+    /// [`AuthConfig::subject_access_review`] with a typed error: 400 for undecodable bodies, 422 Invalid
+    /// (with causes) for specs that fail validation.
+    pub fn subject_access_review_checked(&self, body: &[u8]) -> Result<Vec<u8>, ReviewError> {
         review::subject_access_review(self, body)
     }
 }

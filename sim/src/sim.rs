@@ -311,15 +311,42 @@ impl SimHandle {
     }
 
     /// Creates the objects of a workload (namespaces, nodes, pods); returns how many were created.
-    /// Objects that already exist are left as they are.
+    /// Objects that already exist are left as they are. The objects are exactly those of
+    /// [`workload::seed_objects`](crate::workload::seed_objects), generated one at a time so that seeding
+    /// 100k pods never holds them all as JSON trees at once.
     pub fn seed(&self, w: &crate::workload::Workload) -> Result<usize, ApiError> {
+        use crate::workload::{namespace, namespace_names, node, node_names, pod, pod_name};
+        use rand::SeedableRng;
         let mut n = 0;
-        for (resource, ns, body) in crate::workload::seed_objects(w) {
-            match self.create(resource, ns.as_deref(), body) {
-                Ok(_) => n += 1,
-                Err(e) if e.reason == "AlreadyExists" => {}
-                Err(e) => return Err(e),
+        let mut put = |resource: &str, ns: Option<&str>, body: Value| match self.create(resource, ns, body) {
+            Ok(_) => {
+                n += 1;
+                Ok(())
             }
+            Err(e) if e.reason == "AlreadyExists" => Ok(()),
+            Err(e) => Err(e),
+        };
+        // Same order of random draws as `seed_objects`: pods only consume the generator.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(w.seed);
+        let namespaces = namespace_names(w);
+        let nodes = node_names(w);
+        for ns in &namespaces {
+            put("namespaces", None, namespace(ns))?;
+        }
+        for nd in &nodes {
+            put("nodes", None, node(nd))?;
+        }
+        let mut names = std::collections::HashSet::with_capacity(w.pods);
+        for i in 0..w.pods {
+            let ns = &namespaces[i % namespaces.len()];
+            let node_name = if nodes.is_empty() { "" } else { nodes[i % nodes.len()].as_str() };
+            let name = loop {
+                let candidate = pod_name(&mut rng);
+                if names.insert((i % namespaces.len(), candidate.clone())) {
+                    break candidate;
+                }
+            };
+            put("pods", Some(ns), pod(ns, &name, node_name, &mut rng))?;
         }
         Ok(n)
     }

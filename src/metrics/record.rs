@@ -12,7 +12,7 @@ use super::labels::{
 };
 use super::names::*;
 use super::recorder::{counter, label};
-use super::resource::resource as handles;
+use super::resource::with_resource;
 
 /// A request answered (by memory or by the upstream): `apiserver_request_total` and
 /// `apiserver_request_duration_seconds`. `verb` is the apiserver's (`get`/`GET`, `list`, `watch`, ...).
@@ -23,38 +23,38 @@ pub fn request<R: AsResource + ?Sized>(
     source: Source,
     elapsed: Duration,
 ) {
-    handles(resource).request(verb, code, source, elapsed);
+    with_resource(resource, |m| m.request(verb, code, source, elapsed));
 }
 
 /// A LIST served from memory: `fetched` objects scanned, `returned` objects in the response.
 pub fn list_served<R: AsResource + ?Sized>(resource: &R, fetched: usize, returned: usize) {
-    handles(resource).list_served(fetched, returned);
+    with_resource(resource, |m| m.list_served(fetched, returned));
 }
 
 /// A consistent read (resourceVersion unset) decided. `fallback`: it was not served from memory.
 /// `success`: the client got an answer (from memory, or from the upstream after the fallback).
 pub fn consistent_read<R: AsResource + ?Sized>(resource: &R, success: bool, fallback: bool) {
-    handles(resource).consistent_read(success, fallback);
+    with_resource(resource, |m| m.consistent_read(success, fallback));
 }
 
 /// Time a consistent read waited for the store to become fresh.
 pub fn read_wait<R: AsResource + ?Sized>(resource: &R, waited: Duration) {
-    handles(resource).read_wait(waited);
+    with_resource(resource, |m| m.read_wait(waited));
 }
 
 /// A streaming list (sendInitialEvents=true) sent its initial-events-end bookmark after `elapsed`.
 pub fn watch_list_done<R: AsResource + ?Sized>(resource: &R, elapsed: Duration) {
-    handles(resource).watch_list_done(elapsed);
+    with_resource(resource, |m| m.watch_list_done(elapsed));
 }
 
 /// A watcher opened (`delta` = 1) or closed (`delta` = -1).
 pub fn watchers<R: AsResource + ?Sized>(resource: &R, delta: i64) {
-    handles(resource).watchers(delta);
+    with_resource(resource, |m| m.watchers(delta));
 }
 
 /// A watcher closed because it could not keep up (also counts `apiserver_terminated_watchers_total`).
 pub fn slow_watcher_closed<R: AsResource + ?Sized>(resource: &R) {
-    handles(resource).slow_watcher_closed();
+    with_resource(resource, |m| m.slow_watcher_closed());
 }
 
 /// A request passed through to the upstream, with the upstream's status code (0: no response).

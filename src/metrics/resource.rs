@@ -70,6 +70,14 @@ impl Interner {
         created
     }
 
+    /// Runs `f` on the handles of `group`/`resource` without taking a reference count when they exist.
+    fn with<T>(&self, group: &str, resource: &str, f: impl FnOnce(&ResourceMetrics) -> T) -> T {
+        if let Some(found) = self.table.load().get(group).and_then(|m| m.get(resource)) {
+            return f(found);
+        }
+        f(&self.get(group, resource))
+    }
+
     fn all(&self) -> Vec<Arc<ResourceMetrics>> {
         self.table.load().values().flat_map(|m| m.values().cloned()).collect()
     }
@@ -83,6 +91,11 @@ fn interner() -> &'static Interner {
 /// The metric handles of one resource (created at most once per process).
 pub fn resource<R: AsResource + ?Sized>(r: &R) -> Arc<ResourceMetrics> {
     interner().get(r.group(), r.resource())
+}
+
+/// Runs `f` on one resource's handles (the free recording functions: no reference count on the hot path).
+pub(crate) fn with_resource<R: AsResource + ?Sized, T>(r: &R, f: impl FnOnce(&ResourceMetrics) -> T) -> T {
+    interner().with(r.group(), r.resource(), f)
 }
 
 /// Every resource that has handles, for refreshing gauges of resources that went away.

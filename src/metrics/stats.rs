@@ -63,21 +63,36 @@ pub trait StatsSource: Send + Sync {
     }
 }
 
-/// kache's stats source: the reflector registry, plus the freshness prober when there is one.
+/// A named readiness check: `Err(reason)` while failing.
+type ReadyCheck = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// kache's stats source: the reflector registry, plus the freshness prober when there is one, plus any
+/// readiness checks the app adds (e.g. `discovery` until the first discovery round is done).
 pub struct KacheStats {
     registry: Arc<Registry>,
     freshness: Option<Arc<Freshness>>,
+    checks: Vec<(String, ReadyCheck)>,
 }
 
 // === impl KacheStats ===
 
 impl KacheStats {
     pub fn new(registry: Arc<Registry>) -> Self {
-        Self { registry, freshness: None }
+        Self { registry, freshness: None, checks: Vec::new() }
     }
 
     pub fn with_freshness(mut self, freshness: Arc<Freshness>) -> Self {
         self.freshness = Some(freshness);
+        self
+    }
+
+    /// Adds a readiness check, listed after `ping` and before the per-resource checks.
+    pub fn with_check(
+        mut self,
+        name: impl Into<String>,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.checks.push((name.into(), Box::new(check)));
         self
     }
 }
@@ -89,6 +104,10 @@ impl StatsSource for KacheStats {
 
     fn freshness(&self) -> Option<&FreshnessStats> {
         self.freshness.as_deref().map(|f| &f.stats)
+    }
+
+    fn extra_ready_checks(&self) -> Vec<(String, Result<(), String>)> {
+        self.checks.iter().map(|(name, check)| (name.clone(), check())).collect()
     }
 }
 

@@ -16,6 +16,7 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header
 use tokio_util::sync::CancellationToken;
 
 use crate::body::{self, Body};
+use crate::codec::list::View;
 use crate::codec::status::ApiError;
 use crate::forward::{Forwarder, WriteTracker};
 use crate::metrics;
@@ -149,19 +150,27 @@ impl KacheHandler {
         } else {
             negotiate::negotiate(accept)
         };
-        match &negotiated {
-            negotiate::Negotiated::Json { .. } => {}
-            other => {
+        // The PartialObjectMetadata views are served from memory when the view fits the request (a list view
+        // for lists, an object view for gets and watch events); any mismatch is forwarded and the upstream
+        // answers it (406 with its own wording).
+        let view = match (&negotiated, r.verb) {
+            (negotiate::Negotiated::Json { .. }, _) => View::Full,
+            (negotiate::Negotiated::JsonPartialMetadata { list: true, .. }, Verb::List)
+            | (negotiate::Negotiated::JsonPartialMetadata { list: false, .. }, Verb::Get | Verb::Watch) => {
+                View::Metadata
+            }
+            (negotiate::Negotiated::JsonPartialMetadata { .. }, _) => return self.forward(req).await,
+            (other, _) => {
                 if let Some(err) = other.error() {
                     return error_response(&err, &req, false);
                 }
                 return self.forward(req).await;
             }
-        }
+        };
         let outcome = match r.verb {
-            Verb::Get => self.get(&req, r, &store, arrived).await,
-            Verb::List => self.list(&req, r, &store, arrived).await,
-            Verb::Watch => self.watch(&req, r, &store, arrived).await,
+            Verb::Get => self.get(&req, r, &store, arrived, view).await,
+            Verb::List => self.list(&req, r, &store, arrived, view).await,
+            Verb::Watch => self.watch(&req, r, &store, arrived, view).await,
             _ => Err(NotServed::Forward("verb")),
         };
         if !matches!(outcome, Err(NotServed::Forward(_) | NotServed::NotFresh)) {
@@ -225,6 +234,7 @@ impl KacheHandler {
         r: &ResourceRequest,
         store: &Arc<Store>,
         arrived: Instant,
+        view: View,
     ) -> Result<Response<Body>, NotServed> {
         let Some(name) = r.name.as_deref() else { return Err(NotServed::Forward("get without name")) };
         let opts = params::parse_get_options(req.uri().query());
@@ -243,6 +253,7 @@ impl KacheHandler {
             min_rv,
             block_timeout: self.config.block_timeout,
             response,
+            view,
         };
         let found = serve_get(store, &q, &self.freshness).await?;
         Ok(found.unwrap_or_else(|| {
@@ -257,6 +268,7 @@ impl KacheHandler {
         r: &ResourceRequest,
         store: &Arc<Store>,
         arrived: Instant,
+        view: View,
     ) -> Result<Response<Body>, NotServed> {
         let info = store.info();
         let kind = info.field_kind();
@@ -299,6 +311,7 @@ impl KacheHandler {
             min_rv: self.writes.last_write(&r.gvr),
             block_timeout: self.config.block_timeout,
             gzip_cache: Some(&self.gzip_cache),
+            view,
         };
         let (resp, stats) = serve_list(store, &q, &self.freshness).await?;
         metrics::list_served(&r.gvr, stats.fetched, stats.returned);
@@ -311,6 +324,7 @@ impl KacheHandler {
         r: &ResourceRequest,
         store: &Arc<Store>,
         arrived: Instant,
+        view: View,
     ) -> Result<Response<Body>, NotServed> {
         let info = store.info();
         let kind = info.field_kind();
@@ -334,24 +348,20 @@ impl KacheHandler {
             };
             return Ok(error_response(&err, req, false));
         }
-        let start = match (opts.send_initial_events, rv) {
-            (Some(true), None) => {
-                // A consistent start (§3.2): the initial state must be at least the upstream's revision when
-                // the request arrived — the same proof as a consistent list; forwarded when it fails.
+        // RV unset with sendInitialEvents set (after the legacy defaulting) starts at the upstream's current
+        // revision (§3.2): the same proof as a consistent list; forwarded when it fails.
+        let consistent_rv = match (rv, opts.send_initial_events) {
+            (None, Some(_)) => {
                 let min_rv = self.writes.last_write(&r.gvr);
-                let fresh =
-                    self.freshness.ensure(store, arrived, min_rv).await.map_err(|_| NotServed::NotFresh)?;
-                Start::Snapshot { wait_for: Some(fresh), end_bookmark: opts.allow_watch_bookmarks }
+                Some(self.freshness.ensure(store, arrived, min_rv).await.map_err(|_| NotServed::NotFresh)?)
             }
-            (Some(true), Some(0)) => {
-                Start::Snapshot { wait_for: None, end_bookmark: opts.allow_watch_bookmarks }
-            }
-            (Some(true), Some(n)) => {
-                Start::Snapshot { wait_for: Some(n), end_bookmark: opts.allow_watch_bookmarks }
-            }
-            (_, None) | (_, Some(0)) => Start::Resume { rv: None },
-            (_, Some(n)) => Start::Resume { rv: Some(n) },
+            _ => None,
         };
+        let mut start = watch::request::start_mode(rv, opts.send_initial_events, consistent_rv);
+        if let Start::Snapshot { end_bookmark, .. } = &mut start {
+            // The initial-events-end bookmark only goes to clients that allow bookmarks.
+            *end_bookmark &= opts.allow_watch_bookmarks;
+        }
         let namespace = scan_namespace(r, info.namespaced, &opts).map(str::to_owned);
         let name = opts.field_selector.exact("metadata.name").map(str::to_owned);
         let predicate: Option<watch::Predicate> =
@@ -365,7 +375,10 @@ impl KacheHandler {
         let spec = WatchSpec {
             start,
             filter: Filter { namespace, name, predicate },
-            view: WatchView::Full,
+            view: match view {
+                View::Full => WatchView::Full,
+                View::Metadata => WatchView::PartialObjectMetadata,
+            },
             bookmarks: opts.allow_watch_bookmarks,
             timeout: self.config.watch.lifetime(opts.timeout_seconds),
             bookmark_interval: self.config.watch.bookmark_interval,

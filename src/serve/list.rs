@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
 use crate::body::{self, Body};
+use crate::codec::list::View;
 use crate::codec::{gzip, list as listcodec, pretty, token};
 use crate::resource::{FieldKind, ResourceInfo};
 use crate::serve::fresh::Freshness;
@@ -36,6 +37,8 @@ pub struct ListQuery<'a> {
     pub block_timeout: std::time::Duration,
     /// Compressed bodies of hot full lists.
     pub gzip_cache: Option<&'a GzipCache>,
+    /// Full objects, or the PartialObjectMetadata view.
+    pub view: View,
 }
 
 /// How the response body is encoded.
@@ -86,7 +89,7 @@ pub async fn serve_list(
         // The cache reports its own RV for single-key reads (`watch_cache.go` WaitUntilFreshAndGet).
         let meta = listcodec::ListMeta { resource_version: resolved.snapshot.rv, ..Default::default() };
         let stats = ListStats { fetched: items.len(), returned: items.len() };
-        return Ok((respond(info, &meta, items, q.response, None), stats));
+        return Ok((respond(info, &meta, items, q.response, None, q.view), stats));
     }
     let ListPlan::Memory { at, limit, start_key } = plan_list(q.rv, q.rvm, q.limit, q.cont.as_ref()) else {
         return Err(NotServed::Forward("plan"));
@@ -109,9 +112,9 @@ pub async fn serve_list(
     let stats = ListStats { fetched: snapshot.objects.len(), returned: page.items.len() };
     // A whole resource or namespace at a current snapshot: its compressed form can be reused.
     let cacheable = limit == 0 && !q.has_selector && q.cont.is_none() && !matches!(at, ReadAt::Exact(_));
-    let key = format!("{}|{}", info.gvr, q.namespace.unwrap_or(""));
+    let key = format!("{}|{}|{:?}", info.gvr, q.namespace.unwrap_or(""), q.view);
     let cache = q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str()));
-    Ok((respond(info, &meta, page.items, q.response, cache), stats))
+    Ok((respond(info, &meta, page.items, q.response, cache, q.view), stats))
 }
 
 /// Objects examined and returned, for metrics.
@@ -130,6 +133,7 @@ pub struct GetQuery<'a> {
     pub min_rv: u64,
     pub block_timeout: std::time::Duration,
     pub response: ResponseOptions,
+    pub view: View,
 }
 
 /// Serves a get of one object; `Ok(None)` when it does not exist.
@@ -138,18 +142,24 @@ pub async fn serve_get(
     q: &GetQuery<'_>,
     freshness: &Freshness,
 ) -> Result<Option<Response<Body>>, NotServed> {
-    let GetQuery { namespace, name, rv, arrived, min_rv, block_timeout, response } = *q;
+    let GetQuery { namespace, name, rv, arrived, min_rv, block_timeout, response, view } = *q;
     let Some(at) = plan_single(rv, Match::Unset, 0) else {
         return Err(NotServed::Forward("exact get"));
     };
     let resolved = resolve(store, at, freshness, arrived, min_rv, block_timeout).await?;
     let (key, _) = make_key(namespace, name);
     // Compact JSON ends with the newline `json.Encoder.Encode` appends.
-    Ok(resolved
-        .snapshot
-        .objects
-        .get(&key)
-        .map(|o| respond_bytes(vec![o.raw.clone(), Bytes::from_static(b"\n")], response)))
+    Ok(resolved.snapshot.objects.get(&key).map(|o| {
+        let object = match view {
+            View::Full => o.raw.clone(),
+            View::Metadata => {
+                let mut out = bytes::BytesMut::new();
+                listcodec::put_partial(&mut out, o);
+                out.freeze()
+            }
+        };
+        respond_bytes(vec![object, Bytes::from_static(b"\n")], response)
+    }))
 }
 
 /// Builds the list response, streamed: compact JSON chunks produced as the body is sent, gzipped on the fly
@@ -160,8 +170,9 @@ pub fn respond(
     items: Vec<Arc<Object>>,
     opts: ResponseOptions,
     cache: Option<(&GzipCache, &str)>,
+    view: View,
 ) -> Response<Body> {
-    let chunks = listcodec::ListChunks::new(info, meta, items);
+    let chunks = listcodec::ListChunks::with_view(info, meta, items, view);
     if opts.pretty {
         return respond_bytes(chunks.collect(), opts);
     }

@@ -9,6 +9,7 @@
 //! [`Limits::shutdown_timeout`], close whatever is left.
 
 mod conn;
+mod framing;
 mod limits;
 mod request;
 mod tls;

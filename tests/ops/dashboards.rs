@@ -230,9 +230,8 @@ fn dashboard_metrics_are_defined_in_the_names_module() {
 #[tokio::test]
 async fn dashboard_metrics_are_exported_by_a_running_kache() {
     let running = RunningKache::start(3).await;
-    // Request-time series appear with traffic; record the traffic a serving kache records.
-    support::representative_traffic(&kache::resource::Gvr::new("", "v1", "pods"));
-    let (status, text) = support::get(&running.metrics.url("/metrics")).await;
+    running.traffic().await;
+    let (status, text) = support::get(&running.metrics_url("/metrics")).await;
     assert_eq!(status, 200, "{text}");
     let exposed = support::exposed_series(&text);
     for (file, used) in dashboard_metrics() {

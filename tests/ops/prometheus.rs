@@ -118,13 +118,11 @@ async fn prometheus_scrapes_kache() {
     };
     let running = RunningKache::start(3).await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut prom = Prometheus::start(&binary, dir.path(), &running.metrics.addr.to_string());
+    let target = running.metrics_target();
+    let mut prom = Prometheus::start(&binary, dir.path(), &target);
 
     let up = prom.eventually(r#"up{job="kache"}"#, |r| single_value(r) == Some(1.0)).await;
-    assert_eq!(
-        up[0].pointer("/metric/instance").and_then(Value::as_str),
-        Some(running.metrics.addr.to_string().as_str())
-    );
+    assert_eq!(up[0].pointer("/metric/instance").and_then(Value::as_str), Some(target.as_str()));
 
     let objects = r#"kache_store_objects{job="kache",group="",resource="pods"}"#;
     prom.eventually(objects, |r| single_value(r) == Some(3.0)).await;
@@ -134,12 +132,7 @@ async fn prometheus_scrapes_kache() {
     prom.eventually(watching, |r| single_value(r) == Some(1.0)).await;
 
     // A new pod upstream reaches kache's store, and the next scrape shows it.
-    let pod = serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "ops-late", "namespace": "default"},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
-    });
-    running.sim.create("pods", Some("default"), pod).expect("create pod");
+    running.sim.create("pods", Some("default"), support::pod("ops-late")).expect("create pod");
     prom.eventually(objects, |r| single_value(r) == Some(4.0)).await;
     let rv = prom
         .eventually(r#"apiserver_watch_cache_resource_version{resource="pods"}"#, |r| {
@@ -147,6 +140,12 @@ async fn prometheus_scrapes_kache() {
         })
         .await;
     assert!(single_value(&rv).is_some_and(|v| v >= running.sim.revision() as f64 - 1.0), "{rv:?}");
+
+    // Requests served from memory show up with source="memory", labelled like the apiserver's.
+    running.traffic().await;
+    let served =
+        r#"sum(apiserver_request_total{job="kache",verb="LIST",resource="pods",source="memory",code="200"})"#;
+    prom.eventually(served, |r| single_value(r).is_some_and(|v| v >= 1.0)).await;
 
     drop(prom);
     running.stop().await;
@@ -159,8 +158,8 @@ async fn exposition_passes_promtool_lint() {
         return;
     };
     let running = RunningKache::start(1).await;
-    support::representative_traffic(&kache::resource::Gvr::new("", "v1", "pods"));
-    let (status, text) = support::get(&running.metrics.url("/metrics")).await;
+    running.traffic().await;
+    let (status, text) = support::get(&running.metrics_url("/metrics")).await;
     assert_eq!(status, 200);
     let mut child = Command::new(promtool)
         .args(["check", "metrics"])

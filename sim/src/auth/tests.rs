@@ -265,6 +265,16 @@ fn subject_access_review_validation() {
         .expect_err("invalid");
     assert!(err.contains("cannot be specified in combination with resourceAttributes"), "{err}");
     assert!(cfg.subject_access_review(b"{").is_err());
+    let err = cfg
+        .subject_access_review_checked(br#"{"spec":{"resourceAttributes":{"verb":"get"}}}"#)
+        .expect_err("invalid");
+    assert_eq!(err.code(), 422);
+    assert_eq!(
+        err.status().to_string(),
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"SubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.user: Invalid value: \"\": at least one of user or group must be specified","reason":"Invalid","details":{"group":"authorization.k8s.io","kind":"SubjectAccessReview","causes":[{"reason":"FieldValueInvalid","message":"Invalid value: \"\": at least one of user or group must be specified","field":"spec.user"}]},"code":422}"#
+    );
+    let err = cfg.token_review_checked(br#"{"spec":{}}"#).expect_err("no token");
+    assert_eq!((err.code(), err.status()["reason"].clone()), (400, json!("BadRequest")));
 }
 
 // === Status bodies ===

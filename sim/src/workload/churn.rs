@@ -33,6 +33,8 @@ const MAX_LIST_PAGES: usize = 2000;
 const CHURN_SEED_SALT: u64 = 0xc4a2_7e5e_ed00_0001;
 /// The pace of [`churn_ops`] without a rate: effectively unpaced, bounded by [`MAX_IN_FLIGHT`].
 const UNPACED_RATE: f64 = 1_000_000.0;
+/// The shortest pause between two operations.
+const MIN_PERIOD: Duration = Duration::from_micros(1);
 /// Random picks tried to find a pod without a request in flight before creating instead.
 const PICK_ATTEMPTS: usize = 4;
 /// The annotation that metadata updates bump.
@@ -113,7 +115,8 @@ async fn run(
         stats,
         sequence: 0,
     };
-    let mut ticker = interval(Duration::from_secs_f64(1.0 / w.churn_per_sec));
+    // Clamped: a huge rate must not round the period to zero (which `interval` refuses).
+    let mut ticker = interval(Duration::from_secs_f64(1.0 / w.churn_per_sec).max(MIN_PERIOD));
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         if *stop.borrow_and_update() || limit.is_some_and(|n| churner.sequence >= n) {

@@ -103,6 +103,52 @@ fn check_body(res: &ResourceDef, body: &Value) -> Result<(), ApiError> {
     if m.get("metadata").is_some_and(|v| !v.is_object() && !v.is_null()) {
         return Err(ApiError::bad_request("metadata must be an object"));
     }
+    check_meta_types(res, m.get("metadata"))
+}
+
+/// The typed decoder rejects ObjectMeta fields of the wrong JSON type; so does the sim (400).
+fn check_meta_types(res: &ResourceDef, meta: Option<&Value>) -> Result<(), ApiError> {
+    let Some(Value::Object(meta)) = meta else { return Ok(()) };
+    let bad = |field: &str, go_type: &str, v: &Value| {
+        let got = match v {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        ApiError::bad_request(format!(
+            "json: cannot unmarshal {got} into Go struct field ObjectMeta.metadata.{field} of type {go_type} ({} {})",
+            res.kind,
+            res.api_version()
+        ))
+    };
+    for field in ["name", "generateName", "namespace", "resourceVersion", "uid"] {
+        if let Some(v) = meta.get(field).filter(|v| !v.is_string() && !v.is_null()) {
+            return Err(bad(field, "string", v));
+        }
+    }
+    for field in ["labels", "annotations"] {
+        match meta.get(field) {
+            Some(Value::Object(m)) => {
+                if let Some(v) = m.values().find(|v| !v.is_string()) {
+                    return Err(bad(field, "string", v));
+                }
+            }
+            Some(v) if !v.is_null() => return Err(bad(field, "map[string]string", v)),
+            _ => {}
+        }
+    }
+    match meta.get("finalizers") {
+        Some(Value::Array(a)) => {
+            if let Some(v) = a.iter().find(|v| !v.is_string()) {
+                return Err(bad("finalizers", "string", v));
+            }
+        }
+        Some(v) if !v.is_null() => return Err(bad("finalizers", "[]string", v)),
+        _ => {}
+    }
     Ok(())
 }
 
@@ -239,7 +285,8 @@ pub fn create(
         if !causes.is_empty() {
             return Err(ApiError::invalid_object(&res, &name, causes));
         }
-        let mut obj = body.clone();
+        // A named create has one attempt: the body can move instead of being copied.
+        let mut obj = if requested.is_empty() { body.clone() } else { std::mem::take(&mut body) };
         meta_mut(&mut obj).insert("name".into(), json!(name));
         if res.builtin && res.plural == "namespaces" {
             let labels = meta_mut(&mut obj).entry("labels").or_insert_with(|| json!({}));

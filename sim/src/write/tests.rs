@@ -167,3 +167,18 @@ fn managed_fields_are_computed_unless_the_client_sets_them() {
     assert_ne!(u["metadata"]["managedFields"][0]["time"], json!(null));
     assert_eq!(u["metadata"]["managedFields"].as_array().map(Vec::len), Some(1));
 }
+
+#[test]
+fn metadata_of_the_wrong_type_is_400() {
+    let (s, cm, o) = setup();
+    for meta in [
+        json!({"name": 7}),
+        json!({"name": "a", "labels": {"x": 1}}),
+        json!({"name": "a", "labels": []}),
+        json!({"name": "a", "finalizers": "x"}),
+    ] {
+        let e = create(&s, cm, Some("default"), json!({"metadata": meta}), &o).expect_err("400");
+        assert_eq!(e.code, 400, "{meta}");
+        assert!(e.message.starts_with("json: cannot unmarshal"), "{}", e.message);
+    }
+}

@@ -243,6 +243,13 @@ async fn seeding_a_workload() {
     let w = kache_sim::workload::Workload { namespaces: 2, pods: 10, nodes: 3, churn_per_sec: 0.0, seed: 7 };
     let n = env.sim.seed(&w).expect("seed");
     assert_eq!(n, 15);
+    // Streaming seeding creates exactly the objects `seed_objects` describes.
+    for (resource, ns, body) in kache_sim::workload::seed_objects(&w) {
+        let name = body["metadata"]["name"].as_str().expect("name");
+        let got = env.sim.get(resource, ns.as_deref(), name).expect("seeded");
+        assert_eq!(got["spec"], body["spec"], "{resource} {name}");
+        assert_eq!(got["metadata"]["labels"], body["metadata"]["labels"], "{resource} {name}");
+    }
     let l = env.get("/api/v1/pods").await.json();
     assert_eq!(names(&l).len(), 10);
     let l = env.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0").await.json();

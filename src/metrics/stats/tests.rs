@@ -112,3 +112,26 @@ fn readiness_counts_configured_resources_only() {
         ]
     );
 }
+
+#[tokio::test]
+async fn kache_stats_runs_added_checks_in_order() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let upstream = crate::upstream::Upstream::plain("http://127.0.0.1:9").expect("plain upstream");
+    let registry = Registry::new(upstream, crate::reflector::ReflectorConfig::default());
+    let discovered = Arc::new(AtomicBool::new(false));
+    let flag = discovered.clone();
+    let stats = KacheStats::new(registry).with_check("discovery", move || {
+        if flag.load(Ordering::Relaxed) { Ok(()) } else { Err("first discovery pending".into()) }
+    });
+    let checks = crate::metrics::readiness(&stats);
+    assert_eq!(
+        checks,
+        vec![
+            ("ping".to_owned(), Ok(())),
+            ("discovery".to_owned(), Err("first discovery pending".to_owned()))
+        ]
+    );
+    discovered.store(true, Ordering::Relaxed);
+    assert_eq!(crate::metrics::readiness(&stats)[1], ("discovery".to_owned(), Ok(())));
+}

@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::conn::{ActiveGuard, Activity};
+use super::framing::Framing;
 use super::{ConnInfo, Handler, Limits};
 use crate::body::{Body, BoxError};
 use crate::codec::status::ApiError;
@@ -172,9 +173,9 @@ pub(crate) fn body_too_large(limit: u64) -> ApiError {
 enum DrainState {
     /// Shutdown has not started.
     Running,
-    /// Shutdown started mid-event of a newline-delimited (JSON) stream: pass frames on until one ends a
-    /// line, so the client never sees half an event.
-    FinishingLine,
+    /// Shutdown started mid-event (of a JSON or protobuf watch stream): pass frames on until the event is
+    /// complete, so the client never sees half an event.
+    FinishingEvent,
     /// The body ends at the next poll.
     Done,
 }
@@ -187,10 +188,8 @@ pin_project_lite::pin_project! {
         inner: Body,
         guard: Option<ActiveGuard>,
         drain: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
-        // Whether the stream is newline-delimited (JSON watch events end with '\n'); others end at once.
-        line_delimited: bool,
-        // Whether the data sent so far ends at a line boundary.
-        at_line_end: bool,
+        // Where events end in this stream, and whether the bytes sent so far end at one.
+        framing: Framing,
         state: DrainState,
     }
 }
@@ -201,18 +200,14 @@ impl ServedBody {
         guard: ActiveGuard,
         drain: Option<WaitForCancellationFutureOwned>,
     ) -> Response<Body> {
-        let line_delimited = resp
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("application/json") || ct.starts_with("text/"));
+        let framing =
+            Framing::for_content_type(resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()));
         resp.map(|inner| {
             ServedBody {
                 inner,
                 guard: Some(guard),
                 drain: drain.map(Box::pin),
-                line_delimited,
-                at_line_end: true,
+                framing,
                 state: DrainState::Running,
             }
             .boxed()
@@ -233,11 +228,8 @@ impl HttpBody for ServedBody {
             && let Some(drain) = this.drain.as_mut()
             && drain.as_mut().poll(cx).is_ready()
         {
-            *this.state = if *this.line_delimited && !*this.at_line_end {
-                DrainState::FinishingLine
-            } else {
-                DrainState::Done
-            };
+            *this.state =
+                if !this.framing.at_boundary() { DrainState::FinishingEvent } else { DrainState::Done };
         }
         if *this.state == DrainState::Done {
             this.guard.take();
@@ -246,10 +238,10 @@ impl HttpBody for ServedBody {
         let frame = ready!(this.inner.poll_frame(cx));
         match &frame {
             Some(Ok(f)) => {
-                if let Some(data) = f.data_ref().filter(|d| !d.is_empty()) {
-                    *this.at_line_end = data.ends_with(b"\n");
+                if let Some(data) = f.data_ref() {
+                    this.framing.advance(data);
                 }
-                if *this.state == DrainState::FinishingLine && *this.at_line_end {
+                if *this.state == DrainState::FinishingEvent && this.framing.at_boundary() {
                     *this.state = DrainState::Done;
                 }
             }

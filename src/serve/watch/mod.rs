@@ -3,6 +3,7 @@
 //! Layout:
 //! - [`stream`]: the per-watcher state machine ([`Watcher`]) that the HTTP body polls;
 //! - [`frame`]: event lines built from stored bytes (one shared frame per store event);
+//! - [`shared`]: the other per-event frames (metadata view, selector transitions), also built once;
 //! - [`bookmark`]: BOOKMARK object shapes per kind and the bookmark schedule;
 //! - [`filter`]: namespace/name/selector scope and enter/leave transitions;
 //! - [`request`]: the entry point [`serve_watch`]: options to start mode (semantics §3.2), selection;
@@ -17,6 +18,7 @@ pub mod error;
 pub mod filter;
 pub mod frame;
 pub mod request;
+pub mod shared;
 pub mod stats;
 pub mod stream;
 

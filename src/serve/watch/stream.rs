@@ -22,6 +22,7 @@ use super::bookmark::{BookmarkShape, DISPATCH_TICK, next_bookmark};
 use super::error::StartError;
 use super::filter::{Filter, Transition};
 use super::frame::{self, FrameType, WatchView};
+use super::shared::{self, Variant};
 use super::stats::{self, ActiveGuard, EndReason};
 use crate::store::{Event, Key, Signal, Snapshot, Store};
 
@@ -339,23 +340,28 @@ impl Watcher {
     }
 
     /// The frame (if any) this watcher sends for a store event, advancing `position`.
-    fn on_event(&mut self, event: &Event) -> Option<Bytes> {
+    fn on_event(&mut self, event: &Arc<Event>) -> Option<Bytes> {
         if event.rv <= self.position {
             return None;
         }
         self.position = event.rv;
-        match self.filter.transition(event) {
-            Transition::Skip => None,
-            Transition::AsIs => Some(match self.view {
-                WatchView::Full => frame::shared_frame(event),
-                view => frame::object_frame(event.kind.into(), &event.object, view),
-            }),
-            Transition::Entered => Some(frame::object_frame(FrameType::Added, &event.object, self.view)),
+        let view = self.view;
+        let partial = view == WatchView::PartialObjectMetadata;
+        // Every frame here is the same for all watchers that send it: built once per event and variant.
+        let (variant, kind) = match self.filter.transition(event) {
+            Transition::Skip => return None,
+            Transition::AsIs if !partial => return Some(frame::shared_frame(event)),
+            Transition::AsIs => (Variant::PartialAsIs, event.kind.into()),
+            Transition::Entered => {
+                (if partial { Variant::PartialEntered } else { Variant::Entered }, FrameType::Added)
+            }
             Transition::Left => {
                 let prev = event.prev.as_deref()?;
-                Some(frame::departure_frame(prev, event.rv, self.view))
+                let variant = if partial { Variant::PartialLeft } else { Variant::Left };
+                return Some(shared::frame(event, variant, || frame::departure_frame(prev, event.rv, view)));
             }
-        }
+        };
+        Some(shared::frame(event, variant, || frame::object_frame(kind, &event.object, view)))
     }
 
     /// Ends the watch with the ERROR event of `e`.
