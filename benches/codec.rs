@@ -20,7 +20,7 @@ use kache::codec::gzip::compress;
 use kache::codec::list::{ListMeta, assemble_list};
 use kache::codec::token;
 
-#[path = "common/pods.rs"]
+#[path = "common/objects.rs"]
 mod common;
 
 const PODS: usize = 10_000;

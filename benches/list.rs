@@ -17,7 +17,7 @@ use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kache::codec::list::{LIST_CHUNK_BYTES, ListChunks, ListMeta, assemble_list};
 
-#[path = "common/pods.rs"]
+#[path = "common/objects.rs"]
 mod common;
 
 /// Pods in the list (issue 5's 10k-pod figure).

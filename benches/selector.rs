@@ -17,7 +17,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kache::resource::FieldKind;
 use kache::serve::selector::{FieldSelector, LabelSelector};
 
-#[path = "common/pods.rs"]
+#[path = "common/objects.rs"]
 mod common;
 
 const PODS: usize = 10_000;

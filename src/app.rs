@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::forward::{Forwarder, WriteTracker};
+use crate::metrics::KacheStats;
 use crate::reflector::{ReflectorConfig, Registry};
 use crate::serve::fresh::{Freshness, FreshnessConfig};
 use crate::serve::handler::{HandlerConfig, HandlerStats, KacheHandler};
@@ -79,6 +80,7 @@ pub enum AppError {
 /// A running kache.
 pub struct Kache {
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     registry: Arc<Registry>,
     stats: Arc<HandlerStats>,
     shutdown: CancellationToken,
@@ -92,7 +94,18 @@ impl Kache {
     /// Starts kache on `listener`: discovery and reflectors in the background, the HTTP front at once
     /// (requests are forwarded until their resource is synced).
     pub async fn start(config: Config, listener: TcpListener) -> Result<Kache, AppError> {
+        Self::start_with_metrics(config, listener, None).await
+    }
+
+    /// As [`Kache::start`], also serving `/metrics`, `/healthz`, `/livez` and `/readyz` on `metrics`.
+    pub async fn start_with_metrics(
+        config: Config,
+        listener: TcpListener,
+        metrics: Option<TcpListener>,
+    ) -> Result<Kache, AppError> {
         let addr = listener.local_addr()?;
+        let metrics_addr = metrics.as_ref().map(TcpListener::local_addr).transpose()?;
+        let metrics_handle = crate::metrics::install();
         let upstream = match &config.upstream {
             UpstreamSource::Url(url) => Upstream::plain(url)?,
             UpstreamSource::Kubeconfig(path) => Upstream::from_kubeconfig(path.as_deref()).await?,
@@ -134,7 +147,16 @@ impl Kache {
 
         let writes = Arc::new(WriteTracker::new());
         let forwarder = Forwarder::new(upstream.clone(), writes.clone(), config.limits.max_in_flight);
-        let freshness = Freshness::new(upstream.clone(), config.freshness.clone());
+        let freshness = Arc::new(Freshness::new(upstream.clone(), config.freshness.clone()));
+        if let Some(listener) = metrics {
+            let source = Arc::new(KacheStats::new(registry.clone()).with_freshness(freshness.clone()));
+            let stop = shutdown.clone();
+            background.push(tokio::spawn(async move {
+                if let Err(e) = crate::metrics::serve_metrics(listener, metrics_handle, source, stop).await {
+                    tracing::error!(error = %e, "metrics listener failed");
+                }
+            }));
+        }
         let handler = Arc::new(KacheHandler::new(
             registry.clone(),
             forwarder,
@@ -153,7 +175,7 @@ impl Kache {
             config.limits.clone(),
             async move { stop.cancelled().await },
         ));
-        Ok(Kache { addr, registry, stats, shutdown, server, background })
+        Ok(Kache { addr, metrics_addr, registry, stats, shutdown, server, background })
     }
 
     /// The address kache listens on.
@@ -164,6 +186,11 @@ impl Kache {
     /// `http://ADDR`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// `http://ADDR` of the metrics and health listener, when there is one.
+    pub fn metrics_url(&self) -> Option<String> {
+        self.metrics_addr.map(|a| format!("http://{a}"))
     }
 
     /// Where answers came from.

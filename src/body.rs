@@ -26,3 +26,12 @@ pub fn chunks(chunks: Vec<Bytes>) -> Body {
     );
     http_body_util::StreamBody::new(stream).boxed()
 }
+
+/// A body streaming the buffers an iterator produces, one frame each, as hyper asks for them.
+pub fn stream_iter<I>(chunks: I) -> Body
+where
+    I: Iterator<Item = Bytes> + Send + Sync + 'static,
+{
+    let stream = futures_util::stream::iter(chunks.map(|c| Ok::<_, BoxError>(hyper::body::Frame::data(c))));
+    http_body_util::StreamBody::new(stream).boxed()
+}

@@ -61,6 +61,9 @@ struct ServeArgs {
 /// Flags shared by `serve` and `demo`.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct CommonArgs {
+    /// Address of the metrics and health listener (/metrics, /healthz, /livez, /readyz); `off` disables it.
+    #[arg(long, default_value = kache::metrics::DEFAULT_METRICS_LISTEN)]
+    pub(crate) metrics_listen: String,
     /// Resources cached up front, e.g. `pods,nodes,apps/v1/deployments,example.com/v1/widgets`
     /// (default: every discovered resource that supports list and watch).
     #[arg(long)]
@@ -144,14 +147,26 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(url) => UpstreamSource::Url(url),
         None => UpstreamSource::Kubeconfig(args.kubeconfig),
     };
-    let config = args.common.into_config(upstream)?;
+    let config = args.common.clone().into_config(upstream)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding --listen {}", args.listen))?;
-    let kache = Kache::start(config, listener).await?;
-    tracing::info!(url = %kache.url(), "kache serving");
+    let metrics = bind_metrics(&args.common.metrics_listen).await?;
+    let kache = Kache::start_with_metrics(config, listener, metrics).await?;
+    tracing::info!(url = %kache.url(), metrics = ?kache.metrics_url(), "kache serving");
     kache.run_until(shutdown_signal()).await;
     Ok(())
+}
+
+/// Binds the metrics listener unless it is `off`.
+pub(crate) async fn bind_metrics(addr: &str) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    if addr == "off" {
+        return Ok(None);
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding --metrics-listen {addr}"))?;
+    Ok(Some(listener))
 }
 
 /// Completes on SIGINT or SIGTERM.
@@ -178,12 +193,9 @@ pub(crate) async fn shutdown_signal() {
 }
 
 fn init_logging(format: &str, level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    if format == "json" {
-        let _ = builder.json().try_init();
-    } else {
-        let _ = builder.try_init();
+    let format = format.parse().unwrap_or(kache::metrics::LogFormat::Text);
+    if let Err(e) = kache::metrics::init_tracing(format, level) {
+        eprintln!("kache: {e}");
+        std::process::exit(2);
     }
 }

@@ -319,8 +319,16 @@ async fn unreachable_upstream_is_a_503_status() {
     assert_eq!(status["code"], 503);
 }
 
+/// The value of one exact series in a Prometheus rendering (0 when absent).
+fn series(text: &str, series: &str) -> f64 {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok()).unwrap_or(0.0)
+}
+
 #[tokio::test]
 async fn concurrent_forwarded_requests_are_bounded_with_429() {
+    let metrics = kache::metrics::install();
+    let rejections = r#"kache_limit_rejections_total{limit="inflight"}"#;
+    let before = series(&metrics.render(), rejections);
     let (up, k) = setup(Limits { max_in_flight: 1, ..Limits::default() }).await;
     let mut held = h1(k.addr).await;
     let first = tokio::spawn(async move {
@@ -349,7 +357,8 @@ async fn concurrent_forwarded_requests_are_bounded_with_429() {
     assert_eq!(headers["retry-after"], "1");
     assert_eq!(
         &body[..],
-        br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Too many requests, please try again later.","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}"#
+        br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Too many requests, please try again later.","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}
+"#
     );
     // Watches (long-running) are not counted against the bound.
     let (status, _, _) = collect(
@@ -359,6 +368,7 @@ async fn concurrent_forwarded_requests_are_bounded_with_429() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "a watch passes while the slot is taken");
+    assert!(series(&metrics.render(), rejections) > before, "the rejection is counted");
     up.hold.notify_one();
     assert_eq!(first.await.expect("joined").0, StatusCode::OK);
     // The slot is free again once the first response is done.
@@ -381,7 +391,10 @@ async fn streamed_upload_over_the_body_limit_is_413() {
         .expect("valid");
     let (status, _, body) = collect(h1(k.addr).await.send_request(req).await.expect("response")).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{}", String::from_utf8_lossy(&body));
-    assert!(body.ends_with(br#""message":"Request entity too large: limit is 1048576","reason":"RequestEntityTooLarge","code":413}"#));
+    assert!(body.ends_with(
+        br#""message":"Request entity too large: limit is 1048576","reason":"RequestEntityTooLarge","code":413}
+"#
+    ));
 }
 
 /// Peak resident memory of this process (VmHWM), in bytes.
@@ -747,4 +760,296 @@ async fn with_own_credentials_client_identity_is_not_forwarded() {
         "{seen}"
     );
     assert_eq!(headers["accept"], "application/json");
+
+    // Trusted code (the auth layer) can forward as the authenticated end user.
+    let mut identity = HeaderMap::new();
+    identity.insert("impersonate-user", "jane".parse().expect("valid"));
+    let mut req = request(Method::GET, "/api/v1/pods")
+        .header("impersonate-user", "admin")
+        .body(body::empty())
+        .expect("valid");
+    req.extensions_mut().insert(kache::forward::UpstreamIdentity(identity));
+    let forwarder = Forwarder::new(
+        Upstream::from_kubeconfig(Some(&up.kubeconfig)).await.expect("kubeconfig loads"),
+        Arc::new(WriteTracker::new()),
+        10,
+    );
+    let resp = forwarder.forward(req).await;
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    let seen: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+    assert_eq!(seen["headers"]["impersonate-user"], "jane", "{seen}");
+}
+
+// --- against kache-sim: the real upstream model ---
+
+struct SimFront {
+    sim: kache_sim::sim::SimHandle,
+    kache: Kache,
+}
+
+async fn sim_front() -> SimFront {
+    let sim = kache_sim::sim::Sim::builder().start().await.expect("sim starts");
+    let kache = kache(&sim.url(), Limits::default()).await;
+    SimFront { sim, kache }
+}
+
+/// Bytes written on an upgraded stream come back (the sim's echo), in several rounds, both directions.
+async fn assert_echo(mut stream: TcpStream) {
+    for round in 0..5 {
+        let msg = format!("round {round}: {}\n", "q".repeat(round * 3000));
+        stream.write_all(msg.as_bytes()).await.expect("write");
+        let mut echoed = vec![0u8; msg.len()];
+        stream.read_exact(&mut echoed).await.expect("echo");
+        assert_eq!(echoed, msg.as_bytes());
+    }
+}
+
+async fn raw_request_head(
+    addr: SocketAddr,
+    request_line: &str,
+    headers: &[(&str, &str)],
+) -> (String, TcpStream) {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let mut head = format!("{request_line}\r\nHost: kache\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.expect("write head");
+    let mut resp = Vec::new();
+    let mut byte = [0u8; 1];
+    while !resp.ends_with(b"\r\n\r\n") {
+        let n = stream.read(&mut byte).await.expect("read head");
+        assert_eq!(n, 1, "connection closed before the response head: {}", String::from_utf8_lossy(&resp));
+        resp.push(byte[0]);
+    }
+    (String::from_utf8(resp).expect("ascii head"), stream)
+}
+
+#[tokio::test]
+async fn sim_echo_upgrade_spdy_and_websocket_through_kache() {
+    let f = sim_front().await;
+    let spdy = [
+        ("Connection", "Upgrade"),
+        ("Upgrade", "SPDY/3.1"),
+        ("X-Stream-Protocol-Version", "v4.channel.k8s.io"),
+    ];
+    let ws = [
+        ("Connection", "Upgrade"),
+        ("Upgrade", "websocket"),
+        ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ("Sec-WebSocket-Version", "13"),
+        ("Sec-WebSocket-Protocol", "v5.channel.k8s.io"),
+    ];
+    for (headers, proto) in [(&spdy[..], "spdy/3.1"), (&ws[..], "websocket")] {
+        let (head, stream) = raw_request_head(f.kache.addr, "GET /sim/echo-upgrade HTTP/1.1", headers).await;
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        assert!(head.to_ascii_lowercase().contains(&format!("upgrade: {proto}")), "{head}");
+        assert_echo(stream).await;
+    }
+    // Without an upgrade header the sim's 400 passes through as it is.
+    let (head, _) = raw_request_head(f.kache.addr, "GET /sim/echo-upgrade HTTP/1.1", &[]).await;
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+}
+
+#[tokio::test]
+async fn sim_writes_through_kache_record_resource_versions() {
+    let f = sim_front().await;
+    let mut c = h1(f.kache.addr).await;
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w1"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+    let req = request(Method::POST, "/api/v1/namespaces/default/pods")
+        .header("content-type", "application/json")
+        .body(body::full(pod))
+        .expect("valid");
+    let (status, _, body) = collect(c.send_request(req).await.expect("response")).await;
+    assert_eq!(status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&body));
+    let created: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    let rv: u64 =
+        created["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("an rv");
+    let pods = Gvr::new("", "v1", "pods");
+    assert_eq!(f.kache.writes.last_write(&pods), rv);
+
+    let req = request(Method::PATCH, "/api/v1/namespaces/default/pods/w1")
+        .header("content-type", "application/merge-patch+json")
+        .body(body::full(r#"{"metadata":{"labels":{"a":"b"}}}"#))
+        .expect("valid");
+    let (status, _, body) = collect(c.send_request(req).await.expect("response")).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let patched: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    let rv2: u64 =
+        patched["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("an rv");
+    assert!(rv2 > rv);
+    assert_eq!(f.kache.writes.last_write(&pods), rv2);
+    assert_eq!(f.sim.get("pods", Some("default"), "w1").expect("in the sim")["metadata"]["labels"]["a"], "b");
+}
+
+#[tokio::test]
+async fn sim_followed_logs_stream_through_kache() {
+    let f = sim_front().await;
+    f.sim
+        .create("pods", Some("default"), serde_json::json!({"metadata": {"name": "logger"}}))
+        .expect("pod created");
+    let mut c = h1(f.kache.addr).await;
+    let req = request(Method::GET, "/api/v1/namespaces/default/pods/logger/log?follow=true")
+        .body(body::empty())
+        .expect("valid");
+    let resp = c.send_request(req).await.expect("response");
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut body = resp.into_body();
+    let mut text = String::new();
+    // The fixed lines, then a line the sim produces later: the stream is passed on as it is produced.
+    while !text.contains("log line 4 from pod logger\n") {
+        let frame = body.frame().await.expect("the stream stays open").expect("no error");
+        text.push_str(&String::from_utf8_lossy(&frame.into_data().expect("data")));
+    }
+    assert!(text.starts_with("log line 1 from pod logger\n"), "{text}");
+}
+
+/// Runs kubectl against kache; returns (success, stdout, stderr).
+async fn kubectl(
+    kubeconfig: &std::path::Path,
+    cache: &std::path::Path,
+    args: &[&str],
+) -> (bool, String, String) {
+    let mut cmd = std::process::Command::new("kubectl");
+    cmd.arg("--kubeconfig").arg(kubeconfig).arg("--cache-dir").arg(cache).args(args);
+    cmd.env_remove("KUBECONFIG");
+    let out = tokio::task::spawn_blocking(move || cmd.output()).await.expect("joined").expect("kubectl runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_through_kache() {
+    let f = sim_front().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster:\n    server: http://{}\nusers:\n- name: u\n  \
+             user: {{}}\ncontexts:\n- name: k\n  context: {{cluster: k, user: u, namespace: default}}\ncurrent-context: k\n",
+            f.kache.addr
+        ),
+    )
+    .expect("write kubeconfig");
+    let manifest = dir.path().join("cm.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: fast\n",
+    )
+    .expect("write manifest");
+    let cache = dir.path().join("cache");
+    let manifest = manifest.to_str().expect("utf-8 path");
+    let run = |args: &'static [&'static str]| kubectl(&kubeconfig, &cache, args);
+
+    let (ok, out, err) = kubectl(&kubeconfig, &cache, &["apply", "--validate=false", "-f", manifest]).await;
+    assert!(ok, "apply: {out}{err}");
+    assert!(out.contains("configmap/settings"), "{out}");
+
+    let (ok, out, err) = run(&["get", "configmap", "settings", "-o", "yaml"]).await;
+    assert!(ok, "get: {out}{err}");
+    assert!(out.contains("mode: fast") && out.contains("name: settings"), "{out}");
+
+    let (ok, out, err) = run(&["label", "configmap", "settings", "tier=gold"]).await;
+    assert!(ok, "label: {out}{err}");
+    let (ok, out, err) =
+        run(&["patch", "configmap", "settings", "--type=merge", "-p", r#"{"data":{"mode":"slow"}}"#]).await;
+    assert!(ok, "patch: {out}{err}");
+    let (ok, out, err) = run(&["get", "configmaps", "-l", "tier=gold", "-o", "yaml"]).await;
+    assert!(ok, "get -l: {out}{err}");
+    assert!(out.contains("mode: slow") && out.contains("tier: gold"), "{out}");
+
+    let (ok, out, err) = run(&["delete", "configmap", "settings"]).await;
+    assert!(ok, "delete: {out}{err}");
+    let (ok, _, err) = run(&["get", "configmap", "settings"]).await;
+    assert!(!ok && err.contains("NotFound"), "{err}");
+    assert!(f.kache.writes.last_write(&Gvr::new("", "v1", "configmaps")) > 0, "writes were tracked");
+
+    // Logs through kubectl's raw path (`kubectl logs` needs spec.containers, which the sim does not keep).
+    f.sim
+        .create("pods", Some("default"), serde_json::json!({"metadata": {"name": "web"}}))
+        .expect("pod created");
+    let (ok, out, err) = run(&["get", "--raw", "/api/v1/namespaces/default/pods/web/log"]).await;
+    assert!(ok, "logs: {out}{err}");
+    assert!(out.starts_with("log line 1 from pod web\n"), "{out}");
+    let (ok, out, err) = run(&["get", "--raw", "/version"]).await;
+    assert!(ok && out.contains("gitVersion"), "get --raw /version: {out}{err}");
+}
+
+#[tokio::test]
+async fn forwarded_requests_are_counted_like_the_apiserver() {
+    let metrics = kache::metrics::install();
+    let (_up, k) = setup(Limits::default()).await;
+    let mut c = h1(k.addr).await;
+    let req = request(Method::GET, "/api/v1/namespaces/a/frontmetrics").body(body::empty()).expect("valid");
+    let (status, _, _) = collect(c.send_request(req).await.expect("response")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let req = request(Method::PATCH, "/api/v1/namespaces/a/frontmetrics/x")
+        .header("content-type", "application/apply-patch+yaml")
+        .body(body::full("{}"))
+        .expect("valid");
+    collect(c.send_request(req).await.expect("response")).await;
+    let text = metrics.render();
+    for line in [
+        r#"apiserver_request_total{group="",resource="frontmetrics",verb="LIST",code="404",source="upstream"}"#,
+        r#"apiserver_request_total{group="",resource="frontmetrics",verb="APPLY",code="404",source="upstream"}"#,
+    ] {
+        assert_eq!(series(&text, line), 1.0, "{line} in\n{text}");
+    }
+}
+
+/// exec/attach/port-forward reach kache over TLS in practice: an HTTP/1.1 (ALPN) client upgrades through
+/// a TLS front to the sim's echo endpoint.
+#[tokio::test]
+async fn upgrade_through_a_tls_front() {
+    use rustls_pki_types::pem::PemObject;
+    kache::upstream::install_crypto_provider();
+    let sim = kache_sim::sim::Sim::builder().start().await.expect("sim starts");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ca, cert, key) = certificates(dir.path());
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let forwarder = Arc::new(Forwarder::new(
+        Upstream::plain(&sim.url()).expect("url"),
+        Arc::new(WriteTracker::new()),
+        10,
+    ));
+    let tls = TlsConfig::from_pem_files(&cert, &key).expect("valid cert");
+    let (_stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(serve(listener, Some(tls), forwarder, Limits::default(), async {
+        let _ = stopped.await;
+    }));
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(rustls_pki_types::CertificateDer::from_pem_file(&ca).expect("CA pem")).expect("CA added");
+    let mut client = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    client.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("valid name");
+    let mut stream = connector.connect(name, tcp).await.expect("TLS handshake");
+    assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+
+    stream
+        .write_all(b"GET /sim/echo-upgrade HTTP/1.1\r\nHost: kache\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
+        .await
+        .expect("write head");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(stream.read(&mut byte).await.expect("read head"), 1, "closed early");
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+    for round in 0..3 {
+        let msg = format!("tls round {round}\n");
+        stream.write_all(msg.as_bytes()).await.expect("write");
+        let mut echoed = vec![0u8; msg.len()];
+        stream.read_exact(&mut echoed).await.expect("echo");
+        assert_eq!(echoed, msg.as_bytes());
+    }
 }

@@ -7,7 +7,8 @@
 //!   it. With anonymous access on, a request *without* credentials is `system:anonymous`
 //!   (`system:unauthenticated`); a request with a bad token is never anonymous.
 //! - Authorization: RBAC-like allow rules (no deny rules, like RBAC). Members of `system:masters` are always
-//!   allowed, like the apiserver's privileged group.
+//!   allowed, like the apiserver's privileged group. The apiserver's bootstrap policy for discovery and
+//!   self-reviews applies too unless turned off ([`bootstrap_rules`]).
 //! - Both tables live behind locks so that tests can add and revoke tokens and rules while the sim serves.
 
 use std::collections::HashMap;
@@ -27,8 +28,11 @@ pub const DEFAULT_API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.l
 
 mod review;
 mod rules;
+mod status;
 
+pub use review::ReviewError;
 pub use rules::{Rule, Subject};
+pub use status::{forbidden_message, forbidden_non_resource_status, forbidden_status, unauthorized_status};
 
 // === impl UserInfo ===
 
@@ -73,6 +77,8 @@ struct TokenEntry {
 pub struct AuthConfig {
     tokens: RwLock<HashMap<String, TokenEntry>>,
     rules: RwLock<Vec<Rule>>,
+    /// The bootstrap ClusterRoles and bindings; not touched by [`AuthConfig::set_rules`].
+    bootstrap: Vec<Rule>,
     anonymous: bool,
     api_audiences: Vec<String>,
 }
@@ -82,6 +88,7 @@ impl Default for AuthConfig {
         AuthConfig {
             tokens: RwLock::new(HashMap::new()),
             rules: RwLock::new(Vec::new()),
+            bootstrap: bootstrap_rules(),
             anonymous: false,
             api_audiences: vec![DEFAULT_API_AUDIENCE.to_string()],
         }
@@ -118,6 +125,12 @@ impl AuthConfig {
     /// Lets requests without credentials through as `system:anonymous` (the apiserver's `--anonymous-auth`).
     pub fn with_anonymous(mut self, enabled: bool) -> Self {
         self.anonymous = enabled;
+        self
+    }
+
+    /// Keeps (the default) or drops the apiserver's bootstrap policy ([`bootstrap_rules`]).
+    pub fn with_bootstrap_policy(mut self, enabled: bool) -> Self {
+        self.bootstrap = if enabled { bootstrap_rules() } else { Vec::new() };
         self
     }
 
@@ -166,7 +179,7 @@ impl AuthConfig {
         write(&self.tokens).remove(token).is_some()
     }
 
-    /// Replaces every rule at once (tests grant and revoke permissions with this).
+    /// Replaces every rule at once (tests grant and revoke permissions with this); the bootstrap policy stays.
     pub fn set_rules(&self, rules: Vec<Rule>) {
         *write(&self.rules) = rules;
     }
@@ -216,20 +229,69 @@ impl AuthConfig {
         if user.groups.iter().any(|g| g == MASTERS_GROUP) {
             return Some(String::new());
         }
-        read(&self.rules).iter().find(|r| r.applies_to(user) && allows(r)).map(Rule::reason)
+        let rules = read(&self.rules);
+        rules.iter().chain(&self.bootstrap).find(|r| r.applies_to(user) && allows(r)).map(Rule::reason)
     }
 
     /// A TokenReview request body → the response body (`status.authenticated`, `status.user`,
     /// `status.audiences`). `Err` is a 400 BadRequest message.
     pub fn token_review(&self, body: &[u8]) -> Result<Vec<u8>, String> {
-        review::token_review(self, body)
+        review::token_review(self, body).map_err(|e| e.to_string())
     }
 
     /// A SubjectAccessReview request body → the response body (`status.allowed`, `status.reason`).
-    /// `Err` is the message of the 400/422 the apiserver would answer.
+    /// `Err` is the message of the 400/422 the apiserver would answer ([`AuthConfig::subject_access_review_checked`]
+    /// tells which).
     pub fn subject_access_review(&self, body: &[u8]) -> Result<Vec<u8>, String> {
+        review::subject_access_review(self, body).map_err(|e| e.to_string())
+    }
+
+    /// [`AuthConfig::token_review`] with a typed error (code and Status body).
+    pub fn token_review_checked(&self, body: &[u8]) -> Result<Vec<u8>, ReviewError> {
+        review::token_review(self, body)
+    }
+
+    /// [`AuthConfig::subject_access_review`] with a typed error: 400 for undecodable bodies, 422 Invalid
+    /// (with causes) for specs that fail validation.
+    pub fn subject_access_review_checked(&self, body: &[u8]) -> Result<Vec<u8>, ReviewError> {
         review::subject_access_review(self, body)
     }
+}
+
+/// The parts of kube-apiserver's bootstrap RBAC policy that every cluster has and that clients rely on
+/// (`plugin/pkg/auth/authorizer/rbac/bootstrappolicy`): `system:discovery` and `system:basic-user` bound to
+/// `system:authenticated`, `system:public-info-viewer` bound to authenticated and unauthenticated users.
+pub fn bootstrap_rules() -> Vec<Rule> {
+    vec![
+        Rule::new("system:discovery").group(AUTHENTICATED_GROUP).verbs(&["get"]).non_resource_urls(&[
+            "/livez",
+            "/readyz",
+            "/healthz",
+            "/version",
+            "/version/",
+            "/openapi",
+            "/openapi/*",
+            "/api",
+            "/api/*",
+            "/apis",
+            "/apis/*",
+        ]),
+        Rule::new("system:public-info-viewer")
+            .group(AUTHENTICATED_GROUP)
+            .group(UNAUTHENTICATED_GROUP)
+            .verbs(&["get"])
+            .non_resource_urls(&["/livez", "/readyz", "/healthz", "/version", "/version/"]),
+        Rule::new("system:basic-user")
+            .group(AUTHENTICATED_GROUP)
+            .verbs(&["create"])
+            .api_groups(&["authorization.k8s.io"])
+            .resources(&["selfsubjectaccessreviews", "selfsubjectrulesreviews"]),
+        Rule::new("system:basic-user")
+            .group(AUTHENTICATED_GROUP)
+            .verbs(&["create"])
+            .api_groups(&["authentication.k8s.io"])
+            .resources(&["selfsubjectreviews"]),
+    ]
 }
 
 /// Splits one CSV line with `"`-quoted fields (`""` inside quotes is a quote), as `encoding/csv` reads it.

@@ -9,7 +9,10 @@
 //! - [`selector`]: label and field selectors (parsing, per-kind field sets).
 //! - [`token`]: continue tokens.
 //! - [`write`]: create/update/patch/delete semantics shared by HTTP and the Rust API.
-//! - [`store`]: the etcd-like multi-version keyspace, global revision, history and watch broadcast.
+//! - [`store`]: the etcd-like multi-version keyspace, global revision, history and watch broadcast;
+//!   objects are kept encoded ([`store::Obj`]) with the fields selectors need.
+//! - [`auth`]: static tokens and allow rules (TokenReview, SubjectAccessReview).
+//! - [`workload`]: realistic objects and churn for the CLI and load tests.
 //! - [`kinds`]: the resource table (built-ins and declared custom resources).
 //! - [`status`], [`json`]: Status errors and Go-compatible JSON encoding.
 //! - [`sim`]: the public `Sim::builder()` / `SimHandle` API.

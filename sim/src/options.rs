@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use crate::kinds::ResourceDef;
 use crate::selector::{self, FieldSelector, LabelSelector};
 use crate::status::{ApiError, forbidden_cause, unsupported_cause};
+use crate::store::Obj;
 use crate::token::{self, Continue};
 
 /// Decoded query parameters (first value wins, like `url.Values.Get`).
@@ -282,24 +283,14 @@ impl ListOptions {
     }
 
     /// Whether the object passes both selectors.
-    pub fn matches(&self, res: &ResourceDef, obj: &serde_json::Value) -> bool {
+    pub fn matches(&self, obj: &Obj) -> bool {
         if let Some(l) = &self.labels
             && !l.is_empty()
+            && !l.matches(&obj.labels)
         {
-            let empty = serde_json::Map::new();
-            let labels = obj.pointer("/metadata/labels").and_then(|v| v.as_object()).unwrap_or(&empty);
-            if !l.matches(labels) {
-                return false;
-            }
+            return false;
         }
-        if let Some(f) = &self.fields
-            && !f.is_empty()
-        {
-            let group = if res.builtin { res.group.as_str() } else { "" };
-            let kind = if res.builtin { res.kind.as_str() } else { "" };
-            return f.matches(&selector::field_set(group, kind, res.namespaced, obj));
-        }
-        true
+        self.fields.as_ref().is_none_or(|f| f.is_empty() || f.matches(&obj.fields))
     }
 
     /// True when no label or field selector restricts the result (remainingItemCount rule).

@@ -16,6 +16,7 @@ mod validation;
 pub use fields::FieldSelector;
 pub use kinds::{convert_custom_fields, convert_fields, field_set, validate_fields};
 pub use labels::LabelSelector;
+pub(crate) use validation::go_quote;
 
 #[cfg(test)]
 mod tests;

@@ -258,7 +258,7 @@ impl SimHandle {
     /// errors as `POST`.
     pub fn create(&self, resource: &str, namespace: Option<&str>, obj: Value) -> Result<Value, ApiError> {
         let id = self.resolve(resource)?;
-        write::create(&self.state.store, id, namespace, obj, &Self::opts()).map(|o| (*o).clone())
+        write::create(&self.state.store, id, namespace, obj, &Self::opts())
     }
 
     /// Replaces an object (`PUT`); a `metadata.resourceVersion` in `obj` is a precondition.
@@ -266,7 +266,6 @@ impl SimHandle {
         let id = self.resolve(resource)?;
         let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
         write::update(&self.state.store, id, namespace, &name, obj, Part::Main, &Self::opts())
-            .map(|o| (*o).clone())
     }
 
     /// Replaces an object's status (`PUT .../status`).
@@ -279,7 +278,6 @@ impl SimHandle {
         let id = self.resolve(resource)?;
         let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
         write::update(&self.state.store, id, namespace, &name, obj, Part::Status, &Self::opts())
-            .map(|o| (*o).clone())
     }
 
     /// Applies a JSON merge patch (`PATCH` with `application/merge-patch+json`).
@@ -301,7 +299,6 @@ impl SimHandle {
             Part::Main,
             &Self::opts(),
         )
-        .map(|o| (*o).clone())
     }
 
     /// Deletes an object; returns its last state (with finalizers: the object now being deleted).
@@ -309,20 +306,47 @@ impl SimHandle {
         let id = self.resolve(resource)?;
         match write::delete(&self.state.store, id, namespace, name, &Preconditions::default(), &Self::opts())?
         {
-            Deleted::Gone(o) | Deleted::Pending(o) => Ok((*o).clone()),
+            Deleted::Gone(o) | Deleted::Pending(o) => Ok(o),
         }
     }
 
     /// Creates the objects of a workload (namespaces, nodes, pods); returns how many were created.
-    /// Objects that already exist are left as they are.
+    /// Objects that already exist are left as they are. The objects are exactly those of
+    /// [`workload::seed_objects`](crate::workload::seed_objects), generated one at a time so that seeding
+    /// 100k pods never holds them all as JSON trees at once.
     pub fn seed(&self, w: &crate::workload::Workload) -> Result<usize, ApiError> {
+        use crate::workload::{namespace, namespace_names, node, node_names, pod, pod_name};
+        use rand::SeedableRng;
         let mut n = 0;
-        for (resource, ns, body) in crate::workload::seed_objects(w) {
-            match self.create(resource, ns.as_deref(), body) {
-                Ok(_) => n += 1,
-                Err(e) if e.reason == "AlreadyExists" => {}
-                Err(e) => return Err(e),
+        let mut put = |resource: &str, ns: Option<&str>, body: Value| match self.create(resource, ns, body) {
+            Ok(_) => {
+                n += 1;
+                Ok(())
             }
+            Err(e) if e.reason == "AlreadyExists" => Ok(()),
+            Err(e) => Err(e),
+        };
+        // Same order of random draws as `seed_objects`: pods only consume the generator.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(w.seed);
+        let namespaces = namespace_names(w);
+        let nodes = node_names(w);
+        for ns in &namespaces {
+            put("namespaces", None, namespace(ns))?;
+        }
+        for nd in &nodes {
+            put("nodes", None, node(nd))?;
+        }
+        let mut names = std::collections::HashSet::with_capacity(w.pods);
+        for i in 0..w.pods {
+            let ns = &namespaces[i % namespaces.len()];
+            let node_name = if nodes.is_empty() { "" } else { nodes[i % nodes.len()].as_str() };
+            let name = loop {
+                let candidate = pod_name(&mut rng);
+                if names.insert((i % namespaces.len(), candidate.clone())) {
+                    break candidate;
+                }
+            };
+            put("pods", Some(ns), pod(ns, &name, node_name, &mut rng))?;
         }
         Ok(n)
     }
@@ -332,7 +356,7 @@ impl SimHandle {
         let id = self.resolve(resource)?;
         let res = self.state.store.resource(id).clone();
         match self.state.store.get(id, &write::key(&res, namespace, name), None) {
-            Ok(Some(o)) => Ok((*o).clone()),
+            Ok(Some(o)) => Ok(o.value()),
             _ => Err(ApiError::not_found(&res, name)),
         }
     }
@@ -343,6 +367,6 @@ impl SimHandle {
         let prefix = namespace.map(|n| format!("{n}/")).unwrap_or_default();
         let (_, items) =
             self.state.store.range(id, &prefix, "", None).map_err(|_| ApiError::list_too_old())?;
-        Ok(items.into_iter().map(|(_, v)| (*v).clone()).collect())
+        Ok(items.into_iter().map(|(_, v)| v.value()).collect())
     }
 }

@@ -192,6 +192,11 @@ impl ApiError {
         )
     }
 
+    /// 413 for a request body over the limit.
+    pub fn too_large_body(limit: usize) -> Self {
+        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
+    }
+
     pub fn not_acceptable(accept: &str) -> Self {
         Self::new(
             406,
@@ -237,7 +242,13 @@ impl ApiError {
             401 => "Unauthorized",
             _ => "",
         };
-        let mut e = Self::new(code, reason, format!("injected failure (status {code})"));
+        // A 429 reads like the watch cache's while it (re)initialises, the apiserver's common one.
+        let message = if code == 429 {
+            "storage is (re)initializing".to_string()
+        } else {
+            format!("injected failure (status {code})")
+        };
+        let mut e = Self::new(code, reason, message);
         if code == 429 {
             e.details = Some(Box::new(Details { retry_after_seconds: 1, ..Details::default() }));
         }

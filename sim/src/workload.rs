@@ -11,8 +11,11 @@ mod objects;
 use rand::{SeedableRng, rngs::StdRng};
 use serde_json::Value;
 
-pub use churn::{ChurnStats, churn, churn_with_stats};
+pub use churn::{ChurnStats, churn, churn_ops, churn_with_stats};
 pub use objects::{namespace, node, pod, pod_name};
+
+/// Random pod names tried before falling back to an indexed one.
+const NAME_ATTEMPTS: usize = 8;
 
 /// The shape of a simulated cluster and its rate of change.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,12 +56,11 @@ pub fn seed_objects(w: &Workload) -> Vec<(&'static str, Option<String>, Value)> 
     for i in 0..w.pods {
         let ns = &namespaces[i % namespaces.len()];
         let node_name = if nodes.is_empty() { "" } else { nodes[i % nodes.len()].as_str() };
-        let name = loop {
-            let candidate = pod_name(&mut rng);
-            if names.insert((i % namespaces.len(), candidate.clone())) {
-                break candidate;
-            }
-        };
+        // A few random tries, then a suffix that cannot collide (the index is unique), so seeding never spins.
+        let name = (0..NAME_ATTEMPTS)
+            .map(|_| pod_name(&mut rng))
+            .find(|candidate| names.insert((i % namespaces.len(), candidate.clone())))
+            .unwrap_or_else(|| format!("{}-{i}", pod_name(&mut rng)));
         out.push(("pods", Some(ns.clone()), pod(ns, &name, node_name, &mut rng)));
     }
     out

@@ -59,6 +59,32 @@ pub fn put_item(out: &mut BytesMut, object: &Object, with_type_meta: bool) {
     }
 }
 
+/// Which form the items of a response take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum View {
+    /// The objects as stored.
+    #[default]
+    Full,
+    /// `PartialObjectMetadata` (meta.k8s.io/v1): type meta and the object's `metadata`, as metadata informers
+    /// ask for with `Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`.
+    Metadata,
+}
+
+/// The type meta of one `PartialObjectMetadata` item, up to its `metadata` value.
+pub const PARTIAL_OBJECT_HEAD: &[u8] =
+    b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":";
+
+/// Appends one object as a `PartialObjectMetadata`, from the stored bytes of its `metadata` (never decoded).
+pub fn put_partial(out: &mut BytesMut, object: &Object) {
+    out.put_slice(PARTIAL_OBJECT_HEAD);
+    out.put_slice(&object.raw[object.metadata_range.start as usize..object.metadata_range.end as usize]);
+    out.put_u8(b'}');
+}
+
+fn partial_len(object: &Object) -> usize {
+    PARTIAL_OBJECT_HEAD.len() + (object.metadata_range.end - object.metadata_range.start) as usize + 1
+}
+
 /// Assembles a whole list into chunks of about [`LIST_CHUNK_BYTES`].
 pub fn assemble_list<'a>(
     info: &ResourceInfo,
@@ -93,25 +119,32 @@ pub struct ListChunks {
     items: Vec<Arc<Object>>,
     next: usize,
     with_type_meta: bool,
+    view: View,
     done: bool,
 }
 
 impl ListChunks {
     pub fn new(info: &ResourceInfo, meta: &ListMeta, items: Vec<Arc<Object>>) -> Self {
-        let header = list_header(&info.list_kind, &info.api_version(), meta);
-        Self {
-            header: Some(header),
-            items,
-            next: 0,
-            with_type_meta: info.list_items_have_type_meta,
-            done: false,
-        }
+        Self::with_view(info, meta, items, View::Full)
+    }
+
+    /// A list in the given view: the resource's `<Kind>List`, or a `PartialObjectMetadataList`.
+    pub fn with_view(info: &ResourceInfo, meta: &ListMeta, items: Vec<Arc<Object>>, view: View) -> Self {
+        let header = match view {
+            View::Full => list_header(&info.list_kind, &info.api_version(), meta),
+            View::Metadata => list_header("PartialObjectMetadataList", "meta.k8s.io/v1", meta),
+        };
+        let with_type_meta = info.list_items_have_type_meta;
+        Self { header: Some(header), items, next: 0, with_type_meta, view, done: false }
     }
 
     /// The exact number of bytes the chunks will add up to.
     pub fn total_len(&self) -> usize {
         let header = self.header.as_ref().map_or(0, BytesMut::len);
-        let items: usize = self.items.iter().map(|o| item_len(o, self.with_type_meta)).sum();
+        let items: usize = match self.view {
+            View::Full => self.items.iter().map(|o| item_len(o, self.with_type_meta)).sum(),
+            View::Metadata => self.items.iter().map(|o| partial_len(o)).sum(),
+        };
         header + items + self.items.len().saturating_sub(1) + LIST_TRAILER.len()
     }
 }
@@ -129,7 +162,10 @@ impl Iterator for ListChunks {
             if self.next > 0 {
                 buf.put_u8(b',');
             }
-            put_item(&mut buf, &self.items[self.next], self.with_type_meta);
+            match self.view {
+                View::Full => put_item(&mut buf, &self.items[self.next], self.with_type_meta),
+                View::Metadata => put_partial(&mut buf, &self.items[self.next]),
+            }
             self.next += 1;
             if buf.len() >= LIST_CHUNK_BYTES {
                 return Some(buf.freeze());
@@ -231,6 +267,40 @@ mod tests {
         assert_eq!(parts.concat(), whole);
         assert_eq!(len, whole.len());
         assert!(whole.starts_with(br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"3"},"items":[{"metadata":{"name":"a"}},"#));
+    }
+
+    #[test]
+    fn metadata_view_slices_the_stored_metadata() {
+        use crate::resource::Gvr;
+        let info = ResourceInfo {
+            gvr: Gvr::new("", "v1", "pods"),
+            kind: "Pod".into(),
+            list_kind: "PodList".into(),
+            namespaced: true,
+            list_items_have_type_meta: false,
+        };
+        let raw = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","labels":{"x":"y"}},"spec":{}}"#;
+        let start = raw.windows(11).position(|w| w == b"\"metadata\":").unwrap() + 11;
+        let end = start + br#"{"name":"a","labels":{"x":"y"}}"#.len();
+        let o = Arc::new(Object {
+            key: Arc::from("ns/a"),
+            ns_len: 2,
+            uid: "u".into(),
+            resource_version: 1,
+            labels: Box::new([]),
+            fields: Box::new([]),
+            raw: Bytes::from_static(raw),
+            body_offset: 32,
+            metadata_range: start as u32..end as u32,
+        });
+        let meta = ListMeta { resource_version: 9, ..Default::default() };
+        let chunks = ListChunks::with_view(&info, &meta, vec![o.clone(), o], View::Metadata);
+        let len = chunks.total_len();
+        let body: Vec<u8> = chunks.collect::<Vec<_>>().concat();
+        let expected = br#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"9"},"items":[{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","labels":{"x":"y"}}},{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","labels":{"x":"y"}}}]}
+"#;
+        assert_eq!(String::from_utf8_lossy(&body), String::from_utf8_lossy(expected));
+        assert_eq!(len, body.len());
     }
 
     #[test]

@@ -10,12 +10,14 @@ use http_body_util::{BodyExt, BodyStream, LengthLimitError, StreamBody};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::headers::{strip_client_identity, strip_hop_by_hop};
-use super::status::FailureStatus;
-use super::writes::{WriteTracker, resource_version};
+use super::status::status_response;
+use super::writes::{WriteTracker, resource_version, resource_version_protobuf};
 use super::{guarded, upgrade};
 use crate::body::{Body, BoxError};
+use crate::codec::status::ApiError;
+use crate::metrics::{self, ForwardKind, Limit, Source, UpstreamErrorReason};
 use crate::resource::Gvr;
-use crate::serve::route::Route;
+use crate::serve::route::{Route, Verb};
 use crate::serve::server::{BoxFuture, ConnInfo, Handler};
 use crate::upstream::{Credentials, Upstream, UpstreamError};
 
@@ -59,6 +61,13 @@ impl Forwarder {
     /// Forwards `req` and streams the answer back. Never fails: upstream trouble becomes a Status
     /// (503 unreachable, 413 body too large, 429 too many in flight).
     pub async fn forward(&self, req: Request<Body>) -> Response<Body> {
+        let mut resp = self.forward_inner(req).await;
+        // For the front's request metrics: this answer came from (or on behalf of) the upstream.
+        resp.extensions_mut().insert(Source::Upstream);
+        resp
+    }
+
+    async fn forward_inner(&self, req: Request<Body>) -> Response<Body> {
         if crate::serve::server::is_upgrade(&req) {
             return upgrade::forward(self, req).await;
         }
@@ -66,12 +75,16 @@ impl Forwarder {
             Some(route) => route.clone(),
             None => Route::parse(req.method(), req.uri()),
         };
+        let kind = forward_kind(&route);
         let permit = if route.is_long_running() {
             None
         } else {
             match self.in_flight.clone().try_acquire_owned() {
                 Ok(permit) => Some(permit),
-                Err(_) => return too_many_requests(),
+                Err(_) => {
+                    metrics::limit_rejected(Limit::Inflight);
+                    return too_many_requests();
+                }
             }
         };
 
@@ -84,13 +97,17 @@ impl Forwarder {
 
         let resp = match self.upstream.send(upstream_req).await {
             Ok(resp) => resp,
-            Err(e) => return error_response(&e, body_limit),
+            Err(e) => {
+                metrics::forwarded(kind, 0);
+                return error_response(&e, body_limit);
+            }
         };
+        metrics::forwarded(kind, resp.status().as_u16());
         let (mut resp_parts, incoming) = resp.into_parts();
         strip_hop_by_hop(&mut resp_parts.headers);
         let mut body = incoming.map_err(BoxError::from).boxed();
-        if let Some(gvr) = tracked_write(&route, resp_parts.status, &resp_parts.headers) {
-            body = self.track_write(gvr, body).await;
+        if let Some((gvr, encoding)) = tracked_write(&route, resp_parts.status, &resp_parts.headers) {
+            body = self.track_write(gvr, encoding, body).await;
         }
         let body = match permit {
             Some(permit) => guarded::<OwnedSemaphorePermit>(body, permit),
@@ -127,7 +144,7 @@ impl Forwarder {
     }
 
     /// Reads a write's response (up to the bound) to record its resourceVersion, then replays it.
-    async fn track_write(&self, gvr: Gvr, mut body: Body) -> Body {
+    async fn track_write(&self, gvr: Gvr, encoding: WriteEncoding, mut body: Body) -> Body {
         let mut frames: Vec<Frame<Bytes>> = Vec::new();
         let mut data = Vec::new();
         loop {
@@ -139,6 +156,7 @@ impl Forwarder {
                     }
                     frames.push(frame);
                     if data.len() > WRITE_RESPONSE_BUFFER_LIMIT {
+                        metrics::limit_rejected(Limit::ResponseBody);
                         return replay(frames, Some(body));
                     }
                 }
@@ -148,7 +166,11 @@ impl Forwarder {
                 }
             }
         }
-        if let Some(rv) = resource_version(&data) {
+        let rv = match encoding {
+            WriteEncoding::Json => resource_version(&data),
+            WriteEncoding::Protobuf => resource_version_protobuf(&data),
+        };
+        if let Some(rv) = rv {
             tracing::trace!(%gvr, rv, "recorded write");
             self.writes.record(&gvr, rv);
         }
@@ -162,23 +184,47 @@ impl Handler for Forwarder {
     }
 }
 
+/// The metrics class of a forwarded request.
+pub(super) fn forward_kind(route: &Route) -> ForwardKind {
+    match route.resource() {
+        Some(r) if r.is_write() => ForwardKind::Write,
+        Some(r) if matches!(r.verb, Verb::Get | Verb::List | Verb::Watch) && r.subresource.is_none() => {
+            ForwardKind::Read
+        }
+        Some(r) if r.verb == Verb::Proxy || r.is_long_running() => ForwardKind::Upgrade,
+        _ => ForwardKind::Other,
+    }
+}
+
+/// How a write's response body is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteEncoding {
+    Json,
+    Protobuf,
+}
+
 /// The resource whose write this response completed, when its resourceVersion should be recorded: a
-/// successful write to a resource path, answered with uncompressed JSON that is not too large.
-fn tracked_write(route: &Route, status: StatusCode, headers: &HeaderMap) -> Option<Gvr> {
+/// successful write to a resource path, answered with an uncompressed JSON or protobuf object that is not
+/// too large.
+fn tracked_write(route: &Route, status: StatusCode, headers: &HeaderMap) -> Option<(Gvr, WriteEncoding)> {
     let res = route.resource().filter(|r| r.is_write())?;
     if !status.is_success() {
         return None;
     }
-    let json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok())?.trim_start();
+    let encoding = if content_type.starts_with("application/json") {
+        WriteEncoding::Json
+    } else if content_type.starts_with("application/vnd.kubernetes.protobuf") {
+        WriteEncoding::Protobuf
+    } else {
+        return None;
+    };
     let encoded = headers.get(header::CONTENT_ENCODING).is_some_and(|v| v.as_bytes() != b"identity");
     let too_large = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
         .is_some_and(|len| len > WRITE_RESPONSE_BUFFER_LIMIT);
-    (json && !encoded && !too_large).then(|| res.gvr.clone())
+    (!encoded && !too_large).then(|| (res.gvr.clone(), encoding))
 }
 
 /// A body yielding `frames` and then, if any, the rest of `rest`.
@@ -192,13 +238,10 @@ fn replay(frames: Vec<Frame<Bytes>>, rest: Option<Body>) -> Body {
 }
 
 fn too_many_requests() -> Response<Body> {
-    FailureStatus::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "TooManyRequests",
-        "Too many requests, please try again later.",
-    )
-    .retry_after(RETRY_AFTER_SECONDS)
-    .into_response()
+    status_response(&ApiError::TooManyRequests {
+        message: "Too many requests, please try again later.".into(),
+        retry_after: RETRY_AFTER_SECONDS,
+    })
 }
 
 /// The Status a client gets when the upstream exchange failed.
@@ -207,24 +250,31 @@ pub(super) fn error_response(e: &UpstreamError, body_limit: Option<u64>) -> Resp
         && e.caused_by::<LengthLimitError>()
     {
         tracing::debug!(limit, "request body over the limit");
-        return crate::serve::server::body_too_large(limit).into_response();
+        metrics::limit_rejected(Limit::RequestBody);
+        return status_response(&crate::serve::server::body_too_large(limit));
     }
     tracing::warn!(error = %e, "forwarding failed");
-    let status = match e {
-        UpstreamError::Connect(_) => FailureStatus::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            format!("the upstream apiserver is unavailable: {e}"),
-        )
-        .retry_after(RETRY_AFTER_SECONDS),
-        UpstreamError::Transport(_) | UpstreamError::Auth(_) => FailureStatus::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            format!("the request to the upstream apiserver failed: {e}"),
+    metrics::upstream_error(match e {
+        UpstreamError::Connect(_) if e.caused_by::<rustls::Error>() => UpstreamErrorReason::Tls,
+        UpstreamError::Connect(_) => UpstreamErrorReason::Connect,
+        UpstreamError::Transport(_) => UpstreamErrorReason::Stream,
+        _ => UpstreamErrorReason::Other,
+    });
+    match e {
+        UpstreamError::Connect(_) => {
+            // Nothing reached the upstream, so a retry is safe: say when (client-go retries a 5xx that has
+            // Retry-After).
+            let mut resp = status_response(&ApiError::ServiceUnavailable(format!(
+                "the upstream apiserver is unavailable: {e}"
+            )));
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+            resp
+        }
+        UpstreamError::Transport(_) | UpstreamError::Auth(_) => status_response(
+            &ApiError::ServiceUnavailable(format!("the request to the upstream apiserver failed: {e}")),
         ),
         UpstreamError::InvalidUrl { .. } | UpstreamError::Config(_) => {
-            FailureStatus::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", e.to_string())
+            status_response(&ApiError::InternalError(e.to_string()))
         }
-    };
-    status.into_response()
+    }
 }

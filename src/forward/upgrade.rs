@@ -12,6 +12,7 @@ use super::Forwarder;
 use super::forwarder::error_response;
 use super::headers::strip_hop_by_hop;
 use crate::body::{self, Body, BoxError};
+use crate::metrics::{self, ForwardKind};
 use crate::serve::server::ConnInfo;
 
 /// Forwards an upgrade request; see the module doc.
@@ -37,8 +38,12 @@ pub(super) async fn forward(fwd: &Forwarder, mut req: Request<Body>) -> Response
 
     let mut resp = match fwd.upstream().send_upgrade(upstream_req).await {
         Ok(resp) => resp,
-        Err(e) => return error_response(&e, body_limit),
+        Err(e) => {
+            metrics::forwarded(ForwardKind::Upgrade, 0);
+            return error_response(&e, body_limit);
+        }
     };
+    metrics::forwarded(ForwardKind::Upgrade, resp.status().as_u16());
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
         // Refused (403, 400 "upgrade request required", ...): pass the answer through as it is.
         let (mut resp_parts, incoming) = resp.into_parts();

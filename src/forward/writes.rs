@@ -71,6 +71,66 @@ pub(crate) fn resource_version(json: &[u8]) -> Option<u64> {
     obj.metadata?.resource_version?.parse().ok()
 }
 
+/// The envelope every Kubernetes protobuf object starts with (`k8s` and a zero byte), followed by a
+/// `runtime.Unknown` message.
+const PROTOBUF_MAGIC: &[u8] = b"k8s\0";
+/// `runtime.Unknown.raw`: the encoded object.
+const UNKNOWN_RAW_FIELD: u64 = 2;
+/// Every built-in object message has `metadata` (ObjectMeta, or ListMeta for lists) as field 1.
+const OBJECT_METADATA_FIELD: u64 = 1;
+/// `ObjectMeta.resourceVersion` is field 6; `ListMeta.resourceVersion` is field 2.
+const OBJECT_META_RV_FIELD: u64 = 6;
+
+/// `metadata.resourceVersion` of a protobuf-encoded object (`application/vnd.kubernetes.protobuf`), as a
+/// number. `None` when the bytes are not an enveloped object with one.
+pub(crate) fn resource_version_protobuf(bytes: &[u8]) -> Option<u64> {
+    let unknown = bytes.strip_prefix(PROTOBUF_MAGIC)?;
+    let raw = proto_field(unknown, UNKNOWN_RAW_FIELD)?;
+    let metadata = proto_field(raw, OBJECT_METADATA_FIELD)?;
+    let rv = proto_field(metadata, OBJECT_META_RV_FIELD)?;
+    std::str::from_utf8(rv).ok()?.parse().ok()
+}
+
+/// The payload of the last length-delimited field `field` of a protobuf message (proto3: the last one wins).
+fn proto_field(mut msg: &[u8], field: u64) -> Option<&[u8]> {
+    let mut found = None;
+    while !msg.is_empty() {
+        let key = read_varint(&mut msg)?;
+        let (number, wire_type) = (key >> 3, key & 7);
+        match wire_type {
+            0 => {
+                read_varint(&mut msg)?;
+            }
+            1 => msg = msg.get(8..)?,
+            2 => {
+                let len = usize::try_from(read_varint(&mut msg)?).ok()?;
+                let payload = msg.get(..len)?;
+                msg = &msg[len..];
+                if number == field {
+                    found = Some(payload);
+                }
+            }
+            5 => msg = msg.get(4..)?,
+            // Groups (3, 4) are not used by Kubernetes; anything else is malformed.
+            _ => return None,
+        }
+    }
+    found
+}
+
+fn read_varint(buf: &mut &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for i in 0..10 {
+        let (&byte, rest) = buf.split_first()?;
+        *buf = rest;
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -105,10 +165,54 @@ mod tests {
         assert_eq!(resource_version(b"{\"metadata\":{\"resourceVersion\":\"1\""), None);
     }
 
+    /// A length-delimited protobuf field.
+    fn field(number: u8, payload: &[u8]) -> Vec<u8> {
+        let mut out = vec![number << 3 | 2];
+        let mut len = payload.len();
+        loop {
+            let byte = (len & 0x7f) as u8;
+            len >>= 7;
+            if len == 0 {
+                out.push(byte);
+                break;
+            }
+            out.push(byte | 0x80);
+        }
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn enveloped_pod(rv: &str) -> Vec<u8> {
+        // ObjectMeta: name (1), namespace (3), resourceVersion (6), generation (7, varint).
+        let meta = [field(1, b"p"), field(3, b"default"), field(6, rv.as_bytes()), vec![7 << 3, 3]].concat();
+        let pod = [field(1, &meta), field(2, b"spec bytes")].concat();
+        let type_meta = [field(1, b"v1"), field(2, b"Pod")].concat();
+        let unknown = [field(1, &type_meta), field(2, &pod), field(3, b""), field(4, b"")].concat();
+        [PROTOBUF_MAGIC, &unknown].concat()
+    }
+
+    #[test]
+    fn extracts_protobuf_resource_versions() {
+        assert_eq!(resource_version_protobuf(&enveloped_pod("987")), Some(987));
+        assert_eq!(resource_version_protobuf(&enveloped_pod("")), None);
+        assert_eq!(resource_version_protobuf(&enveloped_pod("12")[4..]), None, "no envelope");
+        let truncated = enveloped_pod("987");
+        assert_eq!(resource_version_protobuf(&truncated[..truncated.len() - 5]), None);
+        assert_eq!(resource_version_protobuf(b"{\"metadata\":{}}"), None);
+    }
+
     proptest! {
         #[test]
         fn never_panics_on_garbage(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = resource_version(&bytes);
+            let mut enveloped = PROTOBUF_MAGIC.to_vec();
+            enveloped.extend_from_slice(&bytes);
+            let _ = resource_version_protobuf(&enveloped);
+        }
+
+        #[test]
+        fn protobuf_roundtrip(rv in 1u64..u64::MAX) {
+            prop_assert_eq!(resource_version_protobuf(&enveloped_pod(&rv.to_string())), Some(rv));
         }
     }
 }

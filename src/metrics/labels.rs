@@ -305,7 +305,8 @@ mod tests {
         let crd = String::from("flunders.wardle.example.com");
         assert_eq!((crd.group(), crd.resource()), ("wardle.example.com", "flunders"));
         let gvr = Gvr::new("apps", "v1", "deployments");
-        assert_eq!(((&gvr).group(), (&gvr).resource()), ("apps", "deployments"));
+        let by_ref: &Gvr = &gvr;
+        assert_eq!((by_ref.group(), AsResource::resource(&by_ref)), ("apps", "deployments"));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! - `recorder`: the process-wide Prometheus recorder; [`install`] → [`MetricsHandle::render`].
 //! - `resource`: per-resource handles ([`ResourceMetrics`]), registered once, looked up lock-free.
 //! - `record`: one-line functions the other modules call ([`request`], [`list_served`], [`forwarded`], ...).
+//! - `mirror`: counters other modules keep (watch fan-out, freshness), mirrored at scrape time.
 //! - `stats`: gauges refreshed from the stores/reflectors at scrape time ([`StatsSource`]) and readiness.
 //! - `health` + `server`: [`serve_metrics`] on `--metrics-listen` (`/metrics`, `/healthz`, `/livez`, `/readyz`).
 //! - `logging`: [`init_tracing`] (`--log-format text|json`).
@@ -23,6 +24,7 @@
 mod health;
 mod labels;
 mod logging;
+mod mirror;
 pub mod names;
 mod record;
 mod recorder;
@@ -37,18 +39,20 @@ pub use labels::{
 };
 pub use logging::{DEFAULT_LOG_LEVEL, LogError, LogFormat, init_tracing};
 pub use record::{
-    auth_cache, consistent_read, encoding, forwarded, freshness_probe, limit_rejected, list_served,
-    read_wait, request, slow_watcher_closed, upstream_error, watch_events_sent, watch_list_done, watchers,
+    auth_cache, consistent_read, encoding, forwarded, limit_rejected, list_served, read_wait, request,
+    slow_watcher_closed, upstream_error, watch_list_done, watchers,
 };
 pub use recorder::MetricsHandle;
-pub use resource::{MAX_RESOURCES, OTHER_RESOURCE, ResourceMetrics, resource};
+pub use resource::{MAX_RESOURCES, OTHER_RESOURCE, ResourceMetrics, WatcherGuard, resource};
 pub use server::{DEFAULT_METRICS_LISTEN, readiness, serve_metrics};
-pub use stats::{ResourceSnapshot, StatsSource, check_name, export_store_stats, refresh};
+pub use stats::{KacheStats, ResourceSnapshot, StatsSource, check_name, export_store_stats, refresh};
 
 /// Sets up metrics for the process (idempotent: every call returns the same handle) and registers the
 /// fixed-label series at zero so every metric name is exported from the start.
 pub fn install() -> MetricsHandle {
     let handle = recorder::install();
     record::register_fixed_series();
+    mirror::watch_stats();
+    mirror::freshness(None);
     handle
 }

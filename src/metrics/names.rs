@@ -68,8 +68,13 @@ pub const UPSTREAM_ERRORS_TOTAL: &str = "kache_upstream_errors_total";
 pub const WATCHERS: &str = "kache_watchers";
 pub const SLOW_WATCHERS_CLOSED_TOTAL: &str = "kache_slow_watchers_closed_total";
 pub const WATCH_EVENTS_SENT_TOTAL: &str = "kache_watch_events_sent_total";
+pub const WATCH_BOOKMARKS_SENT_TOTAL: &str = "kache_watch_bookmarks_sent_total";
+pub const WATCH_STREAMS_STARTED_TOTAL: &str = "kache_watch_streams_started_total";
+pub const WATCH_STREAMS_OPEN: &str = "kache_watch_streams_open";
+pub const WATCH_STREAMS_ENDED_TOTAL: &str = "kache_watch_streams_ended_total";
 // --- consistency, forwarding, auth, limits, encodings (kache) ---
 pub const FRESHNESS_PROBES_TOTAL: &str = "kache_freshness_probes_total";
+pub const FRESHNESS_UPSTREAM_PROBES_TOTAL: &str = "kache_freshness_upstream_probes_total";
 pub const FORWARDED_REQUESTS_TOTAL: &str = "kache_forwarded_requests_total";
 pub const AUTH_CACHE_TOTAL: &str = "kache_auth_cache_total";
 pub const LIMIT_REJECTIONS_TOTAL: &str = "kache_limit_rejections_total";
@@ -114,7 +119,7 @@ pub const ALL: &[MetricDef] = &[
     histogram(
         REQUEST_DURATION_SECONDS,
         &["verb", "group", "resource", "source"],
-        "Response latency in seconds, by verb, API group, resource and source (memory|upstream). Watches count until their first byte.",
+        "Response latency in seconds, by verb, API group, resource and source (memory|upstream). For WATCH, the time until the response starts.",
         REQUEST_BUCKETS,
     ),
     counter(
@@ -164,7 +169,7 @@ pub const ALL: &[MetricDef] = &[
     gauge(
         STORE_BYTES,
         &["group", "resource", "kind"],
-        "Bytes held by the store: kind=live (current objects) or history (the event ring).",
+        "Estimated bytes held by the store: kind=live (current objects), history (kept alive only by the event ring), snapshots (kept alive only by retained snapshots) or index.",
     ),
     gauge(HISTORY_EVENTS, GR, "Events in the store's history ring (how far back watches can resume)."),
     gauge(HISTORY_SPAN_SECONDS, GR, "Time between the oldest and the newest event in the history ring."),
@@ -210,11 +215,28 @@ pub const ALL: &[MetricDef] = &[
         GR,
         "Watchers closed because their buffer stayed full past the send budget (the client re-watches).",
     ),
-    counter(WATCH_EVENTS_SENT_TOTAL, GR, "Watch events written to clients (one per event per watcher)."),
+    counter(
+        WATCH_EVENTS_SENT_TOTAL,
+        &[],
+        "ADDED/MODIFIED/DELETED events written to watch clients (one per event per watcher).",
+    ),
+    counter(WATCH_BOOKMARKS_SENT_TOTAL, &[], "BOOKMARK events written to watch clients."),
+    counter(WATCH_STREAMS_STARTED_TOTAL, &[], "Watch streams opened from memory."),
+    gauge(WATCH_STREAMS_OPEN, &[], "Watch streams open now, all resources together."),
+    counter(
+        WATCH_STREAMS_ENDED_TOTAL,
+        &["reason"],
+        "Watches ended or refused by kache: slow (fell behind, closed), reset (store rebuilt by a relist), expired (410: resourceVersion too old), too_large (504: store did not reach the resourceVersion in time), rejected (watcher limit).",
+    ),
     counter(
         FRESHNESS_PROBES_TOTAL,
         &["outcome"],
         "Consistent-read freshness checks by outcome: fresh (served from memory), lagging (the store did not catch up in time) or probe_error.",
+    ),
+    counter(
+        FRESHNESS_UPSTREAM_PROBES_TOTAL,
+        &[],
+        "Revision probes sent upstream for consistent reads (coalesced: one in flight per resource).",
     ),
     counter(
         FORWARDED_REQUESTS_TOTAL,
@@ -251,6 +273,26 @@ pub fn series_names(def: &MetricDef) -> Vec<String> {
         }
         _ => vec![def.name.to_owned()],
     }
+}
+
+/// The README "Metrics" table: one row per metric (name, type, labels, meaning).
+pub fn markdown_table() -> String {
+    let mut out = String::from("| metric | type | labels | meaning |\n|---|---|---|---|\n");
+    for d in ALL {
+        let labels = if d.labels.is_empty() {
+            "—".to_owned()
+        } else {
+            d.labels.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", ")
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            d.name,
+            d.kind.as_str(),
+            labels,
+            d.help.replace('|', "\\|")
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

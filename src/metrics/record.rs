@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 use super::labels::{
-    self, AsResource, AuthDecision, AuthResult, Encoding, ForwardKind, FreshnessOutcome, Limit, Served,
-    Source, UpstreamErrorReason,
+    self, AsResource, AuthDecision, AuthResult, Encoding, ForwardKind, Limit, Served, Source,
+    UpstreamErrorReason,
 };
 use super::names::*;
 use super::recorder::{counter, label};
-use super::resource::resource as handles;
+use super::resource::with_resource;
 
 /// A request answered (by memory or by the upstream): `apiserver_request_total` and
 /// `apiserver_request_duration_seconds`. `verb` is the apiserver's (`get`/`GET`, `list`, `watch`, ...).
@@ -23,48 +23,38 @@ pub fn request<R: AsResource + ?Sized>(
     source: Source,
     elapsed: Duration,
 ) {
-    handles(resource).request(verb, code, source, elapsed);
+    with_resource(resource, |m| m.request(verb, code, source, elapsed));
 }
 
 /// A LIST served from memory: `fetched` objects scanned, `returned` objects in the response.
 pub fn list_served<R: AsResource + ?Sized>(resource: &R, fetched: usize, returned: usize) {
-    handles(resource).list_served(fetched, returned);
+    with_resource(resource, |m| m.list_served(fetched, returned));
 }
 
 /// A consistent read (resourceVersion unset) decided. `fallback`: it was not served from memory.
 /// `success`: the client got an answer (from memory, or from the upstream after the fallback).
 pub fn consistent_read<R: AsResource + ?Sized>(resource: &R, success: bool, fallback: bool) {
-    handles(resource).consistent_read(success, fallback);
+    with_resource(resource, |m| m.consistent_read(success, fallback));
 }
 
 /// Time a consistent read waited for the store to become fresh.
 pub fn read_wait<R: AsResource + ?Sized>(resource: &R, waited: Duration) {
-    handles(resource).read_wait(waited);
-}
-
-/// A freshness check's outcome.
-pub fn freshness_probe(outcome: FreshnessOutcome) {
-    counter(FRESHNESS_PROBES_TOTAL, vec![label("outcome", outcome.as_str())]).increment(1);
+    with_resource(resource, |m| m.read_wait(waited));
 }
 
 /// A streaming list (sendInitialEvents=true) sent its initial-events-end bookmark after `elapsed`.
 pub fn watch_list_done<R: AsResource + ?Sized>(resource: &R, elapsed: Duration) {
-    handles(resource).watch_list_done(elapsed);
+    with_resource(resource, |m| m.watch_list_done(elapsed));
 }
 
 /// A watcher opened (`delta` = 1) or closed (`delta` = -1).
 pub fn watchers<R: AsResource + ?Sized>(resource: &R, delta: i64) {
-    handles(resource).watchers(delta);
+    with_resource(resource, |m| m.watchers(delta));
 }
 
 /// A watcher closed because it could not keep up (also counts `apiserver_terminated_watchers_total`).
 pub fn slow_watcher_closed<R: AsResource + ?Sized>(resource: &R) {
-    handles(resource).slow_watcher_closed();
-}
-
-/// `n` watch events written to one watcher.
-pub fn watch_events_sent<R: AsResource + ?Sized>(resource: &R, n: u64) {
-    handles(resource).watch_events_sent(n);
+    with_resource(resource, |m| m.slow_watcher_closed());
 }
 
 /// A request passed through to the upstream, with the upstream's status code (0: no response).
@@ -98,9 +88,6 @@ pub fn encoding(encoding: Encoding, served: Served) {
 /// Registers every series of the fixed label sets at zero, so a fresh kache already exports every metric
 /// name its dashboards use. Called by [`install`](super::install); cheap to repeat.
 pub(crate) fn register_fixed_series() {
-    for o in FreshnessOutcome::ALL {
-        counter(FRESHNESS_PROBES_TOTAL, vec![label("outcome", o.as_str())]).increment(0);
-    }
     for r in UpstreamErrorReason::ALL {
         counter(UPSTREAM_ERRORS_TOTAL, vec![label("reason", r.as_str())]).increment(0);
     }
@@ -155,11 +142,6 @@ mod tests {
         forwarded(ForwardKind::Write, 201);
         forwarded(ForwardKind::Write, 201);
         assert_eq!(value(&handle.render(), series), Some(before + 2.0));
-
-        let series = "kache_freshness_probes_total{outcome=\"lagging\"}";
-        let before = value(&handle.render(), series).unwrap_or(0.0);
-        freshness_probe(FreshnessOutcome::Lagging);
-        assert_eq!(value(&handle.render(), series), Some(before + 1.0));
     }
 
     #[test]

@@ -24,51 +24,83 @@ pub const OTHER_RESOURCE: &str = "other";
 /// Group → resource → handles. Replaced whole on insert (rare), read without locks.
 type Table = HashMap<String, HashMap<String, Arc<ResourceMetrics>>>;
 
+/// The bounded set of resources with handles.
 struct Interner {
     table: ArcSwap<Table>,
-    /// Serialises inserts; the count of distinct resources lives in the table.
+    /// Serialises inserts and counts the distinct resources in the table.
     insert: Mutex<usize>,
     other: Arc<ResourceMetrics>,
+    max: usize,
+}
+
+// === impl Interner ===
+
+impl Interner {
+    fn new(max: usize) -> Self {
+        Self {
+            table: ArcSwap::default(),
+            insert: Mutex::new(0),
+            other: Arc::new(ResourceMetrics::new("", OTHER_RESOURCE)),
+            max,
+        }
+    }
+
+    /// The handles of `group`/`resource`: found lock-free, created once under the insert lock, or the
+    /// shared `other` handles for invalid names and beyond `max`.
+    fn get(&self, group: &str, resource: &str) -> Arc<ResourceMetrics> {
+        if let Some(found) = self.table.load().get(group).and_then(|m| m.get(resource)) {
+            return found.clone();
+        }
+        if !labels::valid_name(group) || !labels::valid_name(resource) {
+            return self.other.clone();
+        }
+        let mut count = self.insert.lock().unwrap_or_else(|p| p.into_inner());
+        let table = self.table.load_full();
+        if let Some(found) = table.get(group).and_then(|m| m.get(resource)) {
+            return found.clone();
+        }
+        if *count >= self.max {
+            return self.other.clone();
+        }
+        let created = Arc::new(ResourceMetrics::new(group, resource));
+        let mut next = Table::clone(&table);
+        next.entry(group.to_owned()).or_default().insert(resource.to_owned(), created.clone());
+        self.table.store(Arc::new(next));
+        *count += 1;
+        created
+    }
+
+    /// Runs `f` on the handles of `group`/`resource` without taking a reference count when they exist.
+    fn with<T>(&self, group: &str, resource: &str, f: impl FnOnce(&ResourceMetrics) -> T) -> T {
+        if let Some(found) = self.table.load().get(group).and_then(|m| m.get(resource)) {
+            return f(found);
+        }
+        f(&self.get(group, resource))
+    }
+
+    fn all(&self) -> Vec<Arc<ResourceMetrics>> {
+        self.table.load().values().flat_map(|m| m.values().cloned()).collect()
+    }
 }
 
 fn interner() -> &'static Interner {
     static INTERNER: std::sync::OnceLock<Interner> = std::sync::OnceLock::new();
-    INTERNER.get_or_init(|| Interner {
-        table: ArcSwap::default(),
-        insert: Mutex::new(0),
-        other: Arc::new(ResourceMetrics::new("", OTHER_RESOURCE)),
-    })
+    INTERNER.get_or_init(|| Interner::new(MAX_RESOURCES))
 }
 
 /// The metric handles of one resource (created at most once per process).
 pub fn resource<R: AsResource + ?Sized>(r: &R) -> Arc<ResourceMetrics> {
-    let (group, resource) = (r.group(), r.resource());
-    let interner = interner();
-    if let Some(found) = interner.table.load().get(group).and_then(|m| m.get(resource)) {
-        return found.clone();
-    }
-    if !labels::valid_name(group) || !labels::valid_name(resource) {
-        return interner.other.clone();
-    }
-    let mut count = interner.insert.lock().unwrap_or_else(|p| p.into_inner());
-    let table = interner.table.load_full();
-    if let Some(found) = table.get(group).and_then(|m| m.get(resource)) {
-        return found.clone();
-    }
-    if *count >= MAX_RESOURCES {
-        return interner.other.clone();
-    }
-    let created = Arc::new(ResourceMetrics::new(group, resource));
-    let mut next = Table::clone(&table);
-    next.entry(group.to_owned()).or_default().insert(resource.to_owned(), created.clone());
-    interner.table.store(Arc::new(next));
-    *count += 1;
-    created
+    interner().get(r.group(), r.resource())
+}
+
+/// Runs `f` on one resource's handles (the free recording functions: no reference count on the hot path).
+pub(crate) fn with_resource<R: AsResource + ?Sized, T>(r: &R, f: impl FnOnce(&ResourceMetrics) -> T) -> T {
+    interner().with(r.group(), r.resource(), f)
 }
 
 /// Every resource that has handles, for refreshing gauges of resources that went away.
 pub(crate) fn all_resources() -> Vec<Arc<ResourceMetrics>> {
-    interner().table.load().values().flat_map(|m| m.values().cloned()).collect()
+    interner().all()
 }
 
 /// Key of a request series: verb label, status code, source.
@@ -91,10 +123,11 @@ pub struct ResourceMetrics {
     terminated_watchers: Counter,
     slow_watchers_closed: Counter,
     watchers: Gauge,
-    watch_events_sent: Counter,
     pub(crate) store_objects: Gauge,
     pub(crate) store_live_bytes: Gauge,
     pub(crate) store_history_bytes: Gauge,
+    pub(crate) store_snapshot_bytes: Gauge,
+    pub(crate) store_index_bytes: Gauge,
     pub(crate) history_events: Gauge,
     pub(crate) history_span: Gauge,
     pub(crate) retained_snapshots: Gauge,
@@ -161,10 +194,11 @@ impl ResourceMetrics {
             terminated_watchers: counter(TERMINATED_WATCHERS_TOTAL, gr()),
             slow_watchers_closed: counter(SLOW_WATCHERS_CLOSED_TOTAL, gr()),
             watchers: gauge(WATCHERS, gr()),
-            watch_events_sent: counter(WATCH_EVENTS_SENT_TOTAL, gr()),
             store_objects: gauge(STORE_OBJECTS, gr()),
             store_live_bytes: gauge(STORE_BYTES, with(&[("kind", "live")])),
             store_history_bytes: gauge(STORE_BYTES, with(&[("kind", "history")])),
+            store_snapshot_bytes: gauge(STORE_BYTES, with(&[("kind", "snapshots")])),
+            store_index_bytes: gauge(STORE_BYTES, with(&[("kind", "index")])),
             history_events: gauge(HISTORY_EVENTS, gr()),
             history_span: gauge(HISTORY_SPAN_SECONDS, gr()),
             retained_snapshots: gauge(RETAINED_SNAPSHOTS, gr()),
@@ -255,10 +289,23 @@ impl ResourceMetrics {
         self.slow_watchers_closed.increment(1);
         self.terminated_watchers.increment(1);
     }
+}
 
-    /// Events written to a watcher.
-    pub fn watch_events_sent(&self, n: u64) {
-        self.watch_events_sent.increment(n);
+/// Counts one open watcher of a resource in `kache_watchers` for as long as it lives.
+#[derive(Debug)]
+pub struct WatcherGuard(Arc<ResourceMetrics>);
+
+impl WatcherGuard {
+    pub fn new<R: AsResource + ?Sized>(r: &R) -> Self {
+        let m = resource(r);
+        m.watchers(1);
+        Self(m)
+    }
+}
+
+impl Drop for WatcherGuard {
+    fn drop(&mut self) {
+        self.0.watchers(-1);
     }
 }
 
@@ -298,6 +345,33 @@ mod tests {
     }
 
     #[test]
+    fn the_number_of_resources_is_bounded() {
+        let interner = Interner::new(2);
+        let a = interner.get("bound.example.com", "a");
+        let b = interner.get("bound.example.com", "b");
+        let c = interner.get("bound.example.com", "c");
+        assert_eq!((a.resource(), b.resource(), c.resource()), ("a", "b", OTHER_RESOURCE));
+        assert!(Arc::ptr_eq(&a, &interner.get("bound.example.com", "a")), "known resources stay known");
+        assert_eq!(interner.all().len(), 2);
+    }
+
+    proptest::proptest! {
+        /// Whatever a client puts in a URL, the label values are Kubernetes names or `other`, and the set
+        /// stays bounded.
+        #[test]
+        fn any_name_maps_to_a_bounded_valid_label(
+            names in proptest::collection::vec(proptest::prop_oneof!["[a-z]{1,8}(\\.[a-z]{1,8})?", ".{0,40}"], 1..20)
+        ) {
+            let interner = Interner::new(4);
+            for name in &names {
+                let m = interner.get(name.as_str().group(), name.as_str().resource());
+                proptest::prop_assert!(labels::valid_name(m.group()) && labels::valid_name(m.resource()));
+            }
+            proptest::prop_assert!(interner.all().len() <= 4);
+        }
+    }
+
+    #[test]
     fn invalid_names_share_the_other_series() {
         let a = resource("Bad\"Name");
         let b = resource("pods\n.x");
@@ -332,6 +406,21 @@ mod tests {
             "apiserver_watch_cache_consistent_read_total{{{gr},success=\"true\",fallback=\"false\"}} 0"
         )));
         assert!(text.contains(&format!("apiserver_watch_cache_resource_version{{{gr}}} 567890123456789")));
+    }
+
+    #[test]
+    fn watcher_guards_count_open_watchers() {
+        let handle = install();
+        let series = "kache_watchers{group=\"\",resource=\"guard-test\"}";
+        let value =
+            |text: &str| text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok());
+        let a = WatcherGuard::new("guard-test");
+        let b = WatcherGuard::new("guard-test");
+        assert_eq!(value(&handle.render()), Some(2.0));
+        drop(a);
+        assert_eq!(value(&handle.render()), Some(1.0));
+        drop(b);
+        assert_eq!(value(&handle.render()), Some(0.0));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -21,6 +22,8 @@ use super::labels::Limit;
 use super::recorder::MetricsHandle;
 use super::stats::{StatsSource, ready_checks, refresh};
 use crate::body::{self, Body};
+use crate::codec::gzip;
+use crate::serve::negotiate::accepts_gzip;
 
 /// Where the metrics listener binds by default: loopback only, so nothing is exposed unless asked for.
 pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9090";
@@ -102,15 +105,28 @@ fn route(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     match (endpoint, check) {
         ("metrics", None) => {
             refresh(&*shared.source);
-            let mut resp = Response::new(body::full(shared.handle.render()));
-            resp.headers_mut()
-                .insert(header::CONTENT_TYPE, header::HeaderValue::from_static(METRICS_CONTENT_TYPE));
-            resp
+            let accept =
+                req.headers().get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("");
+            exposition(shared.handle.render(), accept)
         }
         ("healthz" | "livez", check) => health_response(endpoint, &liveness(), check, query),
         ("readyz", check) => health_response(endpoint, &readiness(&*shared.source), check, query),
         _ => text(StatusCode::NOT_FOUND, "404 page not found\n".to_owned()),
     }
+}
+
+/// The exposition response, gzipped like the apiserver's responses (level 1, above 128 KiB) when the
+/// scraper accepts it: a cluster with many resources renders hundreds of kilobytes per scrape.
+fn exposition(text: String, accept_encoding: &str) -> Response<Body> {
+    let gzip = accepts_gzip(accept_encoding) && gzip::should_compress(text.len());
+    let body = if gzip { gzip::compress(&[Bytes::from(text)]) } else { Bytes::from(text) };
+    let mut resp = Response::new(body::full(body));
+    let headers = resp.headers_mut();
+    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static(METRICS_CONTENT_TYPE));
+    if gzip {
+        headers.insert(header::CONTENT_ENCODING, header::HeaderValue::from_static("gzip"));
+    }
+    resp
 }
 
 /// Liveness: the process answers. Upstream trouble never fails it (a restart would not fix the upstream).

@@ -2,6 +2,7 @@
 //! readiness view the health endpoints use.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::labels::AsResource;
@@ -10,6 +11,7 @@ use super::recorder::gauge;
 use super::resource::{ResourceMetrics, all_resources, resource as handles};
 use crate::reflector::{Registry, SyncState};
 use crate::resource::Gvr;
+use crate::serve::fresh::{Freshness, FreshnessStats};
 use crate::store::StoreStats;
 
 /// Every reflector state, registered at zero so each state's series exists from the start.
@@ -54,6 +56,59 @@ pub trait StatsSource: Send + Sync {
     fn extra_ready_checks(&self) -> Vec<(String, Result<(), String>)> {
         Vec::new()
     }
+
+    /// The consistent-read freshness counters, when this kache probes for freshness.
+    fn freshness(&self) -> Option<&FreshnessStats> {
+        None
+    }
+}
+
+/// A named readiness check: `Err(reason)` while failing.
+type ReadyCheck = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// kache's stats source: the reflector registry, plus the freshness prober when there is one, plus any
+/// readiness checks the app adds (e.g. `discovery` until the first discovery round is done).
+pub struct KacheStats {
+    registry: Arc<Registry>,
+    freshness: Option<Arc<Freshness>>,
+    checks: Vec<(String, ReadyCheck)>,
+}
+
+// === impl KacheStats ===
+
+impl KacheStats {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self { registry, freshness: None, checks: Vec::new() }
+    }
+
+    pub fn with_freshness(mut self, freshness: Arc<Freshness>) -> Self {
+        self.freshness = Some(freshness);
+        self
+    }
+
+    /// Adds a readiness check, listed after `ping` and before the per-resource checks.
+    pub fn with_check(
+        mut self,
+        name: impl Into<String>,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.checks.push((name.into(), Box::new(check)));
+        self
+    }
+}
+
+impl StatsSource for KacheStats {
+    fn resources(&self) -> Vec<ResourceSnapshot> {
+        self.registry.resources()
+    }
+
+    fn freshness(&self) -> Option<&FreshnessStats> {
+        self.freshness.as_deref().map(|f| &f.stats)
+    }
+
+    fn extra_ready_checks(&self) -> Vec<(String, Result<(), String>)> {
+        self.checks.iter().map(|(name, check)| (name.clone(), check())).collect()
+    }
 }
 
 impl StatsSource for Registry {
@@ -86,6 +141,8 @@ fn set_store_gauges(m: &ResourceMetrics, stats: &StoreStats) {
     m.store_objects.set(stats.objects as f64);
     m.store_live_bytes.set(stats.live_bytes as f64);
     m.store_history_bytes.set(stats.history_bytes as f64);
+    m.store_snapshot_bytes.set(stats.retained_bytes as f64);
+    m.store_index_bytes.set(stats.index_bytes as f64);
     m.history_events.set(stats.history_events as f64);
     m.history_span.set(stats.history_span.as_secs_f64());
     m.retained_snapshots.set(stats.retained_snapshots as f64);
@@ -95,6 +152,8 @@ fn set_store_gauges(m: &ResourceMetrics, stats: &StoreStats) {
 /// Refreshes every per-resource gauge from `source`. Resources that are no longer cached drop to zero (their
 /// series stay, so a stopped resource reads as empty and unsynced rather than frozen at its last value).
 pub fn refresh(source: &dyn StatsSource) -> Vec<ResourceSnapshot> {
+    super::mirror::watch_stats();
+    super::mirror::freshness(source.freshness());
     let snapshots = source.resources();
     let mut seen = HashSet::new();
     for snap in &snapshots {

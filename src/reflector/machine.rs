@@ -123,7 +123,12 @@ impl Reflector {
             let now = state.sync_state();
             if shown != Some(now) {
                 self.status.set_state(now);
-                info!(resource = %self.info.gvr, state = now.as_str(), "reflector state");
+                // Re-watching (every few minutes per resource) is routine; everything else is worth a line.
+                if matches!(now, SyncState::Resuming | SyncState::Watching) && self.synced_once {
+                    debug!(resource = %self.info.gvr, state = now.as_str(), "reflector state");
+                } else {
+                    info!(resource = %self.info.gvr, state = now.as_str(), "reflector state");
+                }
                 shown = Some(now);
             }
             state = self.step(state).await;
@@ -156,6 +161,9 @@ impl Reflector {
         }
         let delay = self.backoff.next_delay(error.retry_after());
         warn!(resource = %self.info.gvr, %error, ?delay, "upstream request failed; backing off");
+        if error.is_rejection() && !self.synced_once {
+            self.status.set_rejected(true);
+        }
         self.status.set_error(error.to_string());
         State::Backoff { delay, then: Box::new(then) }
     }
@@ -189,6 +197,7 @@ impl Reflector {
             self.status.add_relist();
         }
         self.synced_once = true;
+        self.status.set_rejected(false);
         self.backoff.reset();
         self.status.add_events(0);
         let elapsed = started.elapsed();

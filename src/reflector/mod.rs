@@ -27,6 +27,8 @@ mod status;
 mod stream;
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod registry_tests;
 #[cfg(test)]
 mod tests;

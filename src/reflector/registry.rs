@@ -154,7 +154,8 @@ impl Registry {
         true
     }
 
-    /// Starts caching these resources (configured: they count for readiness). Already running ones are kept.
+    /// Starts caching these resources (configured: they count for readiness). Already running ones are kept
+    /// (and now count for readiness).
     pub fn start(&self, resources: Vec<ResourceInfo>) {
         self.catalog.rcu(|c| {
             let mut c = HashMap::clone(c);
@@ -170,8 +171,9 @@ impl Registry {
         });
         let mut inner = self.lock();
         for info in resources {
-            if !inner.running.contains_key(&info.gvr) {
-                self.spawn_locked(&mut inner, info, true);
+            match inner.running.get(&info.gvr) {
+                Some(running) => running.status.set_configured(),
+                None => self.spawn_locked(&mut inner, info, true),
             }
         }
     }
@@ -228,9 +230,12 @@ impl Registry {
         }
         let mut started = Vec::new();
         for info in selected {
-            if !inner.running.contains_key(&info.gvr) {
-                started.push(info.gvr.clone());
-                self.spawn_locked(&mut inner, info, true);
+            match inner.running.get(&info.gvr) {
+                Some(running) => running.status.set_configured(),
+                None => {
+                    started.push(info.gvr.clone());
+                    self.spawn_locked(&mut inner, info, true);
+                }
             }
         }
         started
@@ -261,13 +266,14 @@ impl Registry {
         })
     }
 
-    /// Whether every configured resource has a synced store (lazily cached ones do not count).
+    /// Whether every configured resource has a synced store. Lazily cached resources do not count, nor do
+    /// resources the upstream refuses to list (e.g. RBAC forbids it): their reads are forwarded.
     pub fn all_synced(&self) -> bool {
         let inner = self.lock();
         inner
             .running
             .iter()
-            .filter(|(_, r)| r.status.configured())
+            .filter(|(_, r)| r.status.configured() && !r.status.is_rejected())
             .all(|(gvr, _)| self.get(gvr).is_some_and(|s| s.is_synced()))
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::config::ReflectorConfig;
 use super::registry::Registry;
 use super::status::SyncState;
-use super::tests::{Scripted, bookmark, ev, lines, list_page, ok, pod, pod_item, pods_info};
+use super::tests::{Scripted, bookmark, ev, lines, list_page, ok, pod, pod_item, pods_info, status};
 use crate::resource::{Gvr, ResourceInfo};
 use crate::upstream::discovery::{DiscoveredResource, Discovery, Selection, parse_resource_specs};
 
@@ -115,6 +115,9 @@ async fn ensure_starts_discovered_resources_lazily() {
     eventually(|| registry.get(&gvr).is_some_and(|s| s.is_synced())).await;
     assert!(registry.all_synced(), "lazily cached resources do not gate readiness");
     assert!(!registry.statuses()[0].configured);
+    registry.start(vec![pods_info()]);
+    assert!(registry.statuses()[0].configured, "configuring a lazily cached resource keeps its reflector");
+    assert_eq!(registry.statuses().len(), 1);
     assert_eq!(upstream.seen().iter().filter(|u| u.contains("sendInitialEvents")).count(), 1);
 }
 
@@ -149,4 +152,18 @@ async fn rediscovery_starts_new_resources_and_stops_vanished_ones() {
     assert_eq!(statuses.len(), 1);
     assert_eq!(statuses[0].gvr, widgets_info().gvr);
     assert_ne!(statuses[0].state, SyncState::Stopped);
+}
+
+#[tokio::test(start_paused = true)]
+async fn resources_the_upstream_refuses_do_not_gate_readiness() {
+    let upstream = Arc::new(Scripted::default());
+    upstream.push(&["limit=1"], status(403, "Forbidden", None));
+    upstream.push(&["sendInitialEvents=true"], status(403, "Forbidden", None));
+    upstream.push(&["limit=500"], status(403, "Forbidden", None));
+    let registry = Registry::with_transport(upstream.clone(), ReflectorConfig::default());
+    registry.start(vec![pods_info()]);
+    eventually(|| registry.statuses()[0].rejected).await;
+    assert!(registry.all_synced(), "a forbidden resource does not keep kache unready");
+    assert!(!registry.get(&pods_info().gvr).unwrap().is_synced());
+    assert!(registry.statuses()[0].last_error.as_deref().unwrap_or("").contains("403"));
 }

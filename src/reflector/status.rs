@@ -1,5 +1,6 @@
 //! Per-reflector status for readiness and metrics.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -64,6 +65,9 @@ pub struct ReflectorStatus {
     pub bad_frames: u64,
     /// Time since the last event or bookmark (`None` before the first).
     pub since_last_event: Option<Duration>,
+    /// The upstream refuses to list the resource (403, 404, ...) and it has not synced since: it does not gate
+    /// readiness (reads of it are forwarded, and answered by the upstream as they would be without kache).
+    pub rejected: bool,
 }
 
 #[derive(Debug)]
@@ -76,13 +80,15 @@ struct Inner {
     events_applied: u64,
     bad_frames: u64,
     last_event: Option<Instant>,
+    rejected: bool,
 }
 
 /// The shared, updatable status of one reflector. Updated at state changes and once per applied batch.
 #[derive(Debug)]
 pub(crate) struct StatusCell {
     gvr: Gvr,
-    configured: bool,
+    /// Set once a resource is configured, also after it was first cached lazily.
+    configured: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -99,8 +105,9 @@ impl StatusCell {
             events_applied: 0,
             bad_frames: 0,
             last_event: None,
+            rejected: false,
         };
-        Self { gvr, configured, inner: Mutex::new(inner) }
+        Self { gvr, configured: AtomicBool::new(configured), inner: Mutex::new(inner) }
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
@@ -110,7 +117,11 @@ impl StatusCell {
     }
 
     pub(crate) fn configured(&self) -> bool {
-        self.configured
+        self.configured.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_configured(&self) {
+        self.configured.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn set_store(&self, store: Arc<Store>) {
@@ -136,6 +147,16 @@ impl StatusCell {
 
     pub(crate) fn set_error(&self, error: String) {
         self.with(|i| i.last_error = Some(error));
+    }
+
+    /// Records whether the last failure was a permanent refusal (cleared by a successful sync).
+    pub(crate) fn set_rejected(&self, rejected: bool) {
+        self.with(|i| i.rejected = rejected);
+    }
+
+    /// Refused by the upstream and not synced since.
+    pub(crate) fn is_rejected(&self) -> bool {
+        self.with(|i| i.rejected)
     }
 
     pub(crate) fn add_relist(&self) {
@@ -165,7 +186,7 @@ impl StatusCell {
                 gvr: self.gvr.clone(),
                 state: i.state,
                 synced: stats.as_ref().is_some_and(|(synced, _)| *synced),
-                configured: self.configured,
+                configured: self.configured(),
                 resource_version: stats.as_ref().map_or(0, |(_, s)| s.resource_version),
                 objects: stats.as_ref().map_or(0, |(_, s)| s.objects),
                 live_bytes: stats.as_ref().map_or(0, |(_, s)| s.live_bytes),
@@ -175,6 +196,7 @@ impl StatusCell {
                 events_applied: i.events_applied,
                 bad_frames: i.bad_frames,
                 since_last_event: i.last_event.map(|t| t.elapsed()),
+                rejected: i.rejected,
             }
         })
     }

@@ -16,10 +16,13 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header
 use tokio_util::sync::CancellationToken;
 
 use crate::body::{self, Body};
+use crate::codec::list::View;
 use crate::codec::status::ApiError;
 use crate::forward::{Forwarder, WriteTracker};
+use crate::metrics;
 use crate::reflector::Registry;
 use crate::serve::fresh::{Fallback, Freshness};
+use crate::serve::gzcache::GzipCache;
 use crate::serve::list::{GetQuery, ListQuery, NotServed, ResponseOptions, serve_get, serve_list};
 use crate::serve::negotiate;
 use crate::serve::params::{self, ListOptions, RvMatch};
@@ -72,9 +75,10 @@ impl HandlerStats {
 /// Serves from memory, forwards the rest.
 pub struct KacheHandler {
     stats: Arc<HandlerStats>,
+    gzip_cache: GzipCache,
     registry: Arc<Registry>,
     forwarder: Forwarder,
-    freshness: Freshness,
+    freshness: Arc<Freshness>,
     writes: Arc<WriteTracker>,
     config: HandlerConfig,
     lazy: bool,
@@ -93,13 +97,23 @@ impl KacheHandler {
     pub fn new(
         registry: Arc<Registry>,
         forwarder: Forwarder,
-        freshness: Freshness,
+        freshness: Arc<Freshness>,
         writes: Arc<WriteTracker>,
         config: HandlerConfig,
         lazy: bool,
         shutdown: CancellationToken,
     ) -> Self {
-        Self { stats: Arc::default(), registry, forwarder, freshness, writes, config, lazy, shutdown }
+        Self {
+            stats: Arc::default(),
+            gzip_cache: GzipCache::default(),
+            registry,
+            forwarder,
+            freshness,
+            writes,
+            config,
+            lazy,
+            shutdown,
+        }
     }
 
     pub fn stats(&self) -> &Arc<HandlerStats> {
@@ -115,12 +129,18 @@ impl KacheHandler {
         &self.freshness
     }
 
+    /// Answers one request. (`apiserver_request_total` is recorded by the server for every resource request;
+    /// the forwarder marks the responses it relays, which gives the `source` label.)
     async fn dispatch(&self, req: Request<Body>) -> Response<Body> {
         let arrived = Instant::now();
         let route = match req.extensions().get::<Route>() {
             Some(route) => route.clone(),
             None => Route::parse(req.method(), req.uri()),
         };
+        self.dispatch_route(req, &route, arrived).await
+    }
+
+    async fn dispatch_route(&self, req: Request<Body>, route: &Route, arrived: Instant) -> Response<Body> {
         let Some(r) = route.resource() else { return self.forward(req).await };
         let Some(store) = self.servable_store(&req, r) else { return self.forward(req).await };
         // Encodings other than JSON (Table, protobuf, YAML, CBOR) are forwarded: the upstream answers them.
@@ -130,19 +150,27 @@ impl KacheHandler {
         } else {
             negotiate::negotiate(accept)
         };
-        match &negotiated {
-            negotiate::Negotiated::Json { .. } => {}
-            other => {
+        // The PartialObjectMetadata views are served from memory when the view fits the request (a list view
+        // for lists, an object view for gets and watch events); any mismatch is forwarded and the upstream
+        // answers it (406 with its own wording).
+        let view = match (&negotiated, r.verb) {
+            (negotiate::Negotiated::Json { .. }, _) => View::Full,
+            (negotiate::Negotiated::JsonPartialMetadata { list: true, .. }, Verb::List)
+            | (negotiate::Negotiated::JsonPartialMetadata { list: false, .. }, Verb::Get | Verb::Watch) => {
+                View::Metadata
+            }
+            (negotiate::Negotiated::JsonPartialMetadata { .. }, _) => return self.forward(req).await,
+            (other, _) => {
                 if let Some(err) = other.error() {
                     return error_response(&err, &req, false);
                 }
                 return self.forward(req).await;
             }
-        }
+        };
         let outcome = match r.verb {
-            Verb::Get => self.get(&req, r, &store, arrived).await,
-            Verb::List => self.list(&req, r, &store, arrived).await,
-            Verb::Watch => self.watch(&req, r, &store, arrived).await,
+            Verb::Get => self.get(&req, r, &store, arrived, view).await,
+            Verb::List => self.list(&req, r, &store, arrived, view).await,
+            Verb::Watch => self.watch(&req, r, &store, arrived, view).await,
             _ => Err(NotServed::Forward("verb")),
         };
         if !matches!(outcome, Err(NotServed::Forward(_) | NotServed::NotFresh)) {
@@ -156,6 +184,7 @@ impl KacheHandler {
             }
             Err(NotServed::NotFresh) => {
                 self.stats.not_fresh.fetch_add(1, Relaxed);
+                metrics::consistent_read(&r.gvr, false, true);
                 self.fallback(req).await
             }
             Err(NotServed::TooLarge { requested, current }) => {
@@ -205,6 +234,7 @@ impl KacheHandler {
         r: &ResourceRequest,
         store: &Arc<Store>,
         arrived: Instant,
+        view: View,
     ) -> Result<Response<Body>, NotServed> {
         let Some(name) = r.name.as_deref() else { return Err(NotServed::Forward("get without name")) };
         let opts = params::parse_get_options(req.uri().query());
@@ -223,6 +253,7 @@ impl KacheHandler {
             min_rv,
             block_timeout: self.config.block_timeout,
             response,
+            view,
         };
         let found = serve_get(store, &q, &self.freshness).await?;
         Ok(found.unwrap_or_else(|| {
@@ -237,6 +268,7 @@ impl KacheHandler {
         r: &ResourceRequest,
         store: &Arc<Store>,
         arrived: Instant,
+        view: View,
     ) -> Result<Response<Body>, NotServed> {
         let info = store.info();
         let kind = info.field_kind();
@@ -278,8 +310,11 @@ impl KacheHandler {
             arrived,
             min_rv: self.writes.last_write(&r.gvr),
             block_timeout: self.config.block_timeout,
+            gzip_cache: Some(&self.gzip_cache),
+            view,
         };
-        let (resp, _stats) = serve_list(store, &q, &self.freshness).await?;
+        let (resp, stats) = serve_list(store, &q, &self.freshness).await?;
+        metrics::list_served(&r.gvr, stats.fetched, stats.returned);
         Ok(resp)
     }
 
@@ -289,6 +324,7 @@ impl KacheHandler {
         r: &ResourceRequest,
         store: &Arc<Store>,
         arrived: Instant,
+        view: View,
     ) -> Result<Response<Body>, NotServed> {
         let info = store.info();
         let kind = info.field_kind();
@@ -343,7 +379,10 @@ impl KacheHandler {
         let spec = WatchSpec {
             start,
             filter: Filter { namespace, name, predicate },
-            view: WatchView::Full,
+            view: match view {
+                View::Full => WatchView::Full,
+                View::Metadata => WatchView::PartialObjectMetadata,
+            },
             bookmarks: opts.allow_watch_bookmarks,
             timeout: self.config.watch.lifetime(opts.timeout_seconds),
             bookmark_interval: self.config.watch.bookmark_interval,

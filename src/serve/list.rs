@@ -7,10 +7,12 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
 use crate::body::{self, Body};
+use crate::codec::list::View;
 use crate::codec::{gzip, list as listcodec, pretty, token};
 use crate::resource::{FieldKind, ResourceInfo};
 use crate::serve::fresh::Freshness;
-use crate::serve::read::{ContinueAt, ListPlan, Match, Rv, plan_list, plan_single};
+use crate::serve::gzcache::GzipCache;
+use crate::serve::read::{ContinueAt, ListPlan, Match, ReadAt, Rv, plan_list, plan_single};
 use crate::serve::resolve::{ResolveError, Resolved, resolve};
 use crate::serve::scan::{ScanRequest, scan};
 use crate::store::{Object, Store, make_key};
@@ -33,6 +35,10 @@ pub struct ListQuery<'a> {
     /// The last write through kache to this resource: a consistent read reflects at least it.
     pub min_rv: u64,
     pub block_timeout: std::time::Duration,
+    /// Compressed bodies of hot full lists.
+    pub gzip_cache: Option<&'a GzipCache>,
+    /// Full objects, or the PartialObjectMetadata view.
+    pub view: View,
 }
 
 /// How the response body is encoded.
@@ -83,7 +89,7 @@ pub async fn serve_list(
         // The cache reports its own RV for single-key reads (`watch_cache.go` WaitUntilFreshAndGet).
         let meta = listcodec::ListMeta { resource_version: resolved.snapshot.rv, ..Default::default() };
         let stats = ListStats { fetched: items.len(), returned: items.len() };
-        return Ok((respond(info, &meta, &items, q.response), stats));
+        return Ok((respond(info, &meta, items, q.response, None, q.view), stats));
     }
     let ListPlan::Memory { at, limit, start_key } = plan_list(q.rv, q.rvm, q.limit, q.cont.as_ref()) else {
         return Err(NotServed::Forward("plan"));
@@ -104,7 +110,11 @@ pub async fn serve_list(
     let meta =
         listcodec::ListMeta { resource_version: rv, continue_token, remaining_item_count: page.remaining };
     let stats = ListStats { fetched: snapshot.objects.len(), returned: page.items.len() };
-    Ok((respond(info, &meta, &page.items, q.response), stats))
+    // A whole resource or namespace at a current snapshot: its compressed form can be reused.
+    let cacheable = limit == 0 && !q.has_selector && q.cont.is_none() && !matches!(at, ReadAt::Exact(_));
+    let key = format!("{}|{}|{:?}", info.gvr, q.namespace.unwrap_or(""), q.view);
+    let cache = q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str()));
+    Ok((respond(info, &meta, page.items, q.response, cache, q.view), stats))
 }
 
 /// Objects examined and returned, for metrics.
@@ -123,6 +133,7 @@ pub struct GetQuery<'a> {
     pub min_rv: u64,
     pub block_timeout: std::time::Duration,
     pub response: ResponseOptions,
+    pub view: View,
 }
 
 /// Serves a get of one object; `Ok(None)` when it does not exist.
@@ -131,28 +142,68 @@ pub async fn serve_get(
     q: &GetQuery<'_>,
     freshness: &Freshness,
 ) -> Result<Option<Response<Body>>, NotServed> {
-    let GetQuery { namespace, name, rv, arrived, min_rv, block_timeout, response } = *q;
+    let GetQuery { namespace, name, rv, arrived, min_rv, block_timeout, response, view } = *q;
     let Some(at) = plan_single(rv, Match::Unset, 0) else {
         return Err(NotServed::Forward("exact get"));
     };
     let resolved = resolve(store, at, freshness, arrived, min_rv, block_timeout).await?;
     let (key, _) = make_key(namespace, name);
     // Compact JSON ends with the newline `json.Encoder.Encode` appends.
-    Ok(resolved
-        .snapshot
-        .objects
-        .get(&key)
-        .map(|o| respond_bytes(vec![o.raw.clone(), Bytes::from_static(b"\n")], response)))
+    Ok(resolved.snapshot.objects.get(&key).map(|o| {
+        let object = match view {
+            View::Full => o.raw.clone(),
+            View::Metadata => {
+                let mut out = bytes::BytesMut::new();
+                listcodec::put_partial(&mut out, o);
+                out.freeze()
+            }
+        };
+        respond_bytes(vec![object, Bytes::from_static(b"\n")], response)
+    }))
 }
 
-/// Builds the list response: compact JSON chunks, pretty-printed or gzipped as the apiserver would.
+/// Builds the list response, streamed: compact JSON chunks produced as the body is sent, gzipped on the fly
+/// (or taken from `cache`) when the apiserver would compress, pretty-printed when asked.
 pub fn respond(
     info: &ResourceInfo,
     meta: &listcodec::ListMeta,
-    items: &[Arc<Object>],
+    items: Vec<Arc<Object>>,
     opts: ResponseOptions,
+    cache: Option<(&GzipCache, &str)>,
+    view: View,
 ) -> Response<Body> {
-    respond_bytes(listcodec::assemble_list(info, meta, items.iter()), opts)
+    let chunks = listcodec::ListChunks::with_view(info, meta, items, view);
+    if opts.pretty {
+        return respond_bytes(chunks.collect(), opts);
+    }
+    let len = chunks.total_len();
+    let builder = Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .header(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    let (builder, body) = if opts.gzip && gzip::should_compress(len) {
+        let builder = builder
+            .header(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"))
+            .header(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        match cache {
+            Some((cache, key)) => {
+                let compressed = match cache.get(key, meta.resource_version) {
+                    Some(hit) => hit,
+                    None => {
+                        let compressed: Bytes =
+                            gzip::GzipChunks::new(chunks).collect::<Vec<_>>().concat().into();
+                        cache.put(key, meta.resource_version, compressed.clone());
+                        compressed
+                    }
+                };
+                (builder.header(header::CONTENT_LENGTH, compressed.len()), body::full(compressed))
+            }
+            None => (builder, body::stream_iter(gzip::GzipChunks::new(chunks))),
+        }
+    } else {
+        (builder.header(header::CONTENT_LENGTH, len), body::stream_iter(chunks))
+    };
+    builder.body(body).expect("static headers are valid")
 }
 
 /// A 200 JSON response from chunks, applying pretty printing and gzip (level 1, > 128 KiB).

@@ -9,6 +9,7 @@
 //! [`Limits::shutdown_timeout`], close whatever is left.
 
 mod conn;
+mod framing;
 mod limits;
 mod request;
 mod tls;
@@ -84,9 +85,16 @@ pub async fn serve(
     tokio::pin!(shutdown);
 
     loop {
-        let permit = tokio::select! {
-            () = &mut shutdown => break,
-            permit = connections.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        let permit = match connections.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                // At the bound: stop accepting (the kernel backlog holds new clients) until one closes.
+                crate::metrics::limit_rejected(crate::metrics::Limit::Connections);
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    permit = connections.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+                }
+            }
         };
         let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,

@@ -143,6 +143,9 @@ fn build(config: &kube::Config) -> Result<Upstream, UpstreamError> {
             .http2_keep_alive_interval(H2_KEEPALIVE_INTERVAL)
             .http2_keep_alive_timeout(H2_KEEPALIVE_TIMEOUT)
             .http2_keep_alive_while_idle(true)
+            // Multi-megabyte lists: let the window grow with the bandwidth-delay product instead of
+            // stalling on the 64 KiB default.
+            .http2_adaptive_window(true)
             .build(connector)
     };
     let pool = (0..H2_POOL_SIZE).map(|_| client(true)).collect();

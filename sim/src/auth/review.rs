@@ -9,11 +9,52 @@ use super::{Attributes, AuthConfig, UserInfo, review_response};
 const AUTHENTICATION_VERSIONS: [&str; 2] = ["authentication.k8s.io/v1", "authentication.k8s.io/v1beta1"];
 const AUTHORIZATION_VERSIONS: [&str; 2] = ["authorization.k8s.io/v1", "authorization.k8s.io/v1beta1"];
 
-fn decode(kind: &str, body: &[u8]) -> Result<Value, String> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| format!("couldn't decode {kind}: json parse error: {e}"))?;
+/// A review request the apiserver refuses, with the code it answers.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReviewError {
+    /// 400 BadRequest: an undecodable body, a TokenReview without a token.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 422 Invalid: the spec fails validation. `causes` are `(field, message without the field)`.
+    #[error("{message}")]
+    Invalid { message: String, causes: Vec<(String, String)> },
+}
+
+impl ReviewError {
+    /// The HTTP status code.
+    pub fn code(&self) -> u16 {
+        match self {
+            ReviewError::BadRequest(_) => 400,
+            ReviewError::Invalid { .. } => 422,
+        }
+    }
+
+    /// The Status body the apiserver sends (for a SubjectAccessReview when Invalid).
+    pub fn status(&self) -> Value {
+        let mut status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                "message": self.to_string()});
+        match self {
+            ReviewError::BadRequest(_) => status["reason"] = json!("BadRequest"),
+            ReviewError::Invalid { causes, .. } => {
+                status["reason"] = json!("Invalid");
+                let causes: Vec<Value> = causes
+                    .iter()
+                    .map(|(field, message)| json!({"reason": "FieldValueInvalid", "message": message, "field": field}))
+                    .collect();
+                status["details"] =
+                    json!({"group": "authorization.k8s.io", "kind": "SubjectAccessReview", "causes": causes});
+            }
+        }
+        status["code"] = json!(self.code());
+        status
+    }
+}
+
+fn decode(kind: &str, body: &[u8]) -> Result<Value, ReviewError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ReviewError::BadRequest(format!("couldn't decode {kind}: json parse error: {e}")))?;
     if !value.is_object() {
-        return Err(format!("couldn't decode {kind}: not a JSON object"));
+        return Err(ReviewError::BadRequest(format!("couldn't decode {kind}: not a JSON object")));
     }
     Ok(value)
 }
@@ -33,12 +74,14 @@ fn string_list(v: &Value) -> Vec<String> {
 /// `tokenreview.REST.Create`: the audiences to check are the requested ones or else the API audiences; a
 /// static token is audience-agnostic, so it authenticates for the intersection with the API audiences, and
 /// not at all when that intersection is empty.
-pub(super) fn token_review(cfg: &AuthConfig, body: &[u8]) -> Result<Vec<u8>, String> {
+pub(super) fn token_review(cfg: &AuthConfig, body: &[u8]) -> Result<Vec<u8>, ReviewError> {
     let req = decode("TokenReview", body)?;
     let spec = req.get("spec").cloned().unwrap_or_else(|| json!({}));
     let token = spec["token"].as_str().unwrap_or("");
     if token.is_empty() {
-        return Err("token is required for TokenReview in authentication".to_string());
+        return Err(ReviewError::BadRequest(
+            "token is required for TokenReview in authentication".to_string(),
+        ));
     }
     let requested = string_list(&spec["audiences"]);
     let targets = if requested.is_empty() { cfg.api_audiences.clone() } else { requested };
@@ -59,10 +102,11 @@ pub(super) fn token_review(cfg: &AuthConfig, body: &[u8]) -> Result<Vec<u8>, Str
         _ => json!({"user": {}}),
     };
     review_response("TokenReview", api_version(&req, &AUTHENTICATION_VERSIONS), &spec, status)
+        .map_err(ReviewError::BadRequest)
 }
 
 /// `subjectaccessreview.REST.Create`: validation (422 `... is invalid: ...` messages), then the rules.
-pub(super) fn subject_access_review(cfg: &AuthConfig, body: &[u8]) -> Result<Vec<u8>, String> {
+pub(super) fn subject_access_review(cfg: &AuthConfig, body: &[u8]) -> Result<Vec<u8>, ReviewError> {
     let req = decode("SubjectAccessReview", body)?;
     let spec = req.get("spec").cloned().unwrap_or_else(|| json!({}));
     let resource = spec.get("resourceAttributes").filter(|v| v.is_object());
@@ -74,34 +118,34 @@ pub(super) fn subject_access_review(cfg: &AuthConfig, body: &[u8]) -> Result<Vec
         groups = string_list(&spec["group"]);
     }
 
-    let mut errs = Vec::new();
+    // (field, ErrorBody) pairs, as `field.Error` splits them.
+    let mut errs: Vec<(String, String)> = Vec::new();
     match (resource, non_resource) {
-        (Some(_), Some(nra)) => errs.push(format!(
-            "spec.nonResourceAttributes: Invalid value: {}: cannot be specified in combination with resourceAttributes",
-            nra
+        (Some(_), Some(nra)) => errs.push((
+            "spec.nonResourceAttributes".into(),
+            format!("Invalid value: {nra}: cannot be specified in combination with resourceAttributes"),
         )),
-        (None, None) => errs.push(
-            "spec.resourceAttributes: Invalid value: \"null\": exactly one of nonResourceAttributes or \
-             resourceAttributes must be specified"
-                .to_string(),
-        ),
+        (None, None) => errs.push((
+            "spec.resourceAttributes".into(),
+            "Invalid value: \"null\": exactly one of nonResourceAttributes or resourceAttributes must be specified"
+                .into(),
+        )),
         _ => {}
     }
     if name.is_empty() && groups.is_empty() {
-        errs.push(
-            "spec.user: Invalid value: \"\": at least one of user or group must be specified".to_string(),
-        );
+        errs.push((
+            "spec.user".into(),
+            "Invalid value: \"\": at least one of user or group must be specified".into(),
+        ));
     }
-    // `field.ErrorList.ToAggregate()`: one error bare, several as [a, b].
-    match errs.as_slice() {
-        [] => {}
-        [one] => return Err(format!("SubjectAccessReview.authorization.k8s.io \"\" is invalid: {one}")),
-        many => {
-            return Err(format!(
-                "SubjectAccessReview.authorization.k8s.io \"\" is invalid: [{}]",
-                many.join(", ")
-            ));
-        }
+    if !errs.is_empty() {
+        // `NewInvalid`: `<Kind>.<group> "<name>" is invalid: <aggregate>`, one error bare, several as [a, b].
+        let full: Vec<String> = errs.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let aggregate = if full.len() == 1 { full[0].clone() } else { format!("[{}]", full.join(", ")) };
+        return Err(ReviewError::Invalid {
+            message: format!("SubjectAccessReview.authorization.k8s.io \"\" is invalid: {aggregate}"),
+            causes: errs,
+        });
     }
 
     let user = UserInfo { name, groups };
@@ -130,4 +174,5 @@ pub(super) fn subject_access_review(cfg: &AuthConfig, body: &[u8]) -> Result<Vec
         None => json!({"allowed": false}),
     };
     review_response("SubjectAccessReview", api_version(&req, &AUTHORIZATION_VERSIONS), &spec, status)
+        .map_err(ReviewError::BadRequest)
 }

@@ -119,11 +119,31 @@ fn rules_match_verbs_groups_resources_and_namespaces() {
     // Masters may do anything.
     let root = cfg.authenticate(Some("Bearer root-token")).expect("root");
     assert!(cfg.authorize(&root, &attrs("deletecollection", "apps", "deployments", "")));
-    // Non-resource URLs.
+    // Non-resource URLs (without the bootstrap policy, which would allow discovery anyway).
+    let cfg = config().with_bootstrap_policy(false);
     assert!(cfg.authorize_non_resource(&alice, "get", "/apis/apps/v1"));
     assert!(cfg.authorize_non_resource(&alice, "get", "/api"));
     assert!(!cfg.authorize_non_resource(&alice, "get", "/api/v1"));
     assert!(!cfg.authorize_non_resource(&alice, "post", "/api"));
+}
+
+#[test]
+fn bootstrap_policy_allows_discovery_and_self_reviews() {
+    let cfg = config();
+    let bob = UserInfo::new("bob", &[AUTHENTICATED_GROUP]);
+    let anonymous = UserInfo::new(ANONYMOUS_USER, &[UNAUTHENTICATED_GROUP]);
+    for path in ["/api", "/api/v1", "/apis", "/apis/apps/v1", "/version", "/openapi/v3", "/healthz"] {
+        assert!(cfg.authorize_non_resource(&bob, "get", path), "{path}");
+    }
+    assert!(!cfg.authorize_non_resource(&bob, "get", "/metrics"));
+    assert!(cfg.authorize_non_resource(&anonymous, "get", "/version"));
+    assert!(!cfg.authorize_non_resource(&anonymous, "get", "/api"));
+    assert!(cfg.authorize(&bob, &attrs("create", "authorization.k8s.io", "selfsubjectaccessreviews", "")));
+    assert!(!cfg.authorize(&bob, &attrs("create", "authorization.k8s.io", "subjectaccessreviews", "")));
+    cfg.set_rules(Vec::new());
+    assert!(cfg.authorize_non_resource(&bob, "get", "/api"), "set_rules keeps the bootstrap policy");
+    let cfg = config().with_bootstrap_policy(false);
+    assert!(!cfg.authorize_non_resource(&bob, "get", "/api/v1"));
 }
 
 #[test]
@@ -245,4 +265,43 @@ fn subject_access_review_validation() {
         .expect_err("invalid");
     assert!(err.contains("cannot be specified in combination with resourceAttributes"), "{err}");
     assert!(cfg.subject_access_review(b"{").is_err());
+    let err = cfg
+        .subject_access_review_checked(br#"{"spec":{"resourceAttributes":{"verb":"get"}}}"#)
+        .expect_err("invalid");
+    assert_eq!(err.code(), 422);
+    assert_eq!(
+        err.status().to_string(),
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"SubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.user: Invalid value: \"\": at least one of user or group must be specified","reason":"Invalid","details":{"group":"authorization.k8s.io","kind":"SubjectAccessReview","causes":[{"reason":"FieldValueInvalid","message":"Invalid value: \"\": at least one of user or group must be specified","field":"spec.user"}]},"code":422}"#
+    );
+    let err = cfg.token_review_checked(br#"{"spec":{}}"#).expect_err("no token");
+    assert_eq!((err.code(), err.status()["reason"].clone()), (400, json!("BadRequest")));
+}
+
+// === Status bodies ===
+
+#[test]
+fn forbidden_and_unauthorized_statuses() {
+    let alice = UserInfo::new("alice", &[]);
+    let status = forbidden_status(&alice, &attrs("list", "", "pods", "default"));
+    assert_eq!(
+        status.to_string(),
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\"","reason":"Forbidden","details":{"kind":"pods"},"code":403}"#
+    );
+    let mut a = attrs("get", "apps", "deployments", "");
+    a.name = "web".into();
+    a.subresource = "scale".into();
+    let status = forbidden_status(&alice, &a);
+    assert_eq!(
+        status["message"],
+        "deployments.apps \"web\" is forbidden: User \"alice\" cannot get resource \"deployments/scale\" in API group \"apps\" at the cluster scope"
+    );
+    assert_eq!(status["details"], json!({"name": "web", "group": "apps", "kind": "deployments"}));
+    assert_eq!(
+        forbidden_non_resource_status(&UserInfo::new(ANONYMOUS_USER, &[]), "get", "/").to_string(),
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"forbidden: User \"system:anonymous\" cannot get path \"/\"","reason":"Forbidden","details":{},"code":403}"#
+    );
+    assert_eq!(
+        unauthorized_status().to_string(),
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+    );
 }

@@ -10,6 +10,8 @@
 //! | `POST /sim/restart` | drop all connections and the watch history, keep the data |
 //! | `GET /sim/revision` | the current global revision |
 //! | `GET /sim/echo-upgrade` with `Upgrade: SPDY/3.1` or `websocket` | 101, then echoes bytes |
+//!
+//! `pods/{name}/exec`, `/attach` and `/portforward` upgrade the same way (for an existing pod).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,6 +96,26 @@ pub fn restart(st: &State) {
     st.store.reset_history();
     drop_watches(st);
     st.admin.drop_connections.send_modify(|g| *g += 1);
+}
+
+/// `pods/{name}/exec|attach|portforward`: the pod must exist; the upgraded stream echoes bytes (no
+/// container runs in the sim), which is enough to test upgrade forwarding end to end.
+pub fn pod_stream(
+    ctx: &Ctx,
+    req: Request<Incoming>,
+    ns: Option<&str>,
+    name: &str,
+) -> Result<Response<Body>, ApiError> {
+    let st = &ctx.state;
+    let pods = st.store.find("", "pods").expect("pods is a built-in resource");
+    let res = st.store.resource(pods).clone();
+    if !matches!(st.store.get(pods, &crate::write::key(&res, ns, name), None), Ok(Some(_))) {
+        return Err(ApiError::not_found(&res, name));
+    }
+    if req.headers().get(http::header::UPGRADE).is_none() {
+        return Err(ApiError::bad_request("Upgrade request required"));
+    }
+    Ok(echo_upgrade(req))
 }
 
 fn echo_upgrade(mut req: Request<Incoming>) -> Response<Body> {

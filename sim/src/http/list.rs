@@ -6,64 +6,86 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
-use serde::ser::SerializeMap;
 use serde_json::{Map, Value, json};
 
 use crate::http::Ctx;
 use crate::kinds::ResourceDef;
 use crate::options::{ListOptions, Rv, Rvm};
 use crate::status::{ApiError, TOO_LARGE_RETRY_AFTER_SECONDS};
-use crate::store::{ReadError, ResId};
+use crate::store::{Obj, ReadError, ResId};
 use crate::token;
 
-/// A list body serialised without copying the items.
-pub struct ListBody<'a> {
-    pub res: &'a ResourceDef,
-    pub metadata: Map<String, Value>,
-    pub items: &'a [Arc<Value>],
-}
-
-struct Items<'a>(&'a [Arc<Value>], bool);
-
-impl Serialize for Items<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for it in self.0 {
-            match (self.1, it.as_object()) {
-                (true, Some(m)) => seq.serialize_element(&crate::json::WithoutTypeMeta(m))?,
-                _ => seq.serialize_element(&**it)?,
-            }
-        }
-        seq.end()
-    }
-}
-
-impl Serialize for ListBody<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(4))?;
-        let items = Items(self.items, self.res.builtin);
-        if self.res.builtin {
-            m.serialize_entry("kind", &self.res.list_kind())?;
-            m.serialize_entry("apiVersion", &self.res.api_version())?;
-            m.serialize_entry("metadata", &self.metadata)?;
-            m.serialize_entry("items", &items)?;
+/// Encodes a list response from stored item bytes: compact output is a concatenation; pretty output
+/// re-parses the items (only humans ask for it).
+pub fn encode_list(
+    res: &ResourceDef,
+    metadata: Map<String, Value>,
+    items: &[Arc<Obj>],
+    pretty: bool,
+) -> Vec<u8> {
+    if pretty {
+        let values: Vec<Value> = items
+            .iter()
+            .map(|o| serde_json::from_slice(o.item_json()).expect("stored objects are valid JSON"))
+            .collect();
+        let mut m = Map::new();
+        if res.builtin {
+            m.insert("kind".into(), json!(res.list_kind()));
+            m.insert("apiVersion".into(), json!(res.api_version()));
+            m.insert("metadata".into(), Value::Object(metadata));
+            m.insert("items".into(), Value::Array(values));
         } else {
-            // UnstructuredList: a map, so Go sorts its keys.
-            m.serialize_entry("apiVersion", &self.res.api_version())?;
-            m.serialize_entry("items", &items)?;
-            m.serialize_entry("kind", &self.res.list_kind())?;
-            m.serialize_entry("metadata", &self.metadata)?;
+            m.insert("apiVersion".into(), json!(res.api_version()));
+            m.insert("items".into(), Value::Array(values));
+            m.insert("kind".into(), json!(res.list_kind()));
+            m.insert("metadata".into(), Value::Object(metadata));
         }
-        m.end()
+        return crate::json::body(&Value::Object(m), true);
     }
+    let size: usize = items.iter().map(|o| o.item_json().len() + 1).sum();
+    let mut out = Vec::with_capacity(size + 256);
+    let meta = crate::json::compact(&Value::Object(metadata));
+    let kind = crate::json::compact(&json!(res.list_kind()));
+    let api_version = crate::json::compact(&json!(res.api_version()));
+    let push_items = |out: &mut Vec<u8>| {
+        out.extend_from_slice(b"\"items\":[");
+        for (i, o) in items.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(o.item_json());
+        }
+        out.push(b']');
+    };
+    if res.builtin {
+        // Typed list: kind, apiVersion, metadata, items.
+        out.extend_from_slice(b"{\"kind\":");
+        out.extend_from_slice(&kind);
+        out.extend_from_slice(b",\"apiVersion\":");
+        out.extend_from_slice(&api_version);
+        out.extend_from_slice(b",\"metadata\":");
+        out.extend_from_slice(&meta);
+        out.push(b',');
+        push_items(&mut out);
+    } else {
+        // UnstructuredList: a map, so Go sorts its keys.
+        out.extend_from_slice(b"{\"apiVersion\":");
+        out.extend_from_slice(&api_version);
+        out.push(b',');
+        push_items(&mut out);
+        out.extend_from_slice(b",\"kind\":");
+        out.extend_from_slice(&kind);
+        out.extend_from_slice(b",\"metadata\":");
+        out.extend_from_slice(&meta);
+    }
+    out.extend_from_slice(b"}\n");
+    out
 }
 
 /// The result of a list read, before encoding.
 pub struct Page {
     pub rev: u64,
-    pub items: Vec<Arc<Value>>,
+    pub items: Vec<Arc<Obj>>,
     pub cont: Option<String>,
     pub remaining: Option<u64>,
 }
@@ -149,7 +171,7 @@ pub async fn list(ctx: &Ctx, id: ResId, ns: Option<&str>, opts: &ListOptions) ->
                 (rev, obj)
             }
         };
-        let items = obj.into_iter().filter(|o| opts.matches(&res, o)).collect();
+        let items = obj.into_iter().filter(|o| opts.matches(o)).collect();
         return Ok(Page { rev, items, cont: None, remaining: None });
     }
 
@@ -198,23 +220,16 @@ pub async fn list(ctx: &Ctx, id: ResId, ns: Option<&str>, opts: &ListOptions) ->
             });
         }
     };
-    Ok(paginate(&res, opts, &prefix, rev, all, limit))
+    Ok(paginate(opts, &prefix, rev, all, limit))
 }
 
 /// Selects up to `limit` matching items; a token is emitted when any key remains after the last
 /// examined item; remainingItemCount only without selectors.
-fn paginate(
-    res: &ResourceDef,
-    opts: &ListOptions,
-    prefix: &str,
-    rev: u64,
-    all: Vec<(String, Arc<Value>)>,
-    limit: i64,
-) -> Page {
+fn paginate(opts: &ListOptions, prefix: &str, rev: u64, all: Vec<(String, Arc<Obj>)>, limit: i64) -> Page {
     let mut items = Vec::new();
     let mut last_idx = None;
     for (i, (_, obj)) in all.iter().enumerate() {
-        if opts.matches(res, obj) {
+        if opts.matches(obj) {
             items.push(obj.clone());
             if limit > 0 && items.len() as i64 >= limit {
                 last_idx = Some(i);

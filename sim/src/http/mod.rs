@@ -173,7 +173,7 @@ pub fn route(store: &Store, path: &str) -> Route {
     match sub.as_deref() {
         None => {}
         Some("status") if res.has_status => {}
-        Some("log") if res.builtin && res.plural == "pods" => {}
+        Some("log" | "exec" | "attach" | "portforward") if res.builtin && res.plural == "pods" => {}
         Some(_) => return Route::NotFound,
     }
     Route::Resource(Target { id, ns: ns.map(str::to_string), name, sub, watch_path })
@@ -181,6 +181,15 @@ pub fn route(store: &Store, path: &str) -> Route {
 
 /// Handles one request.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
+    let mut resp = serve(state, req).await;
+    // Every apiserver response carries an audit ID.
+    if let Ok(v) = http::HeaderValue::from_str(&crate::write::meta::new_uid()) {
+        resp.headers_mut().insert("audit-id", v);
+    }
+    resp
+}
+
+async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let q = Query::parse(req.uri().query());
     let out = Out::negotiate(req.headers(), q.get("pretty"));
     let ctx = Ctx { state, out };
@@ -253,7 +262,11 @@ async fn resource(
             }
             let page = list::list(ctx, t.id, t.ns.as_deref(), &opts).await?;
             let meta = list::list_meta(&res, &page);
-            Ok(ctx.out.json(200, &list::ListBody { res: &res, metadata: meta, items: &page.items }))
+            Ok(ctx.out.bytes(
+                200,
+                list::encode_list(&res, meta, &page.items, ctx.out.pretty),
+                "application/json",
+            ))
         }
         (Method::GET, Some(name), None) if is_watch => {
             let res = ctx.state.store.resource(t.id).clone();
@@ -266,6 +279,9 @@ async fn resource(
             Ok(watch::watch(ctx, t.id, t.ns.as_deref(), Some(name), opts))
         }
         (Method::GET, Some(name), Some("log")) => admin::pod_log(ctx, t.ns.as_deref(), name, q),
+        (Method::GET | Method::POST, Some(name), Some("exec" | "attach" | "portforward")) => {
+            admin::pod_stream(ctx, req, t.ns.as_deref(), name)
+        }
         (Method::GET, Some(name), _) => objects::get(ctx, t.id, t.ns.as_deref(), name, q).await,
         (Method::POST, None, None) if !t.watch_path => objects::create(ctx, req, q, &t).await,
         (Method::PUT, Some(_), _) if !t.watch_path => objects::update(ctx, req, q, &t).await,

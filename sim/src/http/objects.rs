@@ -1,17 +1,19 @@
 //! Single-object HTTP handlers: get, create, update, patch, delete, deletecollection.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::http::list::{self, ListBody, Page};
+use crate::http::list::{self, Page};
 use crate::http::response::Body;
 use crate::http::{Ctx, Target};
 use crate::options::{ListOptions, Query, parse_rv};
 use crate::status::{ApiError, success_status};
-use crate::store::ResId;
+use crate::store::{Obj, ResId};
 use crate::write::{self, Deleted, Part, PatchType, Preconditions, WriteOpts};
 
 /// Request bodies above this are refused (the apiserver's 3 MiB `MaxRequestBodyBytes`).
@@ -40,7 +42,12 @@ pub async fn get(
     }
     let key = write::key(&res, ns, name);
     match store.get(id, &key, None) {
-        Ok(Some(obj)) => Ok(ctx.out.json(200, &*obj)),
+        Ok(Some(obj)) if ctx.out.pretty => Ok(ctx.out.json(200, &obj.value())),
+        Ok(Some(obj)) => {
+            let mut body = obj.full_json().to_vec();
+            body.push(b'\n');
+            Ok(ctx.out.bytes(200, body, "application/json"))
+        }
         _ => Err(ApiError::not_found(&res, name)),
     }
 }
@@ -105,7 +112,7 @@ pub async fn create(
     let opts = write_opts(q, &h)?;
     let obj = parse_json(&body)?;
     let created = write::create(&ctx.state.store, t.id, t.ns.as_deref(), obj, &opts)?;
-    Ok(ctx.out.json(201, &*created))
+    Ok(ctx.out.json(201, &created))
 }
 
 pub async fn update(
@@ -120,7 +127,7 @@ pub async fn update(
     let obj = parse_json(&body)?;
     let name = t.name.as_deref().unwrap_or("");
     let updated = write::update(&ctx.state.store, t.id, t.ns.as_deref(), name, obj, part(t), &opts)?;
-    Ok(ctx.out.json(200, &*updated))
+    Ok(ctx.out.json(200, &updated))
 }
 
 pub async fn patch(
@@ -136,7 +143,7 @@ pub async fn patch(
     let p = parse_json(&body)?;
     let name = t.name.as_deref().unwrap_or("");
     let patched = write::patch(&ctx.state.store, t.id, t.ns.as_deref(), name, ty, &p, part(t), &opts)?;
-    Ok(ctx.out.json(200, &*patched))
+    Ok(ctx.out.json(200, &patched))
 }
 
 /// DeleteOptions from the body (optional) and the query.
@@ -171,8 +178,8 @@ pub async fn delete(
     let name = t.name.as_deref().unwrap_or("");
     let res = ctx.state.store.resource(t.id).clone();
     match write::delete(&ctx.state.store, t.id, t.ns.as_deref(), name, &pre, &opts)? {
-        Deleted::Pending(obj) => Ok(ctx.out.json(200, &*obj)),
-        Deleted::Gone(obj) if res.delete_returns_object => Ok(ctx.out.json(200, &*obj)),
+        Deleted::Pending(obj) => Ok(ctx.out.json(200, &obj)),
+        Deleted::Gone(obj) if res.delete_returns_object => Ok(ctx.out.json(200, &obj)),
         Deleted::Gone(obj) => {
             let uid = obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
             Ok(ctx.out.json(200, &success_status(&res, name, uid)))
@@ -189,10 +196,9 @@ pub async fn delete_collection(ctx: &Ctx, q: &Query, t: &Target) -> Result<Respo
     let page = list::list(ctx, t.id, t.ns.as_deref(), &ListOptions { limit: 0, cont: None, ..lopts }).await?;
     let mut deleted = Vec::with_capacity(page.items.len());
     for obj in &page.items {
-        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-        let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str);
-        match write::delete(store, t.id, ns, name, &Preconditions::default(), &opts) {
-            Ok(Deleted::Gone(o) | Deleted::Pending(o)) => deleted.push(o),
+        let ns = Some(obj.namespace.as_str()).filter(|n| !n.is_empty());
+        match write::delete(store, t.id, ns, &obj.name, &Preconditions::default(), &opts) {
+            Ok(Deleted::Gone(o) | Deleted::Pending(o)) => deleted.push(Arc::new(Obj::new(&res, &o))),
             // Deleted concurrently: it is gone either way.
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
@@ -200,10 +206,5 @@ pub async fn delete_collection(ctx: &Ctx, q: &Query, t: &Target) -> Result<Respo
     }
     let page = Page { rev: store.current_rev(), items: deleted, cont: None, remaining: None };
     let meta = list::list_meta(&res, &page);
-    Ok(ctx.out.json(200, &ListBody { res: &res, metadata: meta, items: &page.items }))
-}
-
-/// A JSON value for `details`-less acknowledgements of the admin API.
-pub fn ack(v: Value) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": v})
+    Ok(ctx.out.bytes(200, list::encode_list(&res, meta, &page.items, ctx.out.pretty), "application/json"))
 }

@@ -12,16 +12,31 @@ use tokio::sync::watch;
 
 use crate::http::{State, handle};
 
+/// Open connections are bounded; further clients wait in the listen backlog.
+const MAX_CONNECTIONS: usize = 4096;
+
 /// Serves until `shutdown` turns true. Each connection ends when it closes, on shutdown, or when the
 /// admin API bumps `drop_connections` (restart).
 pub async fn run(listener: TcpListener, state: Arc<State>, shutdown: watch::Receiver<bool>) {
     let mut stop = shutdown.clone();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+            _ = stop.wait_for(|s| *s) => return,
+        };
         tokio::select! {
             r = listener.accept() => {
                 let Ok((stream, _)) = r else { continue };
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(connection(stream, state.clone(), shutdown.clone()));
+                let (state, shutdown) = (state.clone(), shutdown.clone());
+                tokio::spawn(async move {
+                    connection(stream, state, shutdown).await;
+                    drop(permit);
+                });
             }
             _ = stop.wait_for(|s| *s) => return,
         }

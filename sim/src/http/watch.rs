@@ -17,7 +17,7 @@ use crate::http::{Ctx, State};
 use crate::kinds::ResourceDef;
 use crate::options::{ListOptions, Rv};
 use crate::status::{ApiError, TOO_LARGE_RETRY_AFTER_SECONDS};
-use crate::store::{Event, EventType, ResId};
+use crate::store::{Event, EventType, Obj, ResId};
 
 /// Frames buffered between the watch task and the connection (the apiserver's result channel).
 const FRAME_BUFFER: usize = 64;
@@ -92,7 +92,7 @@ async fn run(state: Arc<State>, id: ResId, mut w: Watcher) {
         }
         let (start, items) = store.snapshot_and_subscribe(id, &prefix);
         for (_, obj) in items {
-            if w.matches(&obj) && !w.send("ADDED", &obj, None).await {
+            if w.matches(&obj) && !w.send_raw(frame("ADDED", &obj)).await {
                 return;
             }
         }
@@ -195,75 +195,68 @@ fn bookmark_frame(res: &ResourceDef, metadata: Value) -> Bytes {
     Bytes::from(out)
 }
 
-fn frame(ty: &str, obj_json: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(obj_json.len() + 32);
+/// `{"type":"T","object":<full object>}\n`.
+fn frame(ty: &str, obj: &Obj) -> Bytes {
+    let mut out = bytes::BytesMut::with_capacity(obj.item_json().len() + 96);
     out.extend_from_slice(br#"{"type":""#);
     out.extend_from_slice(ty.as_bytes());
     out.extend_from_slice(br#"","object":"#);
-    out.extend_from_slice(obj_json);
+    obj.write_full(&mut out);
     out.extend_from_slice(b"}\n");
-    Bytes::from(out)
+    out.freeze()
 }
 
-/// A copy of `obj` whose resourceVersion is `rev` (DELETED events carry the deletion revision).
-fn with_rv(obj: &Value, rev: u64) -> Value {
-    let mut o = obj.clone();
-    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+/// A DELETED frame for an object leaving the selector: its previous state with the event's RV.
+fn deleted_with_rv(prev: &Obj, rev: u64) -> Bytes {
+    let mut v = prev.value();
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.insert("resourceVersion".into(), json!(rev.to_string()));
     }
-    o
+    let mut out = br#"{"type":"DELETED","object":"#.to_vec();
+    out.extend(crate::json::compact(&v));
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
 }
 
 // === impl Watcher ===
 
 impl Watcher {
-    fn in_scope(&self, obj: &Value) -> bool {
+    fn in_scope(&self, obj: &Obj) -> bool {
         if let Some(name) = &self.name
-            && obj.pointer("/metadata/name").and_then(Value::as_str) != Some(name.as_str())
+            && obj.name != *name
         {
             return false;
         }
         match &self.ns {
-            Some(ns) if self.res.namespaced => {
-                obj.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns.as_str())
-            }
+            Some(ns) if self.res.namespaced => obj.namespace == *ns,
             _ => true,
         }
     }
 
-    fn matches(&self, obj: &Value) -> bool {
-        self.in_scope(obj) && self.opts.matches(&self.res, obj)
+    fn matches(&self, obj: &Obj) -> bool {
+        self.in_scope(obj) && self.opts.matches(obj)
     }
 
     async fn send_raw(&mut self, b: Bytes) -> bool {
         self.tx.send(b).await.is_ok()
     }
 
-    async fn send(&mut self, ty: &str, obj: &Value, encoded: Option<&Bytes>) -> bool {
-        let f = match encoded {
-            Some(e) => frame(ty, e),
-            None => frame(ty, &crate::json::compact(obj)),
-        };
-        self.send_raw(f).await
-    }
-
     /// Sends what a change means to this watcher: ADDED/MODIFIED/DELETED per selector transition.
     async fn deliver(&mut self, ev: &Event) -> bool {
         let prev_match = ev.prev.as_deref().is_some_and(|p| self.matches(p));
-        let ok = match ev.ty {
-            EventType::Added => {
-                !self.matches(&ev.obj) || self.send("ADDED", &ev.obj, Some(ev.obj_json())).await
-            }
-            EventType::Deleted => !prev_match || self.send("DELETED", &ev.obj, Some(ev.obj_json())).await,
+        let f = match ev.ty {
+            EventType::Added => self.matches(&ev.obj).then(|| frame("ADDED", &ev.obj)),
+            EventType::Deleted => prev_match.then(|| frame("DELETED", &ev.obj)),
             EventType::Modified => match (prev_match, self.matches(&ev.obj)) {
-                (false, true) => self.send("ADDED", &ev.obj, Some(ev.obj_json())).await,
-                (true, true) => self.send("MODIFIED", &ev.obj, Some(ev.obj_json())).await,
-                (true, false) => {
-                    let prev = ev.prev.as_deref().map(|p| with_rv(p, ev.rev)).unwrap_or(Value::Null);
-                    self.send("DELETED", &prev, None).await
-                }
-                (false, false) => true,
+                (false, true) => Some(frame("ADDED", &ev.obj)),
+                (true, true) => Some(frame("MODIFIED", &ev.obj)),
+                (true, false) => ev.prev.as_deref().map(|p| deleted_with_rv(p, ev.rev)),
+                (false, false) => None,
             },
+        };
+        let ok = match f {
+            Some(f) => self.send_raw(f).await,
+            None => true,
         };
         if ok {
             self.last_rv = self.last_rv.max(ev.rev);

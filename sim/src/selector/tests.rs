@@ -122,6 +122,32 @@ fn non_string_label_values_are_treated_as_absent() {
     assert!(LabelSelector::parse("a!=1").expect("valid").matches(&l));
 }
 
+/// apimachinery's own `TestSelectorParse` table: good strings print back without their spaces.
+#[test]
+fn apimachinery_parse_table() {
+    for good in ["x=a,y=b,z=c", "", "x!=a,y=b", "x=", "x= ", "x=,z= ", "x= ,z= ", "!x", "x>1", "x>1,z<5"] {
+        let sel = LabelSelector::parse(good).unwrap_or_else(|e| panic!("{good:?}: {e}"));
+        assert_eq!(sel.to_string(), good.replace(' ', ""), "{good:?}");
+    }
+    for bad in ["x=a||y=b", "x==a==b", "!x=a", "x<a"] {
+        assert!(LabelSelector::parse(bad).is_err(), "{bad:?} must be rejected");
+    }
+    // Deterministic: requirements are sorted by key.
+    assert_eq!(
+        LabelSelector::parse("x=a,a=x").map(|s| s.to_string()),
+        LabelSelector::parse("a=x,x=a").map(|s| s.to_string())
+    );
+    // Non-special characters are identifier characters (then rejected by key validation).
+    assert!(label_err("~").starts_with("unable to parse requirement: <nil>: Invalid value: \"~\""));
+    assert!(
+        LabelSelector::parse("\rx").expect("carriage return is whitespace").matches(&labels(&[("x", "")]))
+    );
+    let sel = LabelSelector::parse("0.1.2.domain/99 notin (10.10.100.1, tick.tack.clock)").expect("valid");
+    assert_eq!(sel.to_string(), "0.1.2.domain/99 notin (10.10.100.1,tick.tack.clock)");
+    let long_key = "a".repeat(254);
+    assert!(LabelSelector::parse(&long_key).is_err());
+}
+
 // === label selectors: errors worded like the apiserver ===
 
 #[test]
@@ -286,6 +312,37 @@ fn field_matching_reads_missing_fields_as_empty() {
     assert!(m("status.phase!=Running"));
     assert!(!m("status.phase!="));
     assert!(m(""));
+}
+
+/// Random inputs never panic; accepted selectors print to a form that parses back to themselves, and a term
+/// `f=v` built with the escaper always parses to exactly `(f, v)`.
+#[test]
+fn field_selector_property_loop() {
+    const ALPHABET: &[&str] = &["a", "b", ".", "=", "!", ",", "\\", " ", "é", "=="];
+    let mut rng = StdRng::seed_from_u64(0xf1e1d);
+    let mut accepted = 0;
+    for _ in 0..20_000 {
+        let len = rng.random_range(0..10);
+        let s: String = (0..len).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())]).collect();
+        if let Ok(sel) = FieldSelector::parse(&s) {
+            accepted += 1;
+            let printed = sel.to_string();
+            let again = FieldSelector::parse(&printed)
+                .unwrap_or_else(|e| panic!("{s:?} printed as {printed:?} which fails: {e}"));
+            // The order may differ (terms sort by their raw text, `==` prints as `=`); the AND may not.
+            let sorted = |f: &FieldSelector| {
+                let mut t = f.terms().to_vec();
+                t.sort();
+                t
+            };
+            assert_eq!(sorted(&again), sorted(&sel), "{s:?} -> {printed:?}");
+        }
+        let value: String = (0..len).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())]).collect();
+        let term = format!("spec.x={}", super::fields::escape_value(&value));
+        let parsed = FieldSelector::parse(&term).unwrap_or_else(|e| panic!("{term:?}: {e}"));
+        assert_eq!(parsed.terms(), &[("spec.x".to_string(), true, value.clone())], "{term:?}");
+    }
+    assert!(accepted > 1000, "{accepted}");
 }
 
 // === per-kind support ===

@@ -3,13 +3,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::Value;
+use super::Obj;
 
 /// One version of a key: the revision of the write and the value (None = deleted).
 #[derive(Debug, Clone)]
 struct Version {
     rev: u64,
-    obj: Option<Arc<Value>>,
+    obj: Option<Arc<Obj>>,
 }
 
 /// All versions of all keys of one resource. Keys are `namespace/name` or `name`.
@@ -22,12 +22,12 @@ pub struct Keyspace {
 
 impl Keyspace {
     /// The value of `key` as of revision `at`.
-    pub fn get(&self, key: &str, at: u64) -> Option<Arc<Value>> {
+    pub fn get(&self, key: &str, at: u64) -> Option<Arc<Obj>> {
         self.keys.get(key).and_then(|vs| value_at(vs, at))
     }
 
     /// Live objects with keys starting with `prefix`, at or after `from`, as of revision `at`.
-    pub fn range(&self, prefix: &str, from: &str, at: u64) -> Vec<(String, Arc<Value>)> {
+    pub fn range(&self, prefix: &str, from: &str, at: u64) -> Vec<(String, Arc<Obj>)> {
         let start = if from > prefix { from } else { prefix };
         self.keys
             .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
@@ -37,7 +37,7 @@ impl Keyspace {
     }
 
     /// Records a new version; `rev` is greater than every existing one.
-    pub fn put(&mut self, key: &str, rev: u64, obj: Option<Arc<Value>>) {
+    pub fn put(&mut self, key: &str, rev: u64, obj: Option<Arc<Obj>>) {
         self.keys.entry(key.to_string()).or_default().push(Version { rev, obj });
     }
 
@@ -54,6 +54,6 @@ impl Keyspace {
     }
 }
 
-fn value_at(vs: &[Version], at: u64) -> Option<Arc<Value>> {
+fn value_at(vs: &[Version], at: u64) -> Option<Arc<Obj>> {
     vs.iter().rev().find(|v| v.rev <= at).and_then(|v| v.obj.clone())
 }

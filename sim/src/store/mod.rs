@@ -10,20 +10,21 @@
 //!   together with a subscription neither misses nor repeats an event.
 
 mod keyspace;
+mod obj;
 #[cfg(test)]
 mod tests;
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use crate::kinds::ResourceDef;
 use crate::status::ApiError;
 pub use keyspace::Keyspace;
+pub use obj::Obj;
 
 /// Events buffered per resource for watchers; a watcher that falls this far behind is closed (the
 /// apiserver terminates watchers that cannot keep up; the client re-watches from its last RV).
@@ -36,7 +37,7 @@ pub const MAX_HISTORY: usize = 100 * 1024;
 pub type ResId = usize;
 
 /// Objects with their keys, in key order.
-pub type Items = Vec<(String, Arc<Value>)>;
+pub type Items = Vec<(String, Arc<Obj>)>;
 
 /// The type of a watch event stored in history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,18 +53,9 @@ pub struct Event {
     pub rev: u64,
     pub ty: EventType,
     /// The new object; for deletions the last state with `resourceVersion` set to the deletion revision.
-    pub obj: Arc<Value>,
+    pub obj: Arc<Obj>,
     /// The state before this change (None for creations).
-    pub prev: Option<Arc<Value>>,
-    /// The compact JSON of `obj`, encoded once for all watchers.
-    pub encoded: OnceLock<Bytes>,
-}
-
-impl Event {
-    /// `obj` as compact JSON, encoded on first use.
-    pub fn obj_json(&self) -> &Bytes {
-        self.encoded.get_or_init(|| Bytes::from(crate::json::compact(&*self.obj)))
-    }
+    pub prev: Option<Arc<Obj>>,
 }
 
 /// What a write closure decides to do with a key.
@@ -73,16 +65,16 @@ pub enum WriteAction {
     /// Delete the key; the value is the deleted object as the DELETED event carries it.
     Delete(Value),
     /// Change nothing and answer this object.
-    Unchanged(Arc<Value>),
+    Unchanged(Value),
 }
 
 /// The outcome of a write.
 #[derive(Debug, Clone)]
 pub struct Written {
-    /// The object after the write (for deletes: the deleted object).
-    pub obj: Arc<Value>,
+    /// The object after the write (for deletes: the deleted object), as the write computed it.
+    pub obj: Value,
     /// The state before the write.
-    pub prev: Option<Arc<Value>>,
+    pub prev: Option<Arc<Obj>>,
     pub deleted: bool,
 }
 
@@ -176,7 +168,7 @@ impl Store {
     }
 
     /// Reads one key at `at` (None = latest).
-    pub fn get(&self, res: ResId, key: &str, at: Option<u64>) -> Result<Option<Arc<Value>>, ReadError> {
+    pub fn get(&self, res: ResId, key: &str, at: Option<u64>) -> Result<Option<Arc<Obj>>, ReadError> {
         let g = self.lock();
         let at = at.unwrap_or(g.rev);
         if at < g.compacted {
@@ -206,7 +198,7 @@ impl Store {
     /// will get. When `namespace` is given, it must exist (a live namespace object) or 404.
     pub fn write<F>(&self, res: ResId, key: &str, namespace: Option<&str>, f: F) -> Result<Written, ApiError>
     where
-        F: FnOnce(Option<&Arc<Value>>, u64) -> Result<WriteAction, ApiError>,
+        F: FnOnce(Option<&Arc<Obj>>, u64) -> Result<WriteAction, ApiError>,
     {
         let mut g = self.lock();
         if let Some(ns) = namespace {
@@ -218,18 +210,19 @@ impl Store {
         }
         let rev = g.rev + 1;
         let cur = g.spaces[res].keys.get(key, g.rev);
-        let (ty, obj, deleted) = match f(cur.as_ref(), rev)? {
+        let (ty, value, deleted) = match f(cur.as_ref(), rev)? {
             WriteAction::Unchanged(obj) => return Ok(Written { obj, prev: cur, deleted: false }),
             WriteAction::Put(v) => {
                 let ty = if cur.is_some() { EventType::Modified } else { EventType::Added };
-                (ty, Arc::new(v), false)
+                (ty, v, false)
             }
-            WriteAction::Delete(v) => (EventType::Deleted, Arc::new(v), true),
+            WriteAction::Delete(v) => (EventType::Deleted, v, true),
         };
+        let obj = Arc::new(Obj::new(&self.resources[res], &value));
         g.rev = rev;
         let space = &mut g.spaces[res];
         space.keys.put(key, rev, if deleted { None } else { Some(obj.clone()) });
-        let ev = Arc::new(Event { rev, ty, obj: obj.clone(), prev: cur.clone(), encoded: OnceLock::new() });
+        let ev = Arc::new(Event { rev, ty, obj, prev: cur.clone() });
         if space.history.len() >= MAX_HISTORY
             && let Some(old) = space.history.pop_front()
         {
@@ -239,7 +232,7 @@ impl Store {
         // No receivers is fine: nobody watches this resource right now.
         let _ = space.tx.send(ev);
         self.rev_tx.send_replace(rev);
-        Ok(Written { obj, prev: cur, deleted })
+        Ok(Written { obj: value, prev: cur, deleted })
     }
 
     /// Subscribes to a resource's events; the snapshot `rev` is the revision the subscription starts after.
@@ -249,11 +242,7 @@ impl Store {
     }
 
     /// Subscribes and returns the current objects of the resource under `prefix` (initial events).
-    pub fn snapshot_and_subscribe(
-        &self,
-        res: ResId,
-        prefix: &str,
-    ) -> (WatchStart, Vec<(String, Arc<Value>)>) {
+    pub fn snapshot_and_subscribe(&self, res: ResId, prefix: &str) -> (WatchStart, Items) {
         let g = self.lock();
         let items = g.spaces[res].keys.range(prefix, "", g.rev);
         (WatchStart { rev: g.rev, rx: g.spaces[res].tx.subscribe() }, items)

@@ -4,6 +4,7 @@
 //! The stop signal is a `tokio::sync::watch::Receiver<bool>`: churn stops when the value becomes `true` or when
 //! the sender is dropped, then waits for its in-flight requests (each bounded by [`REQUEST_TIMEOUT`]).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,6 +31,12 @@ const LIST_PAGE_SIZE: usize = 500;
 const MAX_LIST_PAGES: usize = 2000;
 /// Salt so the churn's random stream differs from the seeding stream of the same workload seed.
 const CHURN_SEED_SALT: u64 = 0xc4a2_7e5e_ed00_0001;
+/// The pace of [`churn_ops`] without a rate: effectively unpaced, bounded by [`MAX_IN_FLIGHT`].
+const UNPACED_RATE: f64 = 1_000_000.0;
+/// The shortest pause between two operations.
+const MIN_PERIOD: Duration = Duration::from_micros(1);
+/// Random picks tried to find a pod without a request in flight before creating instead.
+const PICK_ATTEMPTS: usize = 4;
 /// The annotation that metadata updates bump.
 const CHURN_ANNOTATION: &str = "sim.kache.io/churn";
 
@@ -60,8 +67,29 @@ pub async fn churn(base_url: String, w: Workload, stop: watch::Receiver<bool>) {
 }
 
 /// [`churn`], returning what it did.
-pub async fn churn_with_stats(base_url: String, w: Workload, mut stop: watch::Receiver<bool>) -> ChurnStats {
-    let mut stats = ChurnStats::default();
+pub async fn churn_with_stats(base_url: String, w: Workload, stop: watch::Receiver<bool>) -> ChurnStats {
+    run(base_url, w, stop, None).await
+}
+
+/// Issues exactly `ops` operations at `w.churn_per_sec` (as fast as the server answers when the rate is 0 or
+/// not finite), waits for all of them, and returns what they did: a deterministic amount of churn for tests
+/// and load runs.
+pub async fn churn_ops(base_url: String, mut w: Workload, ops: u64) -> ChurnStats {
+    if !(w.churn_per_sec.is_finite() && w.churn_per_sec > 0.0) {
+        w.churn_per_sec = UNPACED_RATE;
+    }
+    // The sender stays alive (and false) until the operations are done.
+    let (_stop_tx, stop) = watch::channel(false);
+    run(base_url, w, stop, Some(ops)).await
+}
+
+async fn run(
+    base_url: String,
+    w: Workload,
+    mut stop: watch::Receiver<bool>,
+    limit: Option<u64>,
+) -> ChurnStats {
+    let stats = ChurnStats::default();
     if !(w.churn_per_sec.is_finite() && w.churn_per_sec > 0.0) {
         // Nothing to drive: wait for the stop signal so callers can treat every workload alike.
         while !*stop.borrow_and_update() {
@@ -71,97 +99,162 @@ pub async fn churn_with_stats(base_url: String, w: Workload, mut stop: watch::Re
         }
         return stats;
     }
-    let base = base_url.trim_end_matches('/').to_string();
     let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
-    let mut rng = StdRng::seed_from_u64(w.seed ^ CHURN_SEED_SALT);
-    let namespaces = namespace_names(&w);
-    let nodes = node_names(&w);
-    let mut live = list_pods(&client, &base).await;
-    let mut in_flight: JoinSet<(Op, bool)> = JoinSet::new();
-    let mut ticker = interval(Duration::from_secs_f64(1.0 / w.churn_per_sec));
+    let base = base_url.trim_end_matches('/').to_string();
+    let live = list_pods(&client, &base).await;
+    let mut churner = Churner {
+        rng: StdRng::seed_from_u64(w.seed ^ CHURN_SEED_SALT),
+        namespaces: namespace_names(&w),
+        nodes: node_names(&w),
+        target: w.pods,
+        client,
+        base,
+        live,
+        busy: HashSet::new(),
+        in_flight: JoinSet::new(),
+        stats,
+        sequence: 0,
+    };
+    // Clamped: a huge rate must not round the period to zero (which `interval` refuses).
+    let mut ticker = interval(Duration::from_secs_f64(1.0 / w.churn_per_sec).max(MIN_PERIOD));
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut sequence: u64 = 0;
-
     loop {
-        if *stop.borrow_and_update() {
+        if *stop.borrow_and_update() || limit.is_some_and(|n| churner.sequence >= n) {
             break;
         }
+        let full = churner.in_flight.len() >= MAX_IN_FLIGHT;
         tokio::select! {
             changed = stop.changed() => {
                 if changed.is_err() {
                     break;
                 }
-                continue;
             }
-            Some(done) = in_flight.join_next(), if in_flight.len() >= MAX_IN_FLIGHT => {
-                record(&mut stats, done);
-                continue;
-            }
-            _ = ticker.tick(), if in_flight.len() < MAX_IN_FLIGHT => {}
+            Some(done) = churner.in_flight.join_next(), if full => churner.record(done),
+            _ = ticker.tick(), if !full => churner.issue(),
         }
-        while let Some(done) = in_flight.try_join_next() {
-            record(&mut stats, done);
+    }
+    while let Some(done) = churner.in_flight.join_next().await {
+        churner.record(done);
+    }
+    churner.stats
+}
+
+/// A pod by namespace and name.
+type PodKey = (String, String);
+
+/// The churn loop's state. Invariant: a pod in `busy` has a request in flight, and no second request is
+/// issued for it until that one completes, so churn never races itself into 404s or conflicts.
+struct Churner {
+    rng: StdRng,
+    namespaces: Vec<String>,
+    nodes: Vec<String>,
+    target: usize,
+    client: HttpClient,
+    base: String,
+    /// Pods believed to exist (created ones are added when the create is issued).
+    live: Vec<PodKey>,
+    busy: HashSet<PodKey>,
+    in_flight: JoinSet<(Op, bool, PodKey)>,
+    stats: ChurnStats,
+    sequence: u64,
+}
+
+// === impl Churner ===
+
+impl Churner {
+    /// An index into `live` of a pod without a request in flight, if a few random picks find one.
+    fn pick_idle(&mut self) -> Option<usize> {
+        if self.live.is_empty() {
+            return None;
         }
-        sequence += 1;
-        let op = choose_op(&mut rng, live.len(), w.pods);
-        let request = match op {
-            Op::Create => {
-                let ns = &namespaces[rng.random_range(0..namespaces.len())];
-                let node =
-                    if nodes.is_empty() { "" } else { nodes[rng.random_range(0..nodes.len())].as_str() };
-                let name = objects::pod_name(&mut rng);
-                let body = objects::pod(ns, &name, node, &mut rng);
-                let uri = format!("{base}/api/v1/namespaces/{ns}/pods");
-                live.push((ns.clone(), name));
-                build(Method::POST, &uri, "application/json", &body)
-            }
-            Op::Update => {
-                let (ns, name) = &live[rng.random_range(0..live.len())];
+        (0..PICK_ATTEMPTS)
+            .map(|_| self.rng.random_range(0..self.live.len()))
+            .find(|&i| !self.busy.contains(&self.live[i]))
+    }
+
+    /// Issues one operation (without waiting for it).
+    fn issue(&mut self) {
+        while let Some(done) = self.in_flight.try_join_next() {
+            self.record(done);
+        }
+        self.sequence += 1;
+        let mut op = choose_op(&mut self.rng, self.live.len(), self.target);
+        let picked = if op == Op::Create { None } else { self.pick_idle() };
+        if picked.is_none() {
+            op = Op::Create;
+        }
+        let base = &self.base;
+        let (key, request) = match (op, picked) {
+            (Op::Update, Some(i)) => {
+                let (ns, name) = &self.live[i];
                 let pod_uri = format!("{base}/api/v1/namespaces/{ns}/pods/{name}");
-                if rng.random_bool(0.5) {
-                    let patch = json!({"metadata": {"annotations": {CHURN_ANNOTATION: sequence.to_string()},
-                                                    "labels": {"version": format!("v{}", sequence % 5)}}});
+                let request = if self.rng.random_bool(0.5) {
+                    let patch = json!({"metadata": {"annotations": {CHURN_ANNOTATION: self.sequence.to_string()},
+                                                    "labels": {"version": format!("v{}", self.sequence % 5)}}});
                     build(Method::PATCH, &pod_uri, "application/merge-patch+json", &patch)
                 } else {
-                    build(
-                        Method::PATCH,
-                        &format!("{pod_uri}/status"),
-                        "application/merge-patch+json",
-                        &status_patch(&mut rng),
-                    )
-                }
+                    let patch = status_patch(&mut self.rng);
+                    build(Method::PATCH, &format!("{pod_uri}/status"), "application/merge-patch+json", &patch)
+                };
+                (self.live[i].clone(), request)
             }
-            Op::Delete => {
-                let (ns, name) = live.swap_remove(rng.random_range(0..live.len()));
-                build_empty(Method::DELETE, &format!("{base}/api/v1/namespaces/{ns}/pods/{name}"))
+            (Op::Delete, Some(i)) => {
+                let key = self.live.swap_remove(i);
+                let uri = format!("{base}/api/v1/namespaces/{}/pods/{}", key.0, key.1);
+                (key, build_empty(Method::DELETE, &uri))
+            }
+            _ => {
+                let ns = self.namespaces[self.rng.random_range(0..self.namespaces.len())].clone();
+                let node = if self.nodes.is_empty() {
+                    ""
+                } else {
+                    self.nodes[self.rng.random_range(0..self.nodes.len())].as_str()
+                };
+                let name = objects::pod_name(&mut self.rng);
+                let body = objects::pod(&ns, &name, node, &mut self.rng);
+                let uri = format!("{base}/api/v1/namespaces/{ns}/pods");
+                let key = (ns, name);
+                self.live.push(key.clone());
+                (key, build(Method::POST, &uri, "application/json", &body))
             }
         };
         match request {
             Ok(request) => {
-                let client = client.clone();
-                in_flight
-                    .spawn(async move { (op, send(&client, request).await.is_ok_and(|s| s.is_success())) });
+                self.busy.insert(key.clone());
+                let client = self.client.clone();
+                self.in_flight.spawn(async move {
+                    let ok = send(&client, request).await.is_ok_and(|s| s.is_success());
+                    (op, ok, key)
+                });
             }
             Err(e) => {
                 tracing::debug!(error = %e, "churn: cannot build request");
-                stats.failures += 1;
+                self.stats.failures += 1;
             }
         }
     }
-    while let Some(done) = in_flight.join_next().await {
-        record(&mut stats, done);
-    }
-    stats
-}
 
-fn record(stats: &mut ChurnStats, done: Result<(Op, bool), tokio::task::JoinError>) {
-    match done {
-        Ok((op, true)) => match op {
-            Op::Create => stats.creates += 1,
-            Op::Update => stats.updates += 1,
-            Op::Delete => stats.deletes += 1,
-        },
-        Ok((_, false)) | Err(_) => stats.failures += 1,
+    fn record(&mut self, done: Result<(Op, bool, PodKey), tokio::task::JoinError>) {
+        let Ok((op, ok, key)) = done else {
+            self.stats.failures += 1;
+            return;
+        };
+        self.busy.remove(&key);
+        if !ok {
+            self.stats.failures += 1;
+            if op == Op::Create {
+                // The pod does not exist after all.
+                if let Some(i) = self.live.iter().position(|k| *k == key) {
+                    self.live.swap_remove(i);
+                }
+            }
+            return;
+        }
+        match op {
+            Op::Create => self.stats.creates += 1,
+            Op::Update => self.stats.updates += 1,
+            Op::Delete => self.stats.deletes += 1,
+        }
     }
 }
 

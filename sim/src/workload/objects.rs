@@ -135,9 +135,6 @@ pub fn pod(namespace: &str, name: &str, node: &str, rng: &mut impl Rng) -> Value
     }
     spec["securityContext"] = json!({});
     spec["schedulerName"] = json!("default-scheduler");
-    spec["priority"] = json!(0);
-    spec["enableServiceLinks"] = json!(true);
-    spec["preemptionPolicy"] = json!("PreemptLowerPriority");
 
     let status = if scheduled {
         running_status(node, &app, image, sidecar, &created, rng)

@@ -279,3 +279,18 @@ async fn churn_without_rate_waits_for_the_stop_signal() {
     drop(stop_tx);
     assert_eq!(task.await.expect("completes"), ChurnStats::default());
 }
+
+#[tokio::test]
+async fn churn_ops_issues_exactly_that_many_operations() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let addr = fake_apiserver(tx).await;
+    let w = Workload { namespaces: 1, pods: 3, nodes: 1, churn_per_sec: f64::MAX, seed: 3 };
+    let stats = churn_ops(format!("http://{addr}"), w, 50).await;
+    assert_eq!(stats.creates + stats.updates + stats.deletes, 50, "{stats:?}");
+    assert_eq!(stats.failures, 0);
+    let mut writes = 0;
+    while let Ok(r) = rx.try_recv() {
+        writes += usize::from(r.method != "GET");
+    }
+    assert_eq!(writes, 50);
+}

@@ -8,8 +8,6 @@ mod smp;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
-
 use serde_json::{Map, Value, json};
 
 use crate::kinds::ResourceDef;
@@ -47,9 +45,9 @@ pub struct Preconditions {
 #[derive(Debug, Clone)]
 pub enum Deleted {
     /// The object is gone; this is its last state.
-    Gone(Arc<Value>),
+    Gone(Value),
     /// Finalizers keep it: deletionTimestamp is set; this is the updated object.
-    Pending(Arc<Value>),
+    Pending(Value),
 }
 
 /// The storage key of an object.
@@ -105,6 +103,52 @@ fn check_body(res: &ResourceDef, body: &Value) -> Result<(), ApiError> {
     if m.get("metadata").is_some_and(|v| !v.is_object() && !v.is_null()) {
         return Err(ApiError::bad_request("metadata must be an object"));
     }
+    check_meta_types(res, m.get("metadata"))
+}
+
+/// The typed decoder rejects ObjectMeta fields of the wrong JSON type; so does the sim (400).
+fn check_meta_types(res: &ResourceDef, meta: Option<&Value>) -> Result<(), ApiError> {
+    let Some(Value::Object(meta)) = meta else { return Ok(()) };
+    let bad = |field: &str, go_type: &str, v: &Value| {
+        let got = match v {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        ApiError::bad_request(format!(
+            "json: cannot unmarshal {got} into Go struct field ObjectMeta.metadata.{field} of type {go_type} ({} {})",
+            res.kind,
+            res.api_version()
+        ))
+    };
+    for field in ["name", "generateName", "namespace", "resourceVersion", "uid"] {
+        if let Some(v) = meta.get(field).filter(|v| !v.is_string() && !v.is_null()) {
+            return Err(bad(field, "string", v));
+        }
+    }
+    for field in ["labels", "annotations"] {
+        match meta.get(field) {
+            Some(Value::Object(m)) => {
+                if let Some(v) = m.values().find(|v| !v.is_string()) {
+                    return Err(bad(field, "string", v));
+                }
+            }
+            Some(v) if !v.is_null() => return Err(bad(field, "map[string]string", v)),
+            _ => {}
+        }
+    }
+    match meta.get("finalizers") {
+        Some(Value::Array(a)) => {
+            if let Some(v) = a.iter().find(|v| !v.is_string()) {
+                return Err(bad("finalizers", "string", v));
+            }
+        }
+        Some(v) if !v.is_null() => return Err(bad("finalizers", "[]string", v)),
+        _ => {}
+    }
     Ok(())
 }
 
@@ -152,7 +196,7 @@ fn prepare_new(res: &ResourceDef, mut obj: Value, rev: u64, opts: &WriteOpts) ->
     meta.insert("uid".into(), json!(meta::new_uid()));
     meta.insert("resourceVersion".into(), json!(rev.to_string()));
     meta.insert("creationTimestamp".into(), json!(meta::now_rfc3339()));
-    for k in ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields"] {
+    for k in ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
         meta.remove(k);
     }
     if res.has_generation {
@@ -171,12 +215,22 @@ fn prepare_new(res: &ResourceDef, mut obj: Value, rev: u64, opts: &WriteOpts) ->
             s.insert("phase".into(), json!("Active"));
         }
     }
-    finish(res, obj, opts, "")
+    finish(res, obj, opts, "", None)
 }
 
-/// Records managedFields and normalises key order.
-fn finish(res: &ResourceDef, mut obj: Value, opts: &WriteOpts, subresource: &str) -> Value {
-    if let Some(m) = obj.as_object_mut() {
+/// Records managedFields and normalises key order. Like the apiserver, managedFields a client sets
+/// itself (non-empty and different from the stored ones, `prev`) are kept as sent.
+fn finish(
+    res: &ResourceDef,
+    mut obj: Value,
+    opts: &WriteOpts,
+    subresource: &str,
+    prev: Option<&Value>,
+) -> Value {
+    let given =
+        obj.pointer("/metadata/managedFields").filter(|v| v.as_array().is_some_and(|a| !a.is_empty()));
+    let user_set = given.is_some() && given != prev.and_then(|p| p.pointer("/metadata/managedFields"));
+    if !user_set && let Some(m) = obj.as_object_mut() {
         meta::update_managed_fields(m, &opts.manager, &res.api_version(), subresource);
     }
     res.normalize(&mut obj);
@@ -189,7 +243,7 @@ fn dry(action: WriteAction, opts: &WriteOpts) -> WriteAction {
         return action;
     }
     match action {
-        WriteAction::Put(v) | WriteAction::Delete(v) => WriteAction::Unchanged(Arc::new(v)),
+        WriteAction::Put(v) | WriteAction::Delete(v) => WriteAction::Unchanged(v),
         a => a,
     }
 }
@@ -201,7 +255,7 @@ pub fn create(
     ns: Option<&str>,
     body: Value,
     opts: &WriteOpts,
-) -> Result<Arc<Value>, ApiError> {
+) -> Result<Value, ApiError> {
     let res = store.resource(id).clone();
     check_body(&res, &body)?;
     let mut body = body;
@@ -231,7 +285,8 @@ pub fn create(
         if !causes.is_empty() {
             return Err(ApiError::invalid_object(&res, &name, causes));
         }
-        let mut obj = body.clone();
+        // A named create has one attempt: the body can move instead of being copied.
+        let mut obj = if requested.is_empty() { body.clone() } else { std::mem::take(&mut body) };
         meta_mut(&mut obj).insert("name".into(), json!(name));
         if res.builtin && res.plural == "namespaces" {
             let labels = meta_mut(&mut obj).entry("labels").or_insert_with(|| json!({}));
@@ -292,7 +347,7 @@ pub fn update(
     body: Value,
     part: Part,
     opts: &WriteOpts,
-) -> Result<Arc<Value>, ApiError> {
+) -> Result<Value, ApiError> {
     let res = store.resource(id).clone();
     check_body(&res, &body)?;
     let body_name = meta_str(&body, "name");
@@ -311,8 +366,8 @@ pub fn update(
     }
     let k = key(&res, ns, name);
     let w = store.write(id, &k, None, |cur, rev| {
-        let cur = cur.ok_or_else(|| ApiError::not_found(&res, name))?;
-        let action = next_state(&res, cur, body, part, rev, opts)?;
+        let cur = cur.ok_or_else(|| ApiError::not_found(&res, name))?.value();
+        let action = next_state(&res, &cur, body, part, rev, opts)?;
         Ok(dry(action, opts))
     })?;
     Ok(w.obj)
@@ -322,7 +377,7 @@ pub fn update(
 /// split, generation, finalizer-completed deletion, no-op detection).
 fn next_state(
     res: &ResourceDef,
-    cur: &Arc<Value>,
+    cur: &Value,
     body: Value,
     part: Part,
     rev: u64,
@@ -350,7 +405,7 @@ fn next_state(
     }
     let mut next = match part {
         Part::Status => {
-            let mut n = (**cur).clone();
+            let mut n = cur.clone();
             let status = body.get("status").cloned().unwrap_or_else(|| json!({}));
             n.as_object_mut().expect("stored objects are maps").insert("status".into(), status);
             n
@@ -404,7 +459,7 @@ fn next_state(
     }
     meta_mut(&mut next).insert("resourceVersion".into(), json!(rev.to_string()));
     let sub = if part == Part::Status { "status" } else { "" };
-    let next = finish(res, next, opts, sub);
+    let next = finish(res, next, opts, sub, Some(cur));
     let deleting = meta(&next).is_some_and(|m| m.contains_key("deletionTimestamp"));
     if deleting && !has_finalizers(&next) {
         return Ok(WriteAction::Delete(next));
@@ -423,12 +478,12 @@ pub fn patch(
     patch_body: &Value,
     part: Part,
     opts: &WriteOpts,
-) -> Result<Arc<Value>, ApiError> {
+) -> Result<Value, ApiError> {
     let res = store.resource(id).clone();
     let k = key(&res, ns, name);
     let w = store.write(id, &k, None, |cur, rev| {
-        let cur = cur.ok_or_else(|| ApiError::not_found(&res, name))?;
-        let patched = patch::apply(ty, &res.kind, res.builtin, cur, patch_body).map_err(|e| match e {
+        let cur = cur.ok_or_else(|| ApiError::not_found(&res, name))?.value();
+        let patched = patch::apply(ty, &res.kind, res.builtin, &cur, patch_body).map_err(|e| match e {
             patch::PatchError::Unsupported(why) => ApiError::unsupported_patch(&why),
             patch::PatchError::Invalid(m) => ApiError::bad_request(m),
         })?;
@@ -444,7 +499,7 @@ pub fn patch(
         } else {
             meta_mut(&mut patched).remove("resourceVersion");
         }
-        let action = next_state(&res, cur, patched, part, rev, opts)?;
+        let action = next_state(&res, &cur, patched, part, rev, opts)?;
         Ok(dry(action, opts))
     })?;
     Ok(w.obj)
@@ -472,7 +527,7 @@ pub fn delete(
     let k = key(&res, ns, name);
     let mut pending = false;
     let w = store.write(id, &k, None, |cur, rev| {
-        let cur = cur.ok_or_else(|| ApiError::not_found(&res, name))?;
+        let cur = &cur.ok_or_else(|| ApiError::not_found(&res, name))?.value();
         if let Some(uid) = pre.uid.as_deref()
             && uid != meta_str(cur, "uid")
         {
@@ -495,7 +550,7 @@ pub fn delete(
                 ),
             ));
         }
-        let mut next = (**cur).clone();
+        let mut next = cur.clone();
         if has_finalizers(cur) {
             pending = true;
             if meta(cur).is_some_and(|m| m.contains_key("deletionTimestamp")) {
@@ -514,7 +569,7 @@ pub fn delete(
     if pending {
         return Ok(Deleted::Pending(w.obj));
     }
-    let last = w.prev.unwrap_or(w.obj);
+    let last = w.prev.map(|p| p.value()).unwrap_or(w.obj);
     if res.builtin && res.plural == "namespaces" && !opts.dry_run {
         delete_namespace_contents(store, name, opts);
     }
@@ -530,9 +585,8 @@ fn delete_namespace_contents(store: &Store, ns: &str, opts: &WriteOpts) {
         }
         let Ok((_, items)) = store.range(id, &format!("{ns}/"), "", None) else { continue };
         for (_, obj) in items {
-            let name = meta_str(&obj, "name").to_string();
             // NotFound here means a concurrent delete won; nothing to do.
-            let _ = delete(store, id, Some(ns), &name, &Preconditions::default(), opts);
+            let _ = delete(store, id, Some(ns), &obj.name, &Preconditions::default(), opts);
         }
     }
 }

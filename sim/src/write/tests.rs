@@ -42,7 +42,7 @@ fn update_precondition_conflict_and_noop() {
     let (s, cm, o) = setup();
     let c = create(&s, cm, Some("default"), json!({"metadata": {"name": "x"}, "data": {"a": "1"}}), &o)
         .expect("c");
-    let mut stale = (*c).clone();
+    let mut stale = c.clone();
     stale["data"]["a"] = json!("2");
     let u = update(&s, cm, Some("default"), "x", stale.clone(), Part::Main, &o).expect("update");
     assert_ne!(rv(&u), rv(&c));
@@ -52,7 +52,7 @@ fn update_precondition_conflict_and_noop() {
         "Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again"
     );
     let before = s.current_rev();
-    let same = update(&s, cm, Some("default"), "x", (*u).clone(), Part::Main, &o).expect("noop");
+    let same = update(&s, cm, Some("default"), "x", u.clone(), Part::Main, &o).expect("noop");
     assert_eq!((rv(&same), s.current_rev()), (rv(&u), before));
 }
 
@@ -64,7 +64,7 @@ fn pods_track_generation_and_status_subresource() {
         create(&s, pods, Some("default"), json!({"metadata": {"name": "p"}, "spec": {"containers": []}}), &o)
             .expect("pod");
     assert_eq!(p["metadata"]["generation"], json!(1));
-    let mut st = (*p).clone();
+    let mut st = p.clone();
     st["status"] = json!({"phase": "Running"});
     st["spec"] = json!({"containers": [{"name": "ignored"}]});
     let s1 = update(&s, pods, Some("default"), "p", st, Part::Status, &o).expect("status");
@@ -73,7 +73,7 @@ fn pods_track_generation_and_status_subresource() {
         (json!("Running"), json!(1))
     );
     assert_eq!(s1["spec"], json!({"containers": []}));
-    let mut sp = (*s1).clone();
+    let mut sp = s1.clone();
     sp["spec"] = json!({"containers": [{"name": "c"}]});
     sp["status"] = json!({"phase": "Failed"});
     let s2 = update(&s, pods, Some("default"), "p", sp, Part::Main, &o).expect("spec");
@@ -97,7 +97,7 @@ fn delete_with_preconditions_and_finalizers() {
         panic!("finalizers keep the object");
     };
     assert!(p["metadata"]["deletionTimestamp"].is_string());
-    let mut clear = (*p).clone();
+    let mut clear = p.clone();
     clear["metadata"]["finalizers"] = json!([]);
     update(&s, cm, Some("default"), "f", clear, Part::Main, &o).expect("remove finalizer");
     assert!(s.get(cm, "default/f", None).expect("read").is_none());
@@ -147,4 +147,38 @@ fn namespace_delete_cascades() {
     create(&s, cm, Some("gone"), json!({"metadata": {"name": "a"}}), &o).expect("cm");
     delete(&s, ns, None, "gone", &Preconditions::default(), &o).expect("delete ns");
     assert!(s.get(cm, "gone/a", None).expect("read").is_none());
+}
+
+#[test]
+fn managed_fields_are_computed_unless_the_client_sets_them() {
+    let (s, cm, o) = setup();
+    let c = create(&s, cm, Some("default"), json!({"metadata": {"name": "a"}, "data": {"k": "v"}}), &o)
+        .expect("c");
+    assert_eq!(c["metadata"]["managedFields"][0]["manager"], "test");
+    assert_eq!(c["metadata"]["managedFields"][0]["fieldsV1"], json!({"f:data": {"f:k": {}}}));
+    let mine = json!([{"manager": "me", "operation": "Apply", "apiVersion": "v1"}]);
+    let b = create(&s, cm, Some("default"), json!({"metadata": {"name": "b", "managedFields": mine}}), &o)
+        .expect("b");
+    assert_eq!(b["metadata"]["managedFields"], mine);
+    // Sending back what was read is not "setting" them: the server records the update.
+    let mut upd = c.clone();
+    upd["data"]["k"] = json!("w");
+    let u = update(&s, cm, Some("default"), "a", upd, Part::Main, &o).expect("u");
+    assert_ne!(u["metadata"]["managedFields"][0]["time"], json!(null));
+    assert_eq!(u["metadata"]["managedFields"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn metadata_of_the_wrong_type_is_400() {
+    let (s, cm, o) = setup();
+    for meta in [
+        json!({"name": 7}),
+        json!({"name": "a", "labels": {"x": 1}}),
+        json!({"name": "a", "labels": []}),
+        json!({"name": "a", "finalizers": "x"}),
+    ] {
+        let e = create(&s, cm, Some("default"), json!({"metadata": meta}), &o).expect_err("400");
+        assert_eq!(e.code, 400, "{meta}");
+        assert!(e.message.starts_with("json: cannot unmarshal"), "{}", e.message);
+    }
 }

@@ -110,6 +110,15 @@ async fn echo_upgrade_and_pod_logs() {
 
     assert_eq!(env.get("/api/v1/namespaces/default/pods/p/log").await.code(), 404);
     env.post("/api/v1/namespaces/default/pods", json!({"metadata": {"name": "p"}})).await;
+    let mut s = tokio::net::TcpStream::connect(env.sim.addr()).await.expect("connect");
+    s.write_all(
+        b"POST /api/v1/namespaces/default/pods/p/exec?command=sh HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+    )
+    .await
+    .expect("w");
+    let n = s.read(&mut buf).await.expect("r");
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 101"));
+    assert_eq!(env.send(Method::POST, "/api/v1/namespaces/default/pods/p/exec", None, &[]).await.code(), 400);
     let r = env.get("/api/v1/namespaces/default/pods/p/log").await;
     assert_eq!(r.code(), 200);
     assert!(r.text().starts_with("log line 1 from pod p\n"));
@@ -234,6 +243,13 @@ async fn seeding_a_workload() {
     let w = kache_sim::workload::Workload { namespaces: 2, pods: 10, nodes: 3, churn_per_sec: 0.0, seed: 7 };
     let n = env.sim.seed(&w).expect("seed");
     assert_eq!(n, 15);
+    // Streaming seeding creates exactly the objects `seed_objects` describes.
+    for (resource, ns, body) in kache_sim::workload::seed_objects(&w) {
+        let name = body["metadata"]["name"].as_str().expect("name");
+        let got = env.sim.get(resource, ns.as_deref(), name).expect("seeded");
+        assert_eq!(got["spec"], body["spec"], "{resource} {name}");
+        assert_eq!(got["metadata"]["labels"], body["metadata"]["labels"], "{resource} {name}");
+    }
     let l = env.get("/api/v1/pods").await.json();
     assert_eq!(names(&l).len(), 10);
     let l = env.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0").await.json();

@@ -239,3 +239,26 @@ async fn stalled_watches_resume_or_are_closed() {
     env.sim.stall_watches(false);
     assert_eq!(w.next_summary().await.2, a);
 }
+
+#[tokio::test]
+async fn watch_scopes_namespace_cluster_and_field_selectors() {
+    let env = start().await;
+    env.ns("other").await;
+    let rv = env.sim.revision();
+    let mut ns_w = env.watch(&format!("{CMS}?watch=1&resourceVersion={rv}")).await;
+    let mut all_w = env.watch(&format!("/api/v1/configmaps?watch=1&resourceVersion={rv}")).await;
+    let mut node_w = env
+        .watch(&format!("/api/v1/pods?watch=1&resourceVersion={rv}&fieldSelector=spec.nodeName%3Dn1"))
+        .await;
+    let mut ns_list = env.watch(&format!("/api/v1/namespaces?watch=1&resourceVersion={rv}")).await;
+    let o = env.cm("other", "x").await;
+    let d = env.cm("default", "y").await;
+    env.post(PODS, json!({"metadata": {"name": "p0"}, "spec": {"nodeName": "n0"}})).await;
+    let p1 = env.post(PODS, json!({"metadata": {"name": "p1"}, "spec": {"nodeName": "n1"}})).await;
+    env.ns("third").await;
+    assert_eq!(ns_w.next_summary().await, ("ADDED".to_string(), "y".to_string(), d));
+    assert_eq!(all_w.next_summary().await.2, o);
+    assert_eq!(all_w.next_summary().await.2, d);
+    assert_eq!(node_w.next_summary().await, ("ADDED".to_string(), "p1".to_string(), rv_of(&p1.json())));
+    assert_eq!(ns_list.next_summary().await.1, "third");
+}

@@ -12,23 +12,41 @@ const GO_FALSE: &str = "false";
 /// `strconv.Itoa(int(Status.Replicas))` for a ReplicaSet / ReplicationController without status.
 const GO_ZERO: &str = "0";
 
-/// Top-level members that the kind's extra fields start from, collected during the object walk.
+/// The raw values of a kind's extra fields, found by either extraction path.
+pub(super) struct FieldValues<'a> {
+    /// One per `kind.extra_fields()`, in order. For events, the `source` slot holds `source.component`.
+    pub slots: Vec<Option<LazyValue<'a>>>,
+    /// Pods: `status.podIPs`.
+    pub pod_ips: Option<LazyValue<'a>>,
+}
+
+/// The JSON path to read for an extra field: its dotted path, except the event field set's `source`,
+/// which is `source.component`.
+pub(super) fn json_path(kind: FieldKind, field: &'static str) -> Vec<&'static str> {
+    match (kind, field) {
+        (FieldKind::Event, "source") => vec!["source", "component"],
+        _ => field.split('.').collect(),
+    }
+}
+
+/// Top-level members that the kind's extra fields start from, collected during the general path's walk.
 pub(super) struct Roots<'a> {
-    paths: &'static [&'static str],
+    kind: FieldKind,
     /// `(root name, value)`; the last duplicate wins, like Go's decoder.
-    found: Vec<(&'a str, LazyValue<'a>)>,
+    found: Vec<(&'static str, LazyValue<'a>)>,
 }
 
 // === impl Roots ===
 
 impl<'a> Roots<'a> {
     pub(super) fn new(kind: FieldKind) -> Self {
-        Self { paths: kind.extra_fields(), found: Vec::new() }
+        Self { kind, found: Vec::new() }
     }
 
     /// Keeps `value` if `key` is the first segment of one of the kind's fields.
     pub(super) fn offer(&mut self, key: &str, value: LazyValue<'a>) {
-        let Some(root) = self.paths.iter().map(|p| first_segment(p)).find(|r| *r == key) else {
+        let paths = self.kind.extra_fields();
+        let Some(root) = paths.iter().map(|p| first_segment(p)).find(|r| *r == key) else {
             return;
         };
         match self.found.iter_mut().find(|(r, _)| *r == root) {
@@ -37,8 +55,36 @@ impl<'a> Roots<'a> {
         }
     }
 
-    fn get(&self, root: &str) -> Option<&LazyValue<'a>> {
-        self.found.iter().rev().find(|(r, _)| *r == root).map(|(_, v)| v)
+    /// Resolves every field path below the roots, one pass over each root's members.
+    pub(super) fn values(self) -> FieldValues<'a> {
+        let kind = self.kind;
+        let paths: Vec<Vec<&'static str>> = kind.extra_fields().iter().map(|f| json_path(kind, f)).collect();
+        let mut slots: Vec<Option<LazyValue<'a>>> = vec![None; paths.len()];
+        let mut pod_ips = None;
+        for (root, value) in self.found {
+            for (i, path) in paths.iter().enumerate() {
+                if path.len() == 1 && path[0] == root {
+                    slots[i] = Some(value.clone());
+                }
+            }
+            if !paths.iter().any(|p| p.len() == 2 && p[0] == root) {
+                continue;
+            }
+            let Some(members) = value.into_object_iter() else { continue };
+            for member in members {
+                // The root was validated; an error here cannot happen, but stay total.
+                let Ok((key, child)) = member else { break };
+                for (i, path) in paths.iter().enumerate() {
+                    if path.len() == 2 && path[0] == root && path[1] == key {
+                        slots[i] = Some(child.clone());
+                    }
+                }
+                if kind == FieldKind::Pod && root == "status" && key == "podIPs" {
+                    pod_ips = Some(child);
+                }
+            }
+        }
+        FieldValues { slots, pod_ips }
     }
 }
 
@@ -49,38 +95,11 @@ fn first_segment(path: &'static str) -> &'static str {
 /// Values of `kind.extra_fields()`, in that order; `None` where the object does not set the field (the
 /// apiserver reads a missing field as `""`, so `None` and `Some("")` select alike) — except where Go's
 /// field set prints a typed zero value (`"false"`, `"0"`).
-pub(super) fn extract(kind: FieldKind, roots: &Roots<'_>) -> Box<[Option<Box<str>>]> {
-    let paths = roots.paths;
-    let mut slots: Vec<Option<LazyValue<'_>>> = vec![None; paths.len()];
-    // `status.podIPs` (pods only): `status.podIP` is its first entry when present.
-    let mut pod_ips: Option<LazyValue<'_>> = None;
-    for (root, value) in &roots.found {
-        // Single-segment fields are the root value itself.
-        for (i, path) in paths.iter().enumerate() {
-            if path == root {
-                slots[i] = Some(value.clone());
-            }
-        }
-        let wants_children = paths.iter().any(|p| p.split_once('.').is_some_and(|(r, _)| r == *root));
-        if !wants_children {
-            continue;
-        }
-        // One pass over the root's members picks every wanted child (no re-scan per field).
-        let Some(members) = value.clone().into_object_iter() else { continue };
-        for member in members {
-            // The root was validated by the top-level walk; an error here cannot happen, but stay total.
-            let Ok((key, child)) = member else { break };
-            for (i, path) in paths.iter().enumerate() {
-                if path.split_once('.') == Some((*root, &*key)) {
-                    slots[i] = Some(child.clone());
-                }
-            }
-            if kind == FieldKind::Pod && *root == "status" && key == "podIPs" {
-                pod_ips = Some(child);
-            }
-        }
-    }
-    let mut out: Vec<Option<Box<str>>> = slots.iter().map(|s| s.as_ref().and_then(render_scalar)).collect();
+pub(super) fn render(kind: FieldKind, values: &FieldValues<'_>) -> Box<[Option<Box<str>>]> {
+    let paths = kind.extra_fields();
+    let mut out: Vec<Option<Box<str>>> =
+        values.slots.iter().map(|s| s.as_ref().and_then(render_scalar)).collect();
+    let reporting = paths.iter().position(|p| *p == "reportingComponent").and_then(|i| out[i].clone());
     for (i, path) in paths.iter().enumerate() {
         let value = &mut out[i];
         match (kind, *path) {
@@ -91,11 +110,14 @@ pub(super) fn extract(kind: FieldKind, roots: &Roots<'_>) -> Box<[Option<Box<str
                 value.get_or_insert_with(|| Box::from(GO_ZERO));
             }
             (FieldKind::Pod, "status.podIP") => {
-                if let Some(first) = pod_ips.as_ref().and_then(first_pod_ip) {
+                if let Some(first) = values.pod_ips.as_ref().and_then(first_pod_ip) {
                     *value = Some(first);
                 }
             }
-            (FieldKind::Event, "source") => *value = event_source(roots),
+            // `source.component`, or `reportingComponent` when that is empty.
+            (FieldKind::Event, "source") if value.as_deref().is_none_or(str::is_empty) => {
+                *value = reporting.clone();
+            }
             _ => {}
         }
     }
@@ -108,13 +130,4 @@ fn first_pod_ip(pod_ips: &LazyValue<'_>) -> Option<Box<str>> {
     let mut entries = pod_ips.clone().into_array_iter()?;
     let first = entries.next()?.ok()?;
     Some(first.get("ip").as_ref().and_then(render_scalar).unwrap_or_default())
-}
-
-/// The event field set's `source`: `source.component`, or `reportingComponent` when that is empty.
-fn event_source(roots: &Roots<'_>) -> Option<Box<str>> {
-    let component = roots.get("source").and_then(|s| s.get("component")).as_ref().and_then(render_scalar);
-    match component {
-        Some(c) if !c.is_empty() => Some(c),
-        _ => roots.get("reportingComponent").and_then(render_scalar),
-    }
 }

@@ -3,7 +3,8 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::*;
-use crate::resource::{Gvr, ResourceInfo};
+use crate::resource::{FieldKind, Gvr, ResourceInfo};
+use crate::store::EventType;
 
 mod oracle;
 
@@ -57,6 +58,15 @@ fn pod_facts_are_extracted() {
     assert!(body.starts_with(r#""metadata":{"name":"web-1""#), "{body}");
     let meta = &POD[pod.metadata_range.start as usize..pod.metadata_range.end as usize];
     assert!(meta.starts_with(r#"{"name":"web-1""#) && meta.ends_with(r#"\u0026 c"}}"#), "{meta}");
+}
+
+#[test]
+fn empty_objects_on_lookup_paths_take_the_general_path() {
+    let json = r#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"1"},"spec":{},"status":null}"#;
+    assert!(plan::find(json, FieldKind::Pod).is_none());
+    let pod = extract(json, &pods()).expect("valid pod");
+    assert_eq!(field(&pod, &pods(), "spec.hostNetwork"), Some("false"));
+    assert!(plan::find(POD, FieldKind::Pod).is_some(), "a full pod takes the fast path");
 }
 
 #[test]
@@ -324,6 +334,30 @@ proptest! {
             }
             (Err(_), Err(_)) => {}
             (got, want) => prop_assert!(false, "{}: got {got:?}, oracle {want:?}", doc.text),
+        }
+    }
+
+    #[test]
+    fn fast_and_general_paths_agree(doc in oracle::document()) {
+        let buf = doc.text.as_bytes();
+        let kind = doc.info().field_kind();
+        if let Some(found) = plan::find(&doc.text, kind) {
+            let Ok((metadata, meta, fields)) = general_path(buf, kind) else {
+                // The general path stops early without a metadata object; so does the caller of the fast one.
+                prop_assert!(found.metadata.as_ref().is_none_or(|m| !m.is_object()));
+                return Ok(());
+            };
+            let range = |m: &Option<sonic_rs::LazyValue<'_>>| m.as_ref().and_then(|m| json::range_in(buf, m));
+            prop_assert_eq!(range(&found.metadata), range(&metadata));
+            match (found.meta.decode(), meta.decode()) {
+                (Ok(a), Ok(b)) => {
+                    prop_assert_eq!((a.name, a.namespace, a.uid, a.resource_version), (b.name, b.namespace, b.uid, b.resource_version));
+                    prop_assert_eq!(a.labels, b.labels);
+                }
+                (Err(_), Err(_)) => {}
+                (a, b) => prop_assert!(false, "{}: fast {:?} general {:?}", doc.text, a.is_ok(), b.is_ok()),
+            }
+            prop_assert_eq!(fields::render(kind, &found.fields), fields::render(kind, &fields));
         }
     }
 

@@ -116,3 +116,23 @@ async fn unknown_paths_and_methods_are_refused() {
     srv.shutdown.cancel();
     srv.task.await.expect("server task").expect("server result");
 }
+
+#[tokio::test]
+async fn large_expositions_are_gzipped_when_accepted() {
+    use http_body_util::BodyExt;
+    use std::io::Read;
+
+    let text = "kache_test_series{resource=\"x\"} 1\n".repeat(8192);
+    let plain = exposition(text.clone(), "");
+    assert!(plain.headers().get(header::CONTENT_ENCODING).is_none());
+    let zipped = exposition(text.clone(), "gzip, deflate");
+    assert_eq!(zipped.headers().get(header::CONTENT_ENCODING).map(|v| v.as_bytes()), Some(&b"gzip"[..]));
+    let bytes = zipped.into_body().collect().await.expect("full body").to_bytes();
+    assert!(bytes.len() < text.len() / 4, "compressed {} of {}", bytes.len(), text.len());
+    let mut unzipped = String::new();
+    flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut unzipped).expect("valid gzip");
+    assert_eq!(unzipped, text);
+    // Small expositions are sent as they are, like the apiserver's small responses.
+    let small = exposition("a 1\n".to_owned(), "gzip");
+    assert!(small.headers().get(header::CONTENT_ENCODING).is_none());
+}

@@ -23,6 +23,8 @@ pub(crate) fn snapshot(gvr: Gvr, synced: bool, state: &'static str, objects: usi
         history_bytes: 700,
         history_span: Duration::from_millis(2500),
         retained_snapshots: 3,
+        retained_bytes: 50,
+        index_bytes: 10,
         resource_version: 42,
         generation: 1,
         ..StoreStats::default()
@@ -58,6 +60,8 @@ fn refresh_exports_store_and_reflector_state() {
     assert_eq!(value(&text, &format!("kache_store_objects{{{gr}}}")), Some(12.0), "{text}");
     assert_eq!(value(&text, &format!("kache_store_bytes{{{gr},kind=\"live\"}}")), Some(1200.0));
     assert_eq!(value(&text, &format!("kache_store_bytes{{{gr},kind=\"history\"}}")), Some(700.0));
+    assert_eq!(value(&text, &format!("kache_store_bytes{{{gr},kind=\"snapshots\"}}")), Some(50.0));
+    assert_eq!(value(&text, &format!("kache_store_bytes{{{gr},kind=\"index\"}}")), Some(10.0));
     assert_eq!(value(&text, &format!("kache_history_events{{{gr}}}")), Some(7.0));
     assert_eq!(value(&text, &format!("kache_history_span_seconds{{{gr}}}")), Some(2.5));
     assert_eq!(value(&text, &format!("kache_retained_snapshots{{{gr}}}")), Some(3.0));
@@ -107,4 +111,27 @@ fn readiness_counts_configured_resources_only() {
             ("informer-sync-deployments.apps".to_owned(), Err("connection refused".to_owned())),
         ]
     );
+}
+
+#[tokio::test]
+async fn kache_stats_runs_added_checks_in_order() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let upstream = crate::upstream::Upstream::plain("http://127.0.0.1:9").expect("plain upstream");
+    let registry = Registry::new(upstream, crate::reflector::ReflectorConfig::default());
+    let discovered = Arc::new(AtomicBool::new(false));
+    let flag = discovered.clone();
+    let stats = KacheStats::new(registry).with_check("discovery", move || {
+        if flag.load(Ordering::Relaxed) { Ok(()) } else { Err("first discovery pending".into()) }
+    });
+    let checks = crate::metrics::readiness(&stats);
+    assert_eq!(
+        checks,
+        vec![
+            ("ping".to_owned(), Ok(())),
+            ("discovery".to_owned(), Err("first discovery pending".to_owned()))
+        ]
+    );
+    discovered.store(true, Ordering::Relaxed);
+    assert_eq!(crate::metrics::readiness(&stats)[1], ("discovery".to_owned(), Ok(())));
 }

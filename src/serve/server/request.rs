@@ -4,6 +4,7 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
@@ -13,10 +14,13 @@ use hyper::body::Incoming;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::conn::{ActiveGuard, Activity};
+use super::framing::Framing;
 use super::{ConnInfo, Handler, Limits};
 use crate::body::{Body, BoxError};
-use crate::forward::status::FailureStatus;
-use crate::serve::route::Route;
+use crate::codec::status::ApiError;
+use crate::forward::status::status_response;
+use crate::metrics::{self, Limit, Source};
+use crate::serve::route::{Route, Verb};
 
 /// Per-connection state shared by its requests.
 pub(super) struct RequestCtx {
@@ -34,14 +38,18 @@ pub(super) async fn handle(
     let guard = ctx.activity.begin();
     let limits = &ctx.limits;
     if let Some(rejection) = check_limits(&req, limits) {
-        return Ok(rejection.into_response().map(|b| ServedBody::wrap(b, guard, None)));
+        return Ok(ServedBody::wrap(status_response(&rejection), guard, None));
     }
 
+    let started = Instant::now();
     let route = Route::parse(req.method(), req.uri());
     let query = req.uri().query().map(str::to_owned);
-    let long_running = route.is_long_running() || is_upgrade(&req);
+    let upgrade = is_upgrade(&req);
+    let long_running = route.is_long_running() || upgrade;
+    let metric_verb = route.resource().map(|r| reported_verb(r.verb, upgrade, req.headers()));
     let (mut parts, incoming) = req.into_parts();
     parts.extensions.insert(ctx.info.clone());
+    let route_resource = route.resource().cloned();
     parts.extensions.insert(route);
     let body = Limited::new(incoming, usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX)).boxed();
     let fut = ctx.handler.handle(Request::from_parts(parts, body));
@@ -53,22 +61,50 @@ pub(super) async fn handle(
             user_timeout(query.as_deref()).map_or(limits.request_timeout, |t| t.min(limits.request_timeout));
         match tokio::time::timeout(deadline, fut).await {
             Ok(resp) => resp,
-            Err(_) => timeout_status().into_response(),
+            Err(_) => status_response(&timeout_error()),
         }
     };
+    if let (Some(r), Some(verb)) = (route_resource, metric_verb) {
+        let source = resp.extensions().get::<Source>().copied().unwrap_or(Source::Memory);
+        metrics::request(verb, &r.gvr, resp.status().as_u16(), source, started.elapsed());
+    }
     // Long-running responses end when shutdown starts; others finish their body within the drain time.
     let drain = long_running.then(|| ctx.info.shutdown.drain.clone().cancelled_owned());
-    Ok(resp.map(|b| ServedBody::wrap(b, guard, drain)))
+    Ok(ServedBody::wrap(resp, guard, drain))
+}
+
+/// The verb label of `apiserver_request_total`, as the apiserver reports it (`metrics.CleanVerb`): method
+/// based, LIST/WATCH for collection reads, APPLY for server-side apply, CONNECT for upgrades.
+fn reported_verb(verb: Verb, upgrade: bool, headers: &http::HeaderMap) -> &'static str {
+    if upgrade {
+        return "CONNECT";
+    }
+    match verb {
+        Verb::Get => "GET",
+        Verb::List => "LIST",
+        Verb::Watch => "WATCH",
+        Verb::Create => "POST",
+        Verb::Update => "PUT",
+        Verb::Patch => {
+            let apply = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|ct| ct.starts_with("application/apply-patch"));
+            if apply { "APPLY" } else { "PATCH" }
+        }
+        Verb::Delete => "DELETE",
+        Verb::DeleteCollection => "DELETECOLLECTION",
+        Verb::Proxy => "PROXY",
+        Verb::Unknown => "other",
+    }
 }
 
 /// The apiserver's answer when a request outlives `--request-timeout` (its timeout filter).
-fn timeout_status() -> FailureStatus {
-    FailureStatus::new(
-        StatusCode::GATEWAY_TIMEOUT,
-        "Timeout",
-        "Timeout: request did not complete within requested timeout - context deadline exceeded",
-    )
-    .with_empty_details()
+fn timeout_error() -> ApiError {
+    ApiError::Timeout {
+        message: "request did not complete within requested timeout - context deadline exceeded".into(),
+        retry_after: 0,
+    }
 }
 
 /// The client's `timeout` query parameter (e.g. `?timeout=30s`), which the apiserver's request-deadline
@@ -91,28 +127,28 @@ pub(crate) fn is_upgrade<B>(req: &Request<B>) -> bool {
 }
 
 /// Checks the URL, head and declared body size against the limits.
-fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<FailureStatus> {
+fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<ApiError> {
     let url_len = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if url_len > limits.max_url_bytes {
-        return Some(FailureStatus::new(
-            StatusCode::URI_TOO_LONG,
-            "",
-            format!("Request URI too long: {url_len} bytes, limit is {}", limits.max_url_bytes),
-        ));
+        metrics::limit_rejected(Limit::Headers);
+        return Some(ApiError::Unknown {
+            code: StatusCode::URI_TOO_LONG.as_u16(),
+            message: format!("Request URI too long: {url_len} bytes, limit is {}", limits.max_url_bytes),
+        });
     }
     // Counted like Go's MaxHeaderBytes: names, values and their ": " and CRLF, plus the request line.
     let head_len = url_len
         + req.method().as_str().len()
         + req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum::<usize>();
     if head_len > limits.max_header_bytes {
-        return Some(FailureStatus::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "",
-            format!(
+        metrics::limit_rejected(Limit::Headers);
+        return Some(ApiError::Unknown {
+            code: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE.as_u16(),
+            message: format!(
                 "Request header fields too large: {head_len} bytes, limit is {}",
                 limits.max_header_bytes
             ),
-        ));
+        });
     }
     let declared = req
         .body()
@@ -121,34 +157,61 @@ fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<FailureStatu
         .or_else(|| req.headers().get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse::<u64>().ok());
     if let Some(len) = declared.filter(|&len| len > limits.max_body_bytes) {
         tracing::debug!(len, "request body over the limit");
+        metrics::limit_rejected(Limit::RequestBody);
         return Some(body_too_large(limits.max_body_bytes));
     }
     None
 }
 
 /// The apiserver's 413 (`errors.NewRequestEntityTooLargeError`).
-pub(crate) fn body_too_large(limit: u64) -> FailureStatus {
-    FailureStatus::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "RequestEntityTooLarge",
-        format!("Request entity too large: limit is {limit}"),
-    )
+pub(crate) fn body_too_large(limit: u64) -> ApiError {
+    ApiError::RequestEntityTooLarge(format!("limit is {limit}"))
+}
+
+/// How a long-running body ends when shutdown starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DrainState {
+    /// Shutdown has not started.
+    Running,
+    /// Shutdown started mid-event (of a JSON or protobuf watch stream): pass frames on until the event is
+    /// complete, so the client never sees half an event.
+    FinishingEvent,
+    /// The body ends at the next poll.
+    Done,
 }
 
 pin_project_lite::pin_project! {
     /// A response body as served: keeps the request counted as in flight until the body is done, and ends
-    /// long-running bodies (watches) cleanly, between frames, when shutdown starts.
+    /// long-running bodies (watches) cleanly, between events, when shutdown starts.
     struct ServedBody {
         #[pin]
         inner: Body,
         guard: Option<ActiveGuard>,
         drain: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+        // Where events end in this stream, and whether the bytes sent so far end at one.
+        framing: Framing,
+        state: DrainState,
     }
 }
 
 impl ServedBody {
-    fn wrap(inner: Body, guard: ActiveGuard, drain: Option<WaitForCancellationFutureOwned>) -> Body {
-        ServedBody { inner, guard: Some(guard), drain: drain.map(Box::pin) }.boxed()
+    fn wrap(
+        resp: Response<Body>,
+        guard: ActiveGuard,
+        drain: Option<WaitForCancellationFutureOwned>,
+    ) -> Response<Body> {
+        let framing =
+            Framing::for_content_type(resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()));
+        resp.map(|inner| {
+            ServedBody {
+                inner,
+                guard: Some(guard),
+                drain: drain.map(Box::pin),
+                framing,
+                state: DrainState::Running,
+            }
+            .boxed()
+        })
     }
 }
 
@@ -161,15 +224,30 @@ impl HttpBody for ServedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.project();
-        if let Some(drain) = this.drain.as_mut()
+        if *this.state == DrainState::Running
+            && let Some(drain) = this.drain.as_mut()
             && drain.as_mut().poll(cx).is_ready()
         {
+            *this.state =
+                if !this.framing.at_boundary() { DrainState::FinishingEvent } else { DrainState::Done };
+        }
+        if *this.state == DrainState::Done {
             this.guard.take();
             return Poll::Ready(None);
         }
         let frame = ready!(this.inner.poll_frame(cx));
-        if frame.is_none() {
-            this.guard.take();
+        match &frame {
+            Some(Ok(f)) => {
+                if let Some(data) = f.data_ref() {
+                    this.framing.advance(data);
+                }
+                if *this.state == DrainState::FinishingEvent && this.framing.at_boundary() {
+                    *this.state = DrainState::Done;
+                }
+            }
+            _ => {
+                this.guard.take();
+            }
         }
         Poll::Ready(frame)
     }

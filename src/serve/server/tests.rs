@@ -26,6 +26,8 @@ use crate::serve::route::{Route, Verb};
 struct TestHandler {
     gate: Arc<Notify>,
     entered: mpsc::UnboundedSender<String>,
+    /// Frames of the `/api/v1/nodes?watch=1` stream, pushed by the test.
+    frames: std::sync::Mutex<Option<mpsc::UnboundedReceiver<Bytes>>>,
 }
 
 impl Handler for TestHandler {
@@ -44,10 +46,22 @@ impl Handler for TestHandler {
                 "/body" => match req.into_body().collect().await {
                     Ok(b) => Response::new(body::full(b.to_bytes().len().to_string())),
                     Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                        body_too_large(info.max_body_bytes).into_response()
+                        crate::forward::status::status_response(&body_too_large(info.max_body_bytes))
                     }
                     Err(e) => panic!("unexpected body error {e}"),
                 },
+                "/api/v1/nodes" => {
+                    let rx =
+                        self.frames.lock().expect("not poisoned").take().expect("one nodes watch per test");
+                    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+                        let frame = rx.recv().await?;
+                        Some((Ok::<_, BoxError>(http_body::Frame::data(frame)), rx))
+                    });
+                    let mut resp = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+                    resp.headers_mut()
+                        .insert("content-type", http::HeaderValue::from_static("application/json"));
+                    resp
+                }
                 _ if route.resource().is_some_and(|r| r.verb == Verb::Watch) => {
                     // One event now, then nothing: only shutdown ends this stream.
                     let first = futures_util::stream::iter([Ok::<_, BoxError>(http_body::Frame::data(
@@ -68,6 +82,7 @@ impl Handler for TestHandler {
 
 struct Running {
     addr: SocketAddr,
+    frames: mpsc::UnboundedSender<Bytes>,
     gate: Arc<Notify>,
     entered: mpsc::UnboundedReceiver<String>,
     stop: Option<oneshot::Sender<()>>,
@@ -79,12 +94,17 @@ async fn start(limits: Limits) -> Running {
     let addr = listener.local_addr().expect("addr");
     let gate = Arc::new(Notify::new());
     let (entered_tx, entered) = mpsc::unbounded_channel();
-    let handler = Arc::new(TestHandler { gate: gate.clone(), entered: entered_tx });
+    let (frames, frames_rx) = mpsc::unbounded_channel();
+    let handler = Arc::new(TestHandler {
+        gate: gate.clone(),
+        entered: entered_tx,
+        frames: std::sync::Mutex::new(Some(frames_rx)),
+    });
     let (stop, stopped) = oneshot::channel::<()>();
     let done = tokio::spawn(serve(listener, None, handler, limits, async {
         let _ = stopped.await;
     }));
-    Running { addr, gate, entered, stop: Some(stop), done }
+    Running { addr, frames, gate, entered, stop: Some(stop), done }
 }
 
 type H1 = hyper::client::conn::http1::SendRequest<Body>;
@@ -178,7 +198,8 @@ async fn limits_answer_with_status() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(
         body,
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Request entity too large: limit is 10","reason":"RequestEntityTooLarge","code":413}"#
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Request entity too large: limit is 10","reason":"RequestEntityTooLarge","code":413}
+"#
     );
 
     // Streamed (chunked) over the limit: the handler's read fails with LengthLimitError.
@@ -210,7 +231,8 @@ async fn non_long_running_requests_time_out_with_504() {
     assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(
         body,
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504}"#
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504}
+"#
     );
 }
 
@@ -311,4 +333,31 @@ async fn connections_beyond_the_bound_wait_for_a_free_slot() {
     assert_eq!(held.await.expect("joined"), (StatusCode::OK, "released".into()));
     assert_eq!(second.await.expect("joined"), (StatusCode::OK, "other true".into()));
     assert_eq!(run.entered.recv().await.as_deref(), Some("/version"), "served only after the first closed");
+}
+
+#[tokio::test]
+async fn shutdown_mid_event_finishes_the_line_first() {
+    let mut run = start(Limits::default()).await;
+    let mut c = h1(run.addr).await;
+    let resp = c.send_request(get("/api/v1/nodes?watch=1")).await.expect("watch");
+    let mut body = resp.into_body();
+    run.frames.send(Bytes::from_static(b"{\"type\":\"ADDED\"}\n{\"type\":")).expect("handler alive");
+    let mut got = Vec::new();
+    while !got.ends_with(b"{\"type\":") {
+        got.extend_from_slice(&body.frame().await.expect("frame").expect("ok").into_data().expect("data"));
+    }
+    run.stop.take().expect("not stopped").send(()).expect("server running");
+    // Shutdown has started once the listener is gone (the same step cancels the drain token).
+    while TcpStream::connect(run.addr).await.is_ok() {
+        tokio::task::yield_now().await;
+    }
+    // Once shutdown has started, the rest of the half-sent event still arrives, then the stream ends.
+    run.frames.send(Bytes::from_static(b"\"MODIFIED\"}\n")).expect("handler alive");
+    run.frames.send(Bytes::from_static(b"{\"type\":\"DELETED\"}\n")).expect("handler alive");
+    while let Some(frame) = body.frame().await {
+        got.extend_from_slice(&frame.expect("ends cleanly").into_data().expect("data"));
+    }
+    let text = String::from_utf8(got).expect("utf-8");
+    assert_eq!(text, "{\"type\":\"ADDED\"}\n{\"type\":\"MODIFIED\"}\n");
+    run.done.await.expect("joined").expect("serve returns Ok");
 }

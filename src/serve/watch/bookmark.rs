@@ -4,7 +4,8 @@
 //! `metadata.resourceVersion` set (and, for the end of a watch-list's initial events, the annotation
 //! `k8s.io/initial-events-end: "true"`). Serialised by Go's encoding/json, `omitempty` fields vanish while
 //! non-pointer structs and non-omitempty fields stay, so the JSON differs per kind: [`zero_value_tail`] keeps
-//! that table for built-in kinds. Custom resources are unstructured: only kind, apiVersion and metadata.
+//! that table for built-in kinds. Custom resources are unstructured: only apiVersion, kind and metadata, with
+//! keys sorted as Go marshals maps.
 
 use std::time::Duration;
 
@@ -63,30 +64,43 @@ pub fn zero_value_tail(group: &str, kind: &str) -> &'static str {
 /// Builds a watcher's BOOKMARK lines. Made once per watcher; a bookmark costs one small allocation.
 #[derive(Debug, Clone)]
 pub struct BookmarkShape {
-    /// `{"type":"BOOKMARK","object":{"kind":…,"apiVersion":…,"metadata":{"resourceVersion":"`
+    /// Typed: `{"type":"BOOKMARK","object":{"kind":…,"apiVersion":…,"metadata":{"resourceVersion":"`.
+    /// Unstructured: `{"type":"BOOKMARK","object":{"apiVersion":…,"kind":…,"metadata":{`.
     head: Bytes,
     /// What follows metadata, then `}}\n`.
     tail: &'static str,
+    /// Custom resources are unstructured: Go marshals their maps with sorted keys, so `apiVersion` comes
+    /// before `kind` and `annotations` before `resourceVersion`.
+    unstructured: bool,
 }
 
 impl BookmarkShape {
     pub fn new(info: &ResourceInfo, view: WatchView) -> Self {
         let mut head = BytesMut::with_capacity(128);
-        head.put_slice(b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":");
+        head.put_slice(b"{\"type\":\"BOOKMARK\",\"object\":{");
+        let unstructured = view == WatchView::Full && info.list_items_have_type_meta;
         let tail = match view {
+            WatchView::Full if unstructured => {
+                head.put_slice(b"\"apiVersion\":");
+                write_json_string(&mut head, &info.api_version());
+                head.put_slice(b",\"kind\":");
+                write_json_string(&mut head, &info.kind);
+                ""
+            }
             WatchView::Full => {
+                head.put_slice(b"\"kind\":");
                 write_json_string(&mut head, &info.kind);
                 head.put_slice(b",\"apiVersion\":");
                 write_json_string(&mut head, &info.api_version());
                 zero_value_tail(&info.gvr.group, &info.kind)
             }
             WatchView::PartialObjectMetadata => {
-                head.put_slice(b"\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\"");
+                head.put_slice(b"\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\"");
                 ""
             }
         };
-        head.put_slice(b",\"metadata\":{\"resourceVersion\":\"");
-        Self { head: head.freeze(), tail }
+        head.put_slice(b",\"metadata\":{");
+        Self { head: head.freeze(), tail, unstructured }
     }
 
     /// The BOOKMARK line at `rv`; `initial_events_end` adds the watch-list annotation.
@@ -98,13 +112,18 @@ impl BookmarkShape {
 
     /// Appends the BOOKMARK line at `rv` to `out`.
     pub fn put_frame(&self, out: &mut BytesMut, rv: u64, initial_events_end: bool) {
+        const ANNOTATIONS: &[u8] = b"\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}";
         out.put_slice(&self.head);
+        if initial_events_end && self.unstructured {
+            out.put_slice(ANNOTATIONS);
+            out.put_u8(b',');
+        }
+        out.put_slice(b"\"resourceVersion\":\"");
         out.put_slice(rv.to_string().as_bytes());
         out.put_u8(b'"');
-        if initial_events_end {
-            out.put_slice(b",\"annotations\":{\"");
-            out.put_slice(INITIAL_EVENTS_END.as_bytes());
-            out.put_slice(b"\":\"true\"}");
+        if initial_events_end && !self.unstructured {
+            out.put_u8(b',');
+            out.put_slice(ANNOTATIONS);
         }
         out.put_u8(b'}');
         out.put_slice(self.tail.as_bytes());
@@ -161,11 +180,43 @@ mod tests {
     }
 
     #[test]
-    fn custom_resource_bookmark_has_only_type_meta_and_metadata() {
-        let shape = BookmarkShape::new(&info("example.com", "v1", "widgets", "Widget"), WatchView::Full);
+    fn custom_resource_bookmark_is_unstructured_with_sorted_keys() {
+        let crd = ResourceInfo {
+            list_items_have_type_meta: true,
+            ..info("example.com", "v1", "widgets", "Widget")
+        };
+        let shape = BookmarkShape::new(&crd, WatchView::Full);
         assert_eq!(
             &shape.frame(5, false)[..],
-            b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Widget\",\"apiVersion\":\"example.com/v1\",\"metadata\":{\"resourceVersion\":\"5\"}}}\n"
+            concat!(
+                r#"{"type":"BOOKMARK","object":{"apiVersion":"example.com/v1","kind":"Widget","#,
+                r#""metadata":{"resourceVersion":"5"}}}"#,
+                "\n"
+            )
+            .as_bytes()
+        );
+        assert_eq!(
+            &shape.frame(6, true)[..],
+            concat!(
+                r#"{"type":"BOOKMARK","object":{"apiVersion":"example.com/v1","kind":"Widget","#,
+                r#""metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"resourceVersion":"6"}}}"#,
+                "\n"
+            )
+            .as_bytes()
+        );
+    }
+
+    #[test]
+    fn typed_kind_without_zero_value_fields_has_only_type_meta_and_metadata() {
+        let shape = BookmarkShape::new(&info("", "v1", "configmaps", "ConfigMap"), WatchView::Full);
+        assert_eq!(
+            &shape.frame(5, false)[..],
+            concat!(
+                r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","#,
+                r#""metadata":{"resourceVersion":"5"}}}"#,
+                "\n"
+            )
+            .as_bytes()
         );
     }
 
@@ -183,8 +234,12 @@ mod tests {
             ("apps", "ReplicaSet"),
         ];
         for (group, kind) in kinds {
-            for view in [WatchView::Full, WatchView::PartialObjectMetadata] {
-                let shape = BookmarkShape::new(&info(group, "v1", "x", kind), view);
+            for (view, crd) in
+                [(WatchView::Full, false), (WatchView::Full, true), (WatchView::PartialObjectMetadata, false)]
+            {
+                let resource =
+                    ResourceInfo { list_items_have_type_meta: crd, ..info(group, "v1", "x", kind) };
+                let shape = BookmarkShape::new(&resource, view);
                 let line = shape.frame(42, true);
                 assert_eq!(line.last(), Some(&b'\n'));
                 let v: serde_json::Value = serde_json::from_slice(&line).expect("valid JSON");

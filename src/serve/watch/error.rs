@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 
+use crate::codec::status::ApiError;
 use crate::store::{TooOld, WaitError};
 
 /// A watch that cannot start: sent as one ERROR event, after which the stream ends (`newErrWatcher`).
@@ -15,28 +16,24 @@ pub enum StartError {
     TooLarge(#[from] WaitError),
 }
 
+/// The watch cache's Retry-After for a resourceVersion it did not reach in time (`watch_cache.go:53`).
+const TOO_LARGE_RETRY_AFTER: u32 = 1;
+
 impl StartError {
     /// The `{"type":"ERROR","object":<Status>}\n` line.
     pub fn frame(&self) -> Bytes {
-        let status = match self {
-            Self::Expired(e) => format!(
-                concat!(
-                    r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","#,
-                    r#""message":"too old resource version: {} ({})","reason":"Expired","code":410}}"#
-                ),
-                e.requested, e.oldest
-            ),
-            Self::TooLarge(WaitError::TooLarge { requested, current }) => format!(
-                concat!(
-                    r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","#,
-                    r#""message":"Timeout: Too large resource version: {}, current: {}","reason":"Timeout","#,
-                    r#""details":{{"causes":[{{"reason":"ResourceVersionTooLarge","#,
-                    r#""message":"Too large resource version"}}],"retryAfterSeconds":1}},"code":504}}"#
-                ),
-                requested, current
-            ),
-        };
-        Bytes::from(format!("{{\"type\":\"ERROR\",\"object\":{status}}}\n"))
+        self.to_api_error().watch_error_event()
+    }
+
+    pub fn to_api_error(&self) -> ApiError {
+        match self {
+            Self::Expired(e) => ApiError::too_old_resource_version(e.requested, e.oldest),
+            Self::TooLarge(WaitError::TooLarge { requested, current }) => ApiError::TooLargeResourceVersion {
+                requested: *requested,
+                current: *current,
+                retry_after: Some(TOO_LARGE_RETRY_AFTER),
+            },
+        }
     }
 }
 

@@ -3,8 +3,10 @@
 //! Layout:
 //! - [`stream`]: the per-watcher state machine ([`Watcher`]) that the HTTP body polls;
 //! - [`frame`]: event lines built from stored bytes (one shared frame per store event);
+//! - [`shared`]: the other per-event frames (metadata view, selector transitions), also built once;
 //! - [`bookmark`]: BOOKMARK object shapes per kind and the bookmark schedule;
 //! - [`filter`]: namespace/name/selector scope and enter/leave transitions;
+//! - [`request`]: the entry point [`serve_watch`]: options to start mode (semantics §3.2), selection;
 //! - [`error`]: the ERROR events that end a watch before it starts (410, 504);
 //! - [`stats`]: process-wide counters.
 //!
@@ -15,6 +17,8 @@ pub mod bookmark;
 pub mod error;
 pub mod filter;
 pub mod frame;
+pub mod request;
+pub mod shared;
 pub mod stats;
 pub mod stream;
 
@@ -35,6 +39,7 @@ use crate::store::Store;
 pub use bookmark::DEFAULT_BOOKMARK_INTERVAL;
 pub use filter::{Filter, Predicate};
 pub use frame::WatchView;
+pub use request::{WatchRequest, serve_watch};
 pub use stats::{WatchStats, stats};
 pub use stream::{Start, WatchSpec, Watcher};
 

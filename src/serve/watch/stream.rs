@@ -22,12 +22,16 @@ use super::bookmark::{BookmarkShape, DISPATCH_TICK, next_bookmark};
 use super::error::StartError;
 use super::filter::{Filter, Transition};
 use super::frame::{self, FrameType, WatchView};
+use super::shared::{self, Variant};
 use super::stats::{self, ActiveGuard, EndReason};
 use crate::store::{Event, Key, Signal, Snapshot, Store};
 
 /// Initial events are sent in frames of about this size (one object may exceed it). The apiserver does not
 /// flush between initial events either; batching saves a chunk header and a poll per object.
 const INITIAL_FRAME_BYTES: usize = 64 << 10;
+
+/// Upper bound on a watch's lifetime, whatever `timeoutSeconds` says (a week: far beyond any client's).
+const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Where a watch starts (resolved from resourceVersion and sendInitialEvents, semantics §3.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,7 +117,8 @@ impl Watcher {
     pub fn new(store: Arc<Store>, spec: WatchSpec, shutdown: CancellationToken) -> Self {
         let rx = store.subscribe();
         let now = Instant::now();
-        let deadline = now + spec.timeout;
+        // `timeoutSeconds` is client input: an absurd value must not overflow the clock.
+        let deadline = now.checked_add(spec.timeout.min(MAX_LIFETIME)).unwrap_or(now);
         let bookmark = spec.bookmarks.then(|| BookmarkShape::new(store.info(), spec.view));
         let next = if spec.bookmarks { next_bookmark(now, spec.bookmark_interval, deadline) } else { None };
         let mut watcher = Self {
@@ -335,23 +340,28 @@ impl Watcher {
     }
 
     /// The frame (if any) this watcher sends for a store event, advancing `position`.
-    fn on_event(&mut self, event: &Event) -> Option<Bytes> {
+    fn on_event(&mut self, event: &Arc<Event>) -> Option<Bytes> {
         if event.rv <= self.position {
             return None;
         }
         self.position = event.rv;
-        match self.filter.transition(event) {
-            Transition::Skip => None,
-            Transition::AsIs => Some(match self.view {
-                WatchView::Full => frame::shared_frame(event),
-                view => frame::object_frame(event.kind.into(), &event.object, view),
-            }),
-            Transition::Entered => Some(frame::object_frame(FrameType::Added, &event.object, self.view)),
+        let view = self.view;
+        let partial = view == WatchView::PartialObjectMetadata;
+        // Every frame here is the same for all watchers that send it: built once per event and variant.
+        let (variant, kind) = match self.filter.transition(event) {
+            Transition::Skip => return None,
+            Transition::AsIs if !partial => return Some(frame::shared_frame(event)),
+            Transition::AsIs => (Variant::PartialAsIs, event.kind.into()),
+            Transition::Entered => {
+                (if partial { Variant::PartialEntered } else { Variant::Entered }, FrameType::Added)
+            }
             Transition::Left => {
                 let prev = event.prev.as_deref()?;
-                Some(frame::departure_frame(prev, event.rv, self.view))
+                let variant = if partial { Variant::PartialLeft } else { Variant::Left };
+                return Some(shared::frame(event, variant, || frame::departure_frame(prev, event.rv, view)));
             }
-        }
+        };
+        Some(shared::frame(event, variant, || frame::object_frame(kind, &event.object, view)))
     }
 
     /// Ends the watch with the ERROR event of `e`.

@@ -330,6 +330,25 @@ async fn every_watcher_gets_the_same_shared_frame() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn transition_and_metadata_frames_are_shared_too() {
+    let (store, mut writer) = synced();
+    let live = || Start::Resume { rv: None };
+    let mut sel1 = watcher(&store, WatchSpec { filter: app("web"), ..spec(live()) });
+    let mut sel2 = watcher(&store, WatchSpec { filter: app("web"), ..spec(live()) });
+    let view = WatchView::PartialObjectMetadata;
+    let mut meta1 = watcher(&store, WatchSpec { view, ..spec(live()) });
+    let mut meta2 = watcher(&store, WatchSpec { view, ..spec(live()) });
+    // b enters the app=web selection.
+    writer.apply([(EventType::Modified, pod("ns1", "b", 11, "web"))]);
+    let (s1, s2) = (sel1.next_frame().await.expect("s1"), sel2.next_frame().await.expect("s2"));
+    assert_eq!(parse(&s1), [ev("ADDED", Some("b"), 11)]);
+    assert_eq!(s1.as_ptr(), s2.as_ptr(), "one ADDED frame for both selector watchers");
+    let (m1, m2) = (meta1.next_frame().await.expect("m1"), meta2.next_frame().await.expect("m2"));
+    assert_eq!(parse(&m1), [ev("MODIFIED", Some("b"), 11)]);
+    assert_eq!(m1.as_ptr(), m2.as_ptr(), "one metadata frame for both metadata watchers");
+}
+
+#[tokio::test(start_paused = true)]
 async fn slow_watcher_is_closed_while_fast_watcher_gets_everything() {
     let (store, mut writer) = store_with(8);
     writer.replace([], 1);
@@ -442,6 +461,16 @@ async fn zero_lifetime_ends_at_once() {
     let (store, _writer) = synced();
     let mut w = watcher(&store, WatchSpec { timeout: Duration::ZERO, ..spec(WATCH_LIST) });
     assert!(w.next_frame().await.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn absurd_timeout_does_not_overflow() {
+    let (store, mut writer) = synced();
+    let lifetime = WatchConfig::default().lifetime(Some(i64::MAX));
+    let mut w = watcher(&store, WatchSpec { timeout: lifetime, ..spec(Start::Resume { rv: None }) });
+    writer.apply([(EventType::Added, pod("ns1", "d", 11, "web"))]);
+    assert_eq!(take(&mut w, 1).await, [ev("ADDED", Some("d"), 11)]);
+    let _ = watcher(&store, WatchSpec { timeout: Duration::MAX, ..spec(Start::Resume { rv: None }) });
 }
 
 #[test]

@@ -161,6 +161,9 @@ pub fn document() -> impl Strategy<Value = Doc> {
             status
         },
     );
+    // Empty objects and nulls on lookup paths send extraction down its general path.
+    let spec = prop_oneof![8 => spec, 1 => Just(json!({})), 1 => Just(Value::Null)];
+    let status = prop_oneof![8 => status, 1 => Just(json!({})), 1 => Just(json!([]))];
     let event = (section(&["kind", "name", "namespace", "uid", "fieldPath"]), section(&["component"]));
     (
         0..KINDS.len(),

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs what the ops tests (tests/ops.rs) need beyond cargo, idempotently:
+# - Debian's `prometheus` package (prometheus + promtool): the scrape test and the exposition lint;
+# - kubernetes-validate from PyPI, in a venv under the cargo target dir: offline manifest validation.
+# Each step that cannot run (no apt, no network, no python venv) says why; the tests that need it then
+# print SKIPPED with the reason. Nothing else on the machine is changed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+target="${CARGO_TARGET_DIR:-target}"
+venv="$target/ops-venv"
+status=0
+
+if command -v prometheus >/dev/null && command -v promtool >/dev/null; then
+    echo "install-test-deps: prometheus present ($(prometheus --version 2>&1 | head -n1))"
+elif command -v apt-get >/dev/null; then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo"
+    if $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq prometheus >/dev/null; then
+        echo "install-test-deps: installed prometheus"
+    else
+        echo "install-test-deps: apt-get could not install prometheus; the Prometheus tests will be skipped" >&2
+        status=1
+    fi
+else
+    echo "install-test-deps: no apt-get; the Prometheus tests will be skipped" >&2
+    status=1
+fi
+
+if [ -x "$venv/bin/kubernetes-validate" ]; then
+    echo "install-test-deps: kubernetes-validate present in $venv"
+elif command -v python3 >/dev/null; then
+    mkdir -p "$target"
+    if python3 -m venv "$venv" && "$venv/bin/pip" install -q kubernetes-validate; then
+        echo "install-test-deps: installed kubernetes-validate in $venv"
+    else
+        echo "install-test-deps: could not install kubernetes-validate; schema validation will be skipped" >&2
+        rm -rf "$venv"
+        status=1
+    fi
+else
+    echo "install-test-deps: no python3; schema validation will be skipped" >&2
+    status=1
+fi
+
+# A missing tool only skips its tests; report but do not fail the caller.
+[ "$status" -eq 0 ] || echo "install-test-deps: finished with missing tools (see above)" >&2
+exit 0

@@ -1,0 +1,131 @@
+//! Watch streams: one JSON line → event type and object; bookmarks.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use sonic_rs::JsonValueTrait;
+
+use super::{ExtractError, INITIAL_EVENTS_END_ANNOTATION, ITERATION, json};
+use crate::store::EventType;
+
+/// The `type` of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WatchEventType {
+    Added,
+    Modified,
+    Deleted,
+    /// Progress only: the object carries just `metadata.resourceVersion` (and maybe annotations).
+    Bookmark,
+    /// The object is a `Status`; the stream ends after it.
+    Error,
+}
+
+// === impl WatchEventType ===
+
+impl WatchEventType {
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "ADDED" => Self::Added,
+            "MODIFIED" => Self::Modified,
+            "DELETED" => Self::Deleted,
+            "BOOKMARK" => Self::Bookmark,
+            "ERROR" => Self::Error,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+            Self::Bookmark => "BOOKMARK",
+            Self::Error => "ERROR",
+        }
+    }
+
+    /// The store change this event is, if it is one.
+    pub fn store_event_type(self) -> Option<EventType> {
+        match self {
+            Self::Added => Some(EventType::Added),
+            Self::Modified => Some(EventType::Modified),
+            Self::Deleted => Some(EventType::Deleted),
+            Self::Bookmark | Self::Error => None,
+        }
+    }
+}
+
+/// One decoded line of a JSON watch stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchFrame {
+    pub event_type: WatchEventType,
+    /// The event's object: a slice of the line (no copy), validated JSON object.
+    pub object: Bytes,
+}
+
+/// Decodes one line of a JSON watch stream (`{"type":…,"object":{…}}`, trailing newline allowed).
+pub fn parse_watch_line(line: Bytes) -> Result<WatchFrame, ExtractError> {
+    let text = std::str::from_utf8(&line).map_err(|_| ExtractError::InvalidUtf8)?;
+    // One serde_json pass validates the line and captures the object as a borrowed raw slice.
+    let frame: Frame<'_> = serde_json::from_str(text).map_err(ExtractError::Json)?;
+    let kind = frame.kind.ok_or(ExtractError::MissingType)?;
+    let event_type =
+        WatchEventType::parse(&kind).ok_or_else(|| ExtractError::UnknownEventType(kind.into_owned()))?;
+    let object =
+        frame.object.map(RawValue::get).filter(|o| o.starts_with('{')).ok_or(ExtractError::MissingObject)?;
+    let start = (object.as_ptr() as usize)
+        .checked_sub(line.as_ptr() as usize)
+        .filter(|s| s + object.len() <= line.len())
+        .ok_or(ExtractError::Internal("object outside line"))?;
+    Ok(WatchFrame { event_type, object: line.slice(start..start + object.len()) })
+}
+
+#[derive(Deserialize)]
+struct Frame<'a> {
+    #[serde(borrow, default, rename = "type")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
+}
+
+/// What a BOOKMARK event tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bookmark {
+    pub resource_version: u64,
+    /// The bookmark carries `k8s.io/initial-events-end: "true"`: the initial events of a streaming list
+    /// are complete.
+    pub initial_events_end: bool,
+}
+
+/// Reads a BOOKMARK event's object (`{"kind":…,"metadata":{"resourceVersion":…,"annotations":…}}`).
+pub fn bookmark_from_json(object: &[u8]) -> Result<Bookmark, ExtractError> {
+    let mut metadata = None;
+    json::walk_object(object, |_, key, value, _| {
+        if key == "metadata" {
+            metadata = Some(value);
+        }
+        Ok(())
+    })?;
+    let metadata = metadata.ok_or(ExtractError::MissingMetadata)?;
+    let members = metadata.into_object_iter().ok_or(ExtractError::MissingMetadata)?;
+    let (mut rv, mut initial_events_end) = (String::new(), false);
+    for member in members {
+        let (key, value) = member.map_err(|_| ExtractError::Internal(ITERATION))?;
+        match &*key {
+            "resourceVersion" => {
+                rv = json::opt_str(&value, "metadata.resourceVersion")?.unwrap_or("").to_owned();
+            }
+            "annotations" if value.is_object() => {
+                initial_events_end = value
+                    .get(INITIAL_EVENTS_END_ANNOTATION)
+                    .and_then(|v| v.as_str().map(|s| s == "true"))
+                    .unwrap_or(false);
+            }
+            _ => {}
+        }
+    }
+    let resource_version = json::parse_rv(&rv).ok_or(ExtractError::BadResourceVersion(rv))?;
+    Ok(Bookmark { resource_version, initial_events_end })
+}

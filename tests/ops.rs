@@ -1,0 +1,16 @@
+//! Operating kache, black-box: the metrics listener as Prometheus and kubelet see it, the Grafana dashboards
+//! against what kache exports, the deploy manifests, and a real Prometheus scraping kache.
+//!
+//! - `support`: a running metrics listener over a scripted stats source, plain HTTP/1.1 GETs.
+//! - `dashboards`: every PromQL metric name in dashboards/*.json is exported.
+//! - `readme`: README-ops.md documents every metric.
+//! - `deploy`: deploy/*.yaml parse and carry the fields Kubernetes requires.
+//! - `prometheus`: Debian's prometheus scrapes kache; a PromQL query returns kache's series.
+
+mod ops {
+    pub mod dashboards;
+    pub mod deploy;
+    pub mod prometheus;
+    pub mod readme;
+    pub mod support;
+}
