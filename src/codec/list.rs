@@ -82,17 +82,21 @@ fn metadata_bytes(object: &Object) -> &[u8] {
 /// Appends one object as a `PartialObjectMetadata`, from the stored bytes of its `metadata` (never decoded;
 /// custom resources' members are permuted into `ObjectMeta` order, see [`super::meta_view`]).
 pub fn put_partial(out: &mut BytesMut, object: &Object) {
-    let meta = metadata_bytes(object);
     out.put_slice(PARTIAL_OBJECT_HEAD);
-    match super::meta_view::canonical(meta) {
-        Some(ordered) => out.put_slice(&ordered),
-        None => out.put_slice(meta),
-    }
+    out.put_slice(&super::meta_view::view_metadata(metadata_bytes(object), is_typed(object)));
     out.put_u8(b'}');
 }
 
+/// Whether the object's bytes are a typed object's (`kind` and `apiVersion` first, as the apiserver encodes
+/// built-in types); unstructured objects (custom resources) start with the sorted `apiVersion`.
+pub fn is_typed(object: &Object) -> bool {
+    object.raw.starts_with(b"{\"kind\":")
+}
+
 fn partial_len(object: &Object) -> usize {
-    PARTIAL_OBJECT_HEAD.len() + super::meta_view::canonical_len(metadata_bytes(object)) + 1
+    let meta = metadata_bytes(object);
+    let len = if is_typed(object) { meta.len() } else { super::meta_view::canonical_len(meta) };
+    PARTIAL_OBJECT_HEAD.len() + len + 1
 }
 
 /// The end of an empty `PartialObjectMetadataList`: its `Items` slice stays nil when nothing is appended

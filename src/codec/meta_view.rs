@@ -6,6 +6,7 @@
 //! resources are unstructured (Go marshals their maps with sorted keys), so their members are permuted here
 //! — by moving the stored byte spans of each member, never by decoding values.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 /// `ObjectMeta` field order (`k8s.io/apimachinery/pkg/apis/meta/v1/types.go`).
@@ -46,6 +47,18 @@ pub fn canonical(meta: &[u8]) -> Option<Vec<u8>> {
 /// Length of the view's metadata.
 pub fn canonical_len(meta: &[u8]) -> usize {
     canonical(meta).map_or(meta.len(), |v| v.len())
+}
+
+/// The view's metadata for an object stored as `typed` (built-in: `kind` and `apiVersion` lead its bytes, its
+/// metadata is a typed `ObjectMeta` already in struct order, copied without a scan) or unstructured.
+pub fn view_metadata(meta: &[u8], typed: bool) -> Cow<'_, [u8]> {
+    if typed {
+        return Cow::Borrowed(meta);
+    }
+    match canonical(meta) {
+        Some(ordered) => Cow::Owned(ordered),
+        None => Cow::Borrowed(meta),
+    }
 }
 
 /// One `"key":value` member: the key's bytes (without quotes) and the value's range.

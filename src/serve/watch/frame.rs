@@ -90,7 +90,8 @@ pub fn put_object_frame(out: &mut BytesMut, kind: FrameType, object: &Object, vi
     match view {
         WatchView::Full => put_frame(out, kind, &object.raw),
         WatchView::PartialObjectMetadata => {
-            put_frame(out, kind, &partial_metadata(&object.raw, metadata_of(object)))
+            let typed = crate::codec::list::is_typed(object);
+            put_frame(out, kind, &partial_metadata(&object.raw, metadata_of(object), typed))
         }
     }
 }
@@ -115,13 +116,14 @@ pub fn departure_frame(prev: &Object, rv: u64, view: WatchView) -> Bytes {
         WatchView::Full => frame(FrameType::Deleted, &raw),
         WatchView::PartialObjectMetadata => {
             let metadata = top_level_member(&raw, b"metadata");
-            frame(FrameType::Deleted, &partial_metadata(&raw, metadata))
+            frame(FrameType::Deleted, &partial_metadata(&raw, metadata, crate::codec::list::is_typed(prev)))
         }
     }
 }
 
 /// `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":…}` from an object's bytes.
-fn partial_metadata(raw: &[u8], metadata: Option<Range<usize>>) -> Vec<u8> {
+/// `typed`: the object is a built-in's (its metadata is already in `ObjectMeta` order).
+fn partial_metadata(raw: &[u8], metadata: Option<Range<usize>>, typed: bool) -> Vec<u8> {
     let meta: &[u8] = match metadata {
         Some(range) => &raw[range],
         None => b"{}",
@@ -129,10 +131,7 @@ fn partial_metadata(raw: &[u8], metadata: Option<Range<usize>>) -> Vec<u8> {
     let mut out = Vec::with_capacity(PARTIAL_HEAD.len() + meta.len() + 1);
     out.extend_from_slice(PARTIAL_HEAD);
     // Custom resources' metadata members are permuted into `ObjectMeta` order (as the apiserver re-encodes it).
-    match crate::codec::meta_view::canonical(meta) {
-        Some(ordered) => out.extend_from_slice(&ordered),
-        None => out.extend_from_slice(meta),
-    }
+    out.extend_from_slice(&crate::codec::meta_view::view_metadata(meta, typed));
     out.push(b'}');
     out
 }
