@@ -341,6 +341,42 @@ mod tests {
     }
 
     #[test]
+    fn metadata_view_of_unstructured_objects_is_in_object_meta_order() {
+        use crate::resource::Gvr;
+        let info = ResourceInfo {
+            gvr: Gvr::new("example.com", "v1", "widgets"),
+            kind: "Widget".into(),
+            list_kind: "WidgetList".into(),
+            namespaced: false,
+            list_items_have_type_meta: true,
+        };
+        let raw = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"labels":{"a":"b"},"name":"w","resourceVersion":"4","uid":"u"},"spec":{}}"#;
+        let start = raw.windows(11).position(|w| w == b"\"metadata\":").expect("metadata") + 11;
+        let end = start + br#"{"labels":{"a":"b"},"name":"w","resourceVersion":"4","uid":"u"}"#.len();
+        let o = Arc::new(Object {
+            key: Arc::from("w"),
+            ns_len: 0,
+            uid: "u".into(),
+            resource_version: 4,
+            labels: Box::new([]),
+            fields: Box::new([]),
+            raw: Bytes::from_static(raw),
+            body_offset: 1,
+            metadata_range: start as u32..end as u32,
+        });
+        assert!(!is_typed(&o));
+        let meta = ListMeta { resource_version: 4, ..Default::default() };
+        let chunks = ListChunks::with_view(&info, &meta, vec![o], View::Metadata);
+        let len = chunks.total_len();
+        let body: Vec<u8> = chunks.collect::<Vec<_>>().concat();
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            "{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"4\"},\"items\":[{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"name\":\"w\",\"uid\":\"u\",\"resourceVersion\":\"4\",\"labels\":{\"a\":\"b\"}}}]}\n"
+        );
+        assert_eq!(len, body.len());
+    }
+
+    #[test]
     fn go_string_escaping() {
         let mut out = BytesMut::new();
         write_json_string(&mut out, "a<b>&\"\\\n\u{1}");
