@@ -128,6 +128,10 @@ pub(crate) struct CommonArgs {
     /// Private key (PEM) for --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// CA bundle (PEM) that client certificates are verified against (`--auth=delegated`: CN = user,
+    /// O = groups); clients without a certificate still connect and use bearer tokens.
+    #[arg(long, requires = "tls_cert")]
+    client_ca: Option<PathBuf>,
     /// How long a consistent read (resourceVersion unset) waits for the cache to reach the upstream's revision.
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     consistent_read_wait: Duration,
@@ -171,7 +175,11 @@ impl CommonArgs {
         config.reflector.store.retain_window = self.history_window;
         config.limits = self.limits.into();
         if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
-            config.tls = Some(TlsConfig::from_pem_files(cert, key).context("loading --tls-cert/--tls-key")?);
+            config.tls = Some(match &self.client_ca {
+                Some(ca) => TlsConfig::with_client_ca(cert, key, ca)
+                    .context("loading --tls-cert/--tls-key/--client-ca")?,
+                None => TlsConfig::from_pem_files(cert, key).context("loading --tls-cert/--tls-key")?,
+            });
         }
         Ok(config)
     }

@@ -14,6 +14,7 @@
 mod cache;
 mod listen;
 mod review;
+mod x509;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use crate::upstream::Upstream;
 pub use cache::TtlCache;
 pub use listen::{ListenCheck, ListenError, check_listen};
 pub use review::ReviewError;
+pub use x509::{Subject, subject};
 
 /// Default TTL of an authenticated token review.
 pub const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(120);
@@ -268,9 +270,10 @@ impl Auth {
         if self.settings.mode == AuthMode::None {
             return Ok(Identity::kache());
         }
-        let _ = conn;
         let Some(auth) = headers.get(header::AUTHORIZATION) else {
-            return Err(unauthorized());
+            // No token: a client certificate the handshake verified against --client-ca, if any.
+            let cert = conn.and_then(|c| c.client_cert.as_deref()).ok_or_else(unauthorized)?;
+            return certificate_identity(cert).ok_or_else(unauthorized);
         };
         let token = bearer_token(auth).ok_or_else(unauthorized)?;
         let key = token_key(token);
@@ -378,6 +381,23 @@ impl Auth {
             }
         }
     }
+}
+
+/// The group every authenticated user has (the apiserver adds it to certificate users too).
+const AUTHENTICATED_GROUP: &str = "system:authenticated";
+
+/// The user of a verified client certificate: CN = user, O = groups; no CN is not a user (as the
+/// apiserver's `CommonNameUserConversion`).
+fn certificate_identity(der: &[u8]) -> Option<Identity> {
+    let s = x509::subject(der)?;
+    if s.common_name.is_empty() {
+        return None;
+    }
+    let mut groups = s.organizations;
+    if !groups.iter().any(|g| g == AUTHENTICATED_GROUP) {
+        groups.push(AUTHENTICATED_GROUP.to_owned());
+    }
+    Some(Identity::certificate(s.common_name, groups))
 }
 
 fn unauthorized() -> ApiError {

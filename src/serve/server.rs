@@ -56,6 +56,8 @@ pub struct ConnInfo {
     /// The request body bound ([`Limits::max_body_bytes`]), for the 413 message of whoever reads the body.
     pub max_body_bytes: u64,
     pub shutdown: ShutdownSignal,
+    /// The DER of the client certificate the TLS handshake verified against `--client-ca` (k-sec), if any.
+    pub client_cert: Option<Arc<[u8]>>,
 }
 
 /// The server's shutdown, as seen by handlers and by tasks that outlive their request (upgraded tunnels).
@@ -113,6 +115,7 @@ pub async fn serve(
                 tls: tls.is_some(),
                 max_body_bytes: limits.max_body_bytes,
                 shutdown: signal.clone(),
+                client_cert: None,
             },
             handler: handler.clone(),
             limits: limits.clone(),

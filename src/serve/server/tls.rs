@@ -21,6 +21,9 @@ pub enum TlsError {
     /// The key file could not be read or holds no PEM private key.
     #[error("reading TLS key {path:?}: {reason}")]
     Key { path: PathBuf, reason: String },
+    /// The client CA bundle (`--client-ca`) could not be read or used.
+    #[error("reading client CA {path:?}: {reason}")]
+    ClientCa { path: PathBuf, reason: String },
     /// rustls refused the certificate and key (mismatch, unsupported algorithm).
     #[error("invalid TLS certificate or key: {0}")]
     Rustls(#[from] rustls::Error),
@@ -43,18 +46,38 @@ impl std::fmt::Debug for TlsConfig {
 impl TlsConfig {
     /// Loads a PEM certificate chain and private key (`--tls-cert`, `--tls-key`).
     pub fn from_pem_files(cert: &Path, key: &Path) -> Result<Self, TlsError> {
-        let chain = CertificateDer::pem_file_iter(cert)
-            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| TlsError::Certificate { path: cert.into(), reason: e.to_string() })?;
-        if chain.is_empty() {
-            return Err(TlsError::Certificate { path: cert.into(), reason: "no certificate found".into() });
-        }
-        let key_der = PrivateKeyDer::from_pem_file(key)
-            .map_err(|e| TlsError::Key { path: key.into(), reason: e.to_string() })?;
+        let (chain, key_der) = load_pair(cert, key)?;
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
+            .with_single_cert(chain, key_der)?;
+        Ok(Self::from_server_config(config))
+    }
+
+    /// As [`TlsConfig::from_pem_files`], also verifying client certificates against the CA bundle `ca`
+    /// (`--client-ca`, k-sec). Clients without a certificate still connect (bearer-token clients); a
+    /// certificate that does not verify fails the handshake. The handler finds the verified leaf in
+    /// [`ConnInfo::client_cert`](super::ConnInfo::client_cert).
+    pub fn with_client_ca(cert: &Path, key: &Path, ca: &Path) -> Result<Self, TlsError> {
+        let (chain, key_der) = load_pair(cert, key)?;
+        let ca_err = |reason: String| TlsError::ClientCa { path: ca.into(), reason };
+        let mut roots = rustls::RootCertStore::empty();
+        for der in CertificateDer::pem_file_iter(ca).map_err(|e| ca_err(e.to_string()))? {
+            roots.add(der.map_err(|e| ca_err(e.to_string()))?).map_err(|e| ca_err(e.to_string()))?;
+        }
+        if roots.is_empty() {
+            return Err(ca_err("no certificate found".into()));
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| ca_err(e.to_string()))?;
+        let config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_client_cert_verifier(verifier)
             .with_single_cert(chain, key_der)?;
         Ok(Self::from_server_config(config))
     }
@@ -71,6 +94,21 @@ impl TlsConfig {
     pub(super) fn acceptor(&self) -> &TlsAcceptor {
         &self.acceptor
     }
+}
+
+/// A PEM certificate chain and its private key.
+type CertAndKey = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+fn load_pair(cert: &Path, key: &Path) -> Result<CertAndKey, TlsError> {
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| TlsError::Certificate { path: cert.into(), reason: e.to_string() })?;
+    if chain.is_empty() {
+        return Err(TlsError::Certificate { path: cert.into(), reason: "no certificate found".into() });
+    }
+    let key_der = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| TlsError::Key { path: key.into(), reason: e.to_string() })?;
+    Ok((chain, key_der))
 }
 
 /// `--tls-cert` / `--tls-key` for the `serve` command (`#[command(flatten)]`).
