@@ -175,11 +175,17 @@ impl CommonArgs {
         config.reflector.store.retain_window = self.history_window;
         config.limits = self.limits.into();
         if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
-            config.tls = Some(match &self.client_ca {
-                Some(ca) => TlsConfig::with_client_ca(cert, key, ca)
-                    .context("loading --tls-cert/--tls-key/--client-ca")?,
-                None => TlsConfig::from_pem_files(cert, key).context("loading --tls-cert/--tls-key")?,
-            });
+            // The serving certificate follows its files (rotation in place); polled for the process's life.
+            let reloading =
+                kache::auth::ReloadingCert::load(cert, key).context("loading --tls-cert/--tls-key")?;
+            config.tls = Some(
+                TlsConfig::from_resolver(reloading.clone(), self.client_ca.as_deref())
+                    .context("loading --client-ca")?,
+            );
+            reloading.spawn_watch(
+                kache::auth::DEFAULT_RELOAD_INTERVAL,
+                tokio_util::sync::CancellationToken::new(),
+            );
         }
         Ok(config)
     }

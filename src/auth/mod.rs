@@ -14,6 +14,7 @@
 mod cache;
 mod listen;
 mod review;
+mod tls_reload;
 mod x509;
 
 use std::collections::BTreeMap;
@@ -32,6 +33,7 @@ use crate::upstream::Upstream;
 pub use cache::TtlCache;
 pub use listen::{ListenCheck, ListenError, check_listen};
 pub use review::ReviewError;
+pub use tls_reload::{DEFAULT_RELOAD_INTERVAL, ReloadingCert};
 pub use x509::{Subject, subject};
 
 /// Default TTL of an authenticated token review.

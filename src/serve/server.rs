@@ -30,6 +30,7 @@ use crate::body::Body;
 
 pub use limits::{LimitFlags, Limits, parse_duration};
 pub(crate) use request::{body_too_large, is_upgrade};
+pub(crate) use tls::load_pair;
 pub use tls::{TlsConfig, TlsError, TlsFlags};
 
 /// Pause after a failed `accept` (e.g. EMFILE) so a persistent error does not spin the accept loop.
