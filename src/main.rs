@@ -90,6 +90,15 @@ struct AuthArgs {
     /// Entries in the token cache and in the decision cache (each).
     #[arg(long, default_value_t = kache::auth::DEFAULT_CACHE_ENTRIES)]
     auth_cache_entries: usize,
+    /// Sustained requests per second per client (user, or IP under --auth=none); 0 = unlimited.
+    #[arg(long, default_value_t = 0.0)]
+    client_qps: f64,
+    /// Requests a client may burst above --client-qps.
+    #[arg(long, default_value_t = 100)]
+    client_burst: u32,
+    /// Concurrent watches per client; 0 = unlimited.
+    #[arg(long, default_value_t = 0)]
+    client_max_watches: usize,
 }
 
 impl AuthArgs {
@@ -102,6 +111,11 @@ impl AuthArgs {
             allow_ttl: self.auth_allow_ttl,
             deny_ttl: self.auth_deny_ttl,
             cache_entries: self.auth_cache_entries,
+            clients: kache::auth::ClientLimitSettings {
+                qps: self.client_qps,
+                burst: self.client_burst,
+                max_watches: self.client_max_watches,
+            },
         }
     }
 }

@@ -448,3 +448,48 @@ async fn client_certificates_authenticate_as_cn_and_are_authorized() {
     kache.shutdown().await;
     sim.shutdown().await;
 }
+
+// --- per-client limits ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_client_rate_and_watch_limits_answer_429_with_retry_after() {
+    kache::upstream::install_crypto_provider();
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = kubeconfig(dir.path(), &sim);
+    let mut settings = AuthSettings::delegated();
+    settings.clients = kache::auth::ClientLimitSettings { qps: 0.01, burst: 3, max_watches: 1 };
+    let kache = start_kache(&kubeconfig, "pods,nodes", settings).await;
+    let (alice, bob) = (user_token("alice"), user_token("bob"));
+
+    // One watch per client: alice's second watch is refused while the first is open; bob is unaffected.
+    let watch = "/api/v1/namespaces/a/pods?watch=1&resourceVersion=0";
+    let mut req = Request::get(format!("{}{watch}", kache.url()));
+    req = req.header("authorization", format!("Bearer {alice}"));
+    let open = client().request(req.body(Empty::<Bytes>::new()).expect("request")).await.expect("response");
+    assert_eq!(open.status(), StatusCode::OK);
+    let second = request(&kache.url(), watch, Some(&alice)).await;
+    assert_eq!(second.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(second.headers.get("retry-after").expect("Retry-After"), "1");
+    assert_eq!(second.json()["reason"], "TooManyRequests");
+    let bobs = request(&kache.url(), "/api/v1/pods?watch=1&resourceVersion=0", Some(&bob)).await;
+    assert_eq!(bobs.status, StatusCode::OK);
+
+    // The rate: a burst of 3 (alice used 2 above), then 429 with how long to wait at 0.01 qps.
+    let list = "/api/v1/namespaces/a/pods?resourceVersion=0";
+    assert_eq!(request(&kache.url(), list, Some(&alice)).await.status, StatusCode::OK);
+    let limited = request(&kache.url(), list, Some(&alice)).await;
+    assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(limited.json()["message"], "Too many requests, please try again later.");
+    let wait: u32 = limited.headers["retry-after"].to_str().expect("ascii").parse().expect("seconds");
+    assert!((1..=100).contains(&wait), "retry after {wait}");
+    assert_eq!(
+        request(&kache.url(), list, Some(&bob)).await.status,
+        StatusCode::OK,
+        "bob has his own bucket"
+    );
+
+    drop(open);
+    kache.shutdown().await;
+    sim.shutdown().await;
+}

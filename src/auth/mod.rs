@@ -12,6 +12,7 @@
 //! at most one cache TTL after a permission is revoked.
 
 mod cache;
+mod limits;
 mod listen;
 mod review;
 mod tls_reload;
@@ -31,6 +32,7 @@ use crate::serve::server::ConnInfo;
 use crate::upstream::Upstream;
 
 pub use cache::TtlCache;
+pub use limits::{ClientKey, ClientLimitSettings, ClientLimits, MAX_TRACKED_CLIENTS, WatchSlot};
 pub use listen::{ListenCheck, ListenError, check_listen};
 pub use review::ReviewError;
 pub use tls_reload::{DEFAULT_RELOAD_INTERVAL, ReloadingCert};
@@ -71,6 +73,8 @@ pub struct AuthSettings {
     pub deny_ttl: Duration,
     /// Bound of the token cache and of the decision cache (entries each).
     pub cache_entries: usize,
+    /// Per-client request rate and watch limits (any mode).
+    pub clients: ClientLimitSettings,
 }
 
 impl Default for AuthSettings {
@@ -83,6 +87,7 @@ impl Default for AuthSettings {
             allow_ttl: DEFAULT_ALLOW_TTL,
             deny_ttl: DEFAULT_DENY_TTL,
             cache_entries: DEFAULT_CACHE_ENTRIES,
+            clients: ClientLimitSettings::default(),
         }
     }
 }
@@ -198,6 +203,15 @@ pub fn verb_name(verb: Verb) -> &'static str {
     }
 }
 
+/// Who per-client limits count a request against: the authenticated user, else the peer's address.
+pub fn client_key(id: &Identity, conn: Option<&ConnInfo>) -> Option<ClientKey> {
+    match (id.credential, conn) {
+        (Credential::Kache, Some(c)) => Some(ClientKey::Ip(c.peer.ip())),
+        (Credential::Kache, None) => None,
+        _ => Some(ClientKey::User(id.user.clone())),
+    }
+}
+
 /// Which upstream client a forwarded request must use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ForwardVia {
@@ -243,7 +257,12 @@ impl Auth {
 
     /// `--auth=none`: everyone is kache; nothing is reviewed.
     pub fn none() -> Self {
-        let settings = AuthSettings::default();
+        Self::none_with(AuthSettings::default())
+    }
+
+    /// [`Auth::none`] keeping `settings`' other parts (per-client limits).
+    pub fn none_with(settings: AuthSettings) -> Self {
+        let settings = AuthSettings { mode: AuthMode::None, ..settings };
         let entries = 1;
         Self { settings, upstream: None, tokens: TtlCache::new(entries), decisions: TtlCache::new(entries) }
     }
