@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::{Auth, AuthMode, AuthSettings};
 use crate::forward::{Forwarder, WriteTracker};
 use crate::metrics::KacheStats;
 use crate::reflector::{ReflectorConfig, Registry};
@@ -47,6 +48,8 @@ pub struct Config {
     pub handler: HandlerConfig,
     pub limits: Limits,
     pub tls: Option<TlsConfig>,
+    /// Client authentication and authorization (k-sec).
+    pub auth: AuthSettings,
 }
 
 impl Config {
@@ -62,6 +65,7 @@ impl Config {
             handler: HandlerConfig::default(),
             limits: Limits::default(),
             tls: None,
+            auth: AuthSettings::default(),
         }
     }
 }
@@ -157,15 +161,31 @@ impl Kache {
                 }
             }));
         }
-        let handler = Arc::new(KacheHandler::new(
+        let handler = KacheHandler::new(
             registry.clone(),
             forwarder,
             freshness,
-            writes,
+            writes.clone(),
             config.handler.clone(),
             config.lazy,
             shutdown.clone(),
-        ));
+        );
+        // --- auth (k-sec): reviews with kache's credentials; bearer-token clients forwarded with their own ---
+        let handler = match config.auth.mode {
+            AuthMode::None => handler,
+            AuthMode::Delegated => {
+                let auth = Arc::new(Auth::new(config.auth.clone(), upstream.clone()));
+                let pass_through = match (&config.upstream, upstream.credentials()) {
+                    (UpstreamSource::Kubeconfig(path), crate::upstream::Credentials::Own) => {
+                        let bare = Upstream::from_kubeconfig_without_credentials(path.as_deref()).await?;
+                        Some(Forwarder::new(bare, writes.clone(), config.limits.max_in_flight))
+                    }
+                    _ => None,
+                };
+                handler.with_auth(auth, pass_through)
+            }
+        };
+        let handler = Arc::new(handler);
         let stats = handler.stats().clone();
         let stop = shutdown.clone();
         let server = tokio::spawn(server::serve(

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use mimalloc::MiMalloc;
 
 use kache::app::{Config, Kache, UpstreamSource};
+use kache::auth::{AuthMode, AuthSettings, ListenCheck, check_listen};
 use kache::serve::fresh::Fallback;
 use kache::serve::server::{LimitFlags, TlsConfig, parse_duration};
 use kache::upstream::discovery::{Selection, parse_resource_specs};
@@ -55,7 +56,54 @@ struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
     #[command(flatten)]
+    auth: AuthArgs,
+    #[command(flatten)]
     common: CommonArgs,
+}
+
+/// Client authentication and authorization (see README "Security").
+#[derive(clap::Args, Debug, Clone)]
+struct AuthArgs {
+    /// `none`: kache's own upstream credentials serve everyone (loopback only); `delegated`: clients
+    /// authenticate with bearer tokens (TokenReview) and every read from memory is authorized with a
+    /// SubjectAccessReview.
+    #[arg(long, value_enum, default_value = "none")]
+    auth: AuthMode,
+    /// Allow `--auth=none` on a non-loopback --listen address (logged as a warning).
+    #[arg(long)]
+    auth_none_allow_non_loopback: bool,
+    /// Audiences bearer tokens must be valid for (comma-separated; default: the upstream's API audiences).
+    #[arg(long, value_delimiter = ',')]
+    auth_audiences: Vec<String>,
+    /// How long an authenticated token review is cached.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    auth_token_ttl: Duration,
+    /// How long a rejected token is cached.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    auth_token_failure_ttl: Duration,
+    /// How long an allowing SubjectAccessReview is cached.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    auth_allow_ttl: Duration,
+    /// How long a denying SubjectAccessReview is cached.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    auth_deny_ttl: Duration,
+    /// Entries in the token cache and in the decision cache (each).
+    #[arg(long, default_value_t = kache::auth::DEFAULT_CACHE_ENTRIES)]
+    auth_cache_entries: usize,
+}
+
+impl AuthArgs {
+    fn settings(&self) -> AuthSettings {
+        AuthSettings {
+            mode: self.auth,
+            audiences: self.auth_audiences.iter().filter(|a| !a.is_empty()).cloned().collect(),
+            token_ttl: self.auth_token_ttl,
+            token_failure_ttl: self.auth_token_failure_ttl,
+            allow_ttl: self.auth_allow_ttl,
+            deny_ttl: self.auth_deny_ttl,
+            cache_entries: self.auth_cache_entries,
+        }
+    }
 }
 
 /// Flags shared by `serve` and `demo`.
@@ -147,7 +195,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(url) => UpstreamSource::Url(url),
         None => UpstreamSource::Kubeconfig(args.kubeconfig),
     };
-    let config = args.common.clone().into_config(upstream)?;
+    match check_listen(args.auth.auth, args.listen, args.auth.auth_none_allow_non_loopback)? {
+        ListenCheck::Ok => {}
+        ListenCheck::ForcedNonLoopback => tracing::warn!(
+            listen = %args.listen,
+            "--auth=none on a non-loopback address: every client that can connect reads with kache's \
+             upstream credentials"
+        ),
+    }
+    let mut config = args.common.clone().into_config(upstream)?;
+    config.auth = args.auth.settings();
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding --listen {}", args.listen))?;

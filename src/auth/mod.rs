@@ -1,1 +1,462 @@
-//! auth (see lib.rs Layout).
+//! auth (see lib.rs Layout): who the client is and whether it may read what it asks for.
+//!
+//! Two modes ([`AuthMode`]):
+//! - `none`: kache's own upstream credentials serve everyone; only allowed on loopback ([`check_listen`]).
+//! - `delegated`: clients authenticate with a bearer token, checked by a TokenReview against the upstream
+//!   (with `--auth-audiences`). Every read served from memory is authorized by a SubjectAccessReview for
+//!   its exact verb, resource, namespace and name. Both answers are cached (bounded, TTL; tokens keyed by
+//!   their SHA-256, never stored or logged). Forwarded requests carry the client's identity, so the
+//!   upstream applies its own policy ([`Auth::apply_to_forwarded`]).
+//!
+//! Invariant: kache never answers from memory what the upstream would refuse the same client, except for
+//! at most one cache TTL after a permission is revoked.
+
+mod cache;
+mod listen;
+mod review;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+
+use crate::codec::status::{ApiError, forbidden_reason};
+use crate::forward::UpstreamIdentity;
+use crate::metrics::{self, AuthDecision, AuthResult};
+use crate::serve::route::{ResourceRequest, Verb};
+use crate::serve::server::ConnInfo;
+use crate::upstream::Upstream;
+
+pub use cache::TtlCache;
+pub use listen::{ListenCheck, ListenError, check_listen};
+pub use review::ReviewError;
+
+/// Default TTL of an authenticated token review.
+pub const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(120);
+/// Default TTL of a rejected token (short: a token just issued should start working soon).
+pub const DEFAULT_TOKEN_FAILURE_TTL: Duration = Duration::from_secs(10);
+/// Default TTL of an allowing SubjectAccessReview (the apiserver's webhook authorizer default, 5 min).
+pub const DEFAULT_ALLOW_TTL: Duration = Duration::from_secs(300);
+/// Default TTL of a denying SubjectAccessReview (the webhook authorizer default, 30 s).
+pub const DEFAULT_DENY_TTL: Duration = Duration::from_secs(30);
+/// Default bound of each decision cache.
+pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
+/// The apiserver's answer to a request it cannot authenticate.
+const UNAUTHORIZED: &str = "Unauthorized";
+
+/// How clients are authenticated and authorized.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuthMode {
+    /// kache's own upstream credentials for everyone (loopback sidecar).
+    #[default]
+    None,
+    /// TokenReview + SubjectAccessReview against the upstream.
+    Delegated,
+}
+
+/// Tunables of [`Auth`].
+#[derive(Clone, Debug)]
+pub struct AuthSettings {
+    pub mode: AuthMode,
+    /// Audiences a token must be valid for (TokenReview `spec.audiences`); empty: the upstream's own.
+    pub audiences: Vec<String>,
+    pub token_ttl: Duration,
+    pub token_failure_ttl: Duration,
+    pub allow_ttl: Duration,
+    pub deny_ttl: Duration,
+    /// Bound of the token cache and of the decision cache (entries each).
+    pub cache_entries: usize,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        Self {
+            mode: AuthMode::None,
+            audiences: Vec::new(),
+            token_ttl: DEFAULT_TOKEN_TTL,
+            token_failure_ttl: DEFAULT_TOKEN_FAILURE_TTL,
+            allow_ttl: DEFAULT_ALLOW_TTL,
+            deny_ttl: DEFAULT_DENY_TTL,
+            cache_entries: DEFAULT_CACHE_ENTRIES,
+        }
+    }
+}
+
+impl AuthSettings {
+    pub fn delegated() -> Self {
+        Self { mode: AuthMode::Delegated, ..Self::default() }
+    }
+}
+
+/// How a client proved who it is, which decides how its forwarded requests reach the upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Credential {
+    /// `--auth=none`: nobody is authenticated; kache's own identity.
+    Kache,
+    /// A bearer token: it passes through to the upstream with the client's request.
+    Bearer,
+    /// A verified client certificate: forwarded with kache's credentials and `Impersonate-*` headers.
+    Certificate,
+}
+
+/// An authenticated client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Identity {
+    pub user: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+    pub extra: BTreeMap<String, Vec<String>>,
+    pub credential: Credential,
+}
+
+// === impl Identity ===
+
+impl Identity {
+    /// The identity of every request under `--auth=none`.
+    pub fn kache() -> Self {
+        Self {
+            user: String::new(),
+            uid: String::new(),
+            groups: Vec::new(),
+            extra: BTreeMap::new(),
+            credential: Credential::Kache,
+        }
+    }
+
+    pub fn bearer(
+        user: impl Into<String>,
+        uid: impl Into<String>,
+        groups: Vec<String>,
+        extra: BTreeMap<String, Vec<String>>,
+    ) -> Self {
+        Self { user: user.into(), uid: uid.into(), groups, extra, credential: Credential::Bearer }
+    }
+
+    pub fn certificate(user: impl Into<String>, groups: Vec<String>) -> Self {
+        Self {
+            user: user.into(),
+            uid: String::new(),
+            groups,
+            extra: BTreeMap::new(),
+            credential: Credential::Certificate,
+        }
+    }
+}
+
+/// What a request does, as an authorizer sees it (the apiserver's `authorizer.Attributes`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Attributes {
+    pub verb: String,
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Attributes {
+    /// The attributes the apiserver's RequestInfo gives a resource request. `/api/v1/namespaces/{name}`
+    /// is in namespace `{name}`, as RequestInfo parses it.
+    pub fn from_request(r: &ResourceRequest) -> Self {
+        let name = r.name.clone().unwrap_or_default();
+        let namespace = match &r.namespace {
+            Some(ns) => ns.clone(),
+            None if r.gvr.group.is_empty() && r.gvr.resource == "namespaces" => name.clone(),
+            None => String::new(),
+        };
+        Self {
+            verb: verb_name(r.verb).to_owned(),
+            group: r.gvr.group.clone(),
+            version: r.gvr.version.clone(),
+            resource: r.gvr.resource.clone(),
+            subresource: r.subresource.clone().unwrap_or_default(),
+            namespace,
+            name,
+        }
+    }
+}
+
+/// The RBAC verb of a request.
+pub fn verb_name(verb: Verb) -> &'static str {
+    match verb {
+        Verb::Get => "get",
+        Verb::List => "list",
+        Verb::Watch => "watch",
+        Verb::Create => "create",
+        Verb::Update => "update",
+        Verb::Patch => "patch",
+        Verb::Delete => "delete",
+        Verb::DeleteCollection => "deletecollection",
+        Verb::Proxy => "proxy",
+        Verb::Unknown => "",
+    }
+}
+
+/// Which upstream client a forwarded request must use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForwardVia {
+    /// kache's own upstream client (its credentials, if it has any, replace the client's).
+    Kache,
+    /// A client without kache's credentials: the client's own `Authorization` reaches the upstream.
+    ClientCredentials,
+}
+
+/// A SHA-256 digest of a bearer token: the token cache's key, so tokens themselves are never kept.
+type TokenKey = [u8; 32];
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct DecisionKey {
+    user: String,
+    uid: String,
+    groups: Vec<String>,
+    extra: BTreeMap<String, Vec<String>>,
+    attrs: Attributes,
+}
+
+/// Authentication and authorization of clients. Shared by every request (`Arc`).
+pub struct Auth {
+    settings: AuthSettings,
+    /// Where reviews go; `None` only for [`Auth::none`].
+    upstream: Option<Upstream>,
+    /// `None`: the token was rejected (cached for the shorter failure TTL).
+    tokens: TtlCache<TokenKey, Option<Arc<Identity>>>,
+    /// `Ok(())` allowed, `Err(reason)` denied.
+    decisions: TtlCache<DecisionKey, Result<(), String>>,
+}
+
+// === impl Auth ===
+
+impl Auth {
+    /// Reviews go to `upstream` with kache's own credentials (it needs `create` on `tokenreviews` and
+    /// `subjectaccessreviews`, as `system:auth-delegator` grants).
+    pub fn new(settings: AuthSettings, upstream: Upstream) -> Self {
+        let entries = settings.cache_entries;
+        let upstream = Some(upstream);
+        Self { settings, upstream, tokens: TtlCache::new(entries), decisions: TtlCache::new(entries) }
+    }
+
+    /// `--auth=none`: everyone is kache; nothing is reviewed.
+    pub fn none() -> Self {
+        let settings = AuthSettings::default();
+        let entries = 1;
+        Self { settings, upstream: None, tokens: TtlCache::new(entries), decisions: TtlCache::new(entries) }
+    }
+
+    fn review_upstream(&self) -> Result<&Upstream, ReviewError> {
+        self.upstream.as_ref().ok_or(ReviewError::Upstream {
+            kind: "review",
+            reason: "no upstream configured for reviews".into(),
+        })
+    }
+
+    pub fn mode(&self) -> AuthMode {
+        self.settings.mode
+    }
+
+    pub fn settings(&self) -> &AuthSettings {
+        &self.settings
+    }
+
+    /// Who sent the request: a bearer token (TokenReview), else a verified client certificate, else 401.
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        conn: Option<&ConnInfo>,
+    ) -> Result<Identity, ApiError> {
+        if self.settings.mode == AuthMode::None {
+            return Ok(Identity::kache());
+        }
+        let _ = conn;
+        let Some(auth) = headers.get(header::AUTHORIZATION) else {
+            return Err(unauthorized());
+        };
+        let token = bearer_token(auth).ok_or_else(unauthorized)?;
+        let key = token_key(token);
+        let now = Instant::now();
+        if let Some(cached) = self.tokens.get(&key, now) {
+            let decision = if cached.is_some() { AuthDecision::Allow } else { AuthDecision::Deny };
+            metrics::auth_cache(AuthResult::Hit, decision);
+            return cached.map(|id| (*id).clone()).ok_or_else(unauthorized);
+        }
+        let reviewed = match self.review_upstream() {
+            Ok(up) => review::token_review(up, token, &self.settings.audiences).await,
+            Err(e) => Err(e),
+        };
+        match reviewed {
+            Ok(Some(r)) => {
+                metrics::auth_cache(AuthResult::Miss, AuthDecision::Allow);
+                let id = Identity::bearer(r.user, r.uid, r.groups, r.extra);
+                self.tokens.insert(key, Some(Arc::new(id.clone())), self.settings.token_ttl, now);
+                Ok(id)
+            }
+            Ok(None) => {
+                metrics::auth_cache(AuthResult::Miss, AuthDecision::Deny);
+                self.tokens.insert(key, None, self.settings.token_failure_ttl, now);
+                Err(unauthorized())
+            }
+            Err(e) => {
+                // As the apiserver's webhook authenticator: a failed review is a failed authentication.
+                metrics::auth_cache(AuthResult::Miss, AuthDecision::Error);
+                tracing::warn!(error = %e, "token review failed");
+                Err(unauthorized())
+            }
+        }
+    }
+
+    /// Whether `id` may do `attrs`: `Err` is the 403 the apiserver would answer (or 500 when the review
+    /// failed).
+    pub async fn authorize(&self, id: &Identity, attrs: &Attributes) -> Result<(), ApiError> {
+        if self.settings.mode == AuthMode::None || id.credential == Credential::Kache {
+            return Ok(());
+        }
+        let key = DecisionKey {
+            user: id.user.clone(),
+            uid: id.uid.clone(),
+            groups: id.groups.clone(),
+            extra: id.extra.clone(),
+            attrs: attrs.clone(),
+        };
+        let now = Instant::now();
+        let decision = match self.decisions.get(&key, now) {
+            Some(d) => {
+                let label = if d.is_ok() { AuthDecision::Allow } else { AuthDecision::Deny };
+                metrics::auth_cache(AuthResult::Hit, label);
+                d
+            }
+            None => match self.review(id, attrs).await {
+                Ok(status) => {
+                    let (d, ttl, label) = if status.allowed {
+                        (Ok(()), self.settings.allow_ttl, AuthDecision::Allow)
+                    } else {
+                        (Err(status.reason), self.settings.deny_ttl, AuthDecision::Deny)
+                    };
+                    metrics::auth_cache(AuthResult::Miss, label);
+                    self.decisions.insert(key, d.clone(), ttl, now);
+                    d
+                }
+                Err(e) => {
+                    metrics::auth_cache(AuthResult::Miss, AuthDecision::Error);
+                    tracing::warn!(error = %e, "subject access review failed");
+                    return Err(ApiError::InternalError(e.to_string()));
+                }
+            },
+        };
+        decision.map_err(|reason| forbidden(id, attrs, &reason))
+    }
+
+    async fn review(
+        &self,
+        id: &Identity,
+        attrs: &Attributes,
+    ) -> Result<review::AccessReviewStatus, ReviewError> {
+        review::subject_access_review(self.review_upstream()?, id, attrs).await
+    }
+
+    /// Prepares a request that will be forwarded for `id`, and says which upstream client must send it.
+    ///
+    /// - Bearer-token clients: their own `Authorization` (and any `Impersonate-*` headers, which the
+    ///   upstream authorizes against that token) pass through unchanged, over a client without kache's
+    ///   credentials.
+    /// - Certificate clients: their own `Authorization`/`Impersonate-*` headers are stripped; kache's
+    ///   credentials carry `Impersonate-User`/`-Group`/`-Uid`/`-Extra-*` naming the certificate's user.
+    /// - `--auth=none`: unchanged; kache's client decides (it strips client credentials when it has its own).
+    pub fn apply_to_forwarded(
+        &self,
+        id: &Identity,
+        headers: &mut HeaderMap,
+        extensions: &mut http::Extensions,
+    ) -> ForwardVia {
+        match id.credential {
+            Credential::Kache => ForwardVia::Kache,
+            Credential::Bearer => ForwardVia::ClientCredentials,
+            Credential::Certificate => {
+                strip_identity_headers(headers);
+                extensions.insert(UpstreamIdentity(impersonation_headers(id)));
+                ForwardVia::Kache
+            }
+        }
+    }
+}
+
+fn unauthorized() -> ApiError {
+    ApiError::Unauthorized(UNAUTHORIZED.to_owned())
+}
+
+/// The apiserver's 403 for a denied resource request.
+fn forbidden(id: &Identity, a: &Attributes, reason: &str) -> ApiError {
+    let reason =
+        forbidden_reason(&id.user, &a.verb, &a.resource, &a.subresource, &a.group, &a.namespace, reason);
+    ApiError::Forbidden { group: a.group.clone(), resource: a.resource.clone(), name: a.name.clone(), reason }
+}
+
+/// The token of `Authorization: Bearer <token>` (scheme case-insensitive, as `bearertoken` parses it).
+fn bearer_token(value: &HeaderValue) -> Option<&str> {
+    let value = value.to_str().ok()?;
+    let mut parts = value.splitn(3, ' ');
+    let (scheme, token) = (parts.next()?, parts.next()?);
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+fn token_key(token: &str) -> TokenKey {
+    let suite =
+        rustls::crypto::aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256.tls13().expect("a TLS 1.3 suite");
+    let digest = suite.common.hash_provider.hash(token.as_bytes());
+    let mut key = [0u8; 32];
+    let bytes = digest.as_ref();
+    key[..bytes.len().min(32)].copy_from_slice(&bytes[..bytes.len().min(32)]);
+    key
+}
+
+/// Removes the client's credentials and identity claims.
+fn strip_identity_headers(headers: &mut HeaderMap) {
+    headers.remove(header::AUTHORIZATION);
+    let names: Vec<HeaderName> =
+        headers.keys().filter(|k| k.as_str().starts_with("impersonate-")).cloned().collect();
+    for name in names {
+        headers.remove(name);
+    }
+}
+
+/// `Impersonate-*` headers naming `id` (values that are not valid header values are left out, which
+/// only narrows the impersonated identity).
+fn impersonation_headers(id: &Identity) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    let mut add = |name: &str, value: &str| {
+        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
+            h.append(n, v);
+        }
+    };
+    add("impersonate-user", &id.user);
+    if !id.uid.is_empty() {
+        add("impersonate-uid", &id.uid);
+    }
+    for g in &id.groups {
+        add("impersonate-group", g);
+    }
+    for (k, values) in &id.extra {
+        let key = escape_extra_key(k);
+        for v in values {
+            add(&format!("impersonate-extra-{key}"), v);
+        }
+    }
+    h
+}
+
+/// An `Impersonate-Extra-` key, percent-encoded as client-go does (`url.PathEscape`) so any key fits a
+/// header name; the apiserver decodes it.
+fn escape_extra_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for b in key.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b.to_ascii_lowercase() as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::{Attributes, Auth, ForwardVia, Identity};
 use crate::body::{self, Body};
 use crate::codec::list::View;
 use crate::codec::status::ApiError;
@@ -29,7 +30,7 @@ use crate::serve::params::{self, ListOptions, RvMatch};
 use crate::serve::read::{ContinueAt, Match, Rv};
 use crate::serve::resolve::BLOCK_TIMEOUT;
 use crate::serve::route::{ResourceRequest, Route, Verb};
-use crate::serve::server::{BoxFuture, Handler};
+use crate::serve::server::{BoxFuture, ConnInfo, Handler};
 use crate::serve::watch::{self, Filter, Start, WatchConfig, WatchSpec, WatchView};
 use crate::store::{Object, Store};
 
@@ -83,6 +84,9 @@ pub struct KacheHandler {
     config: HandlerConfig,
     lazy: bool,
     shutdown: CancellationToken,
+    // --- auth (k-sec): who the client is, and the client used to forward with its own credentials ---
+    auth: Arc<Auth>,
+    pass_through: Option<Forwarder>,
 }
 
 impl Handler for KacheHandler {
@@ -113,16 +117,34 @@ impl KacheHandler {
             config,
             lazy,
             shutdown,
+            auth: Arc::new(Auth::none()),
+            pass_through: None,
         }
+    }
+
+    /// Sets authentication and authorization (k-sec). `pass_through` forwards requests of bearer-token
+    /// clients with their own credentials when kache's upstream client carries kache's credentials.
+    pub fn with_auth(mut self, auth: Arc<Auth>, pass_through: Option<Forwarder>) -> Self {
+        self.auth = auth;
+        self.pass_through = pass_through;
+        self
     }
 
     pub fn stats(&self) -> &Arc<HandlerStats> {
         &self.stats
     }
 
-    async fn forward(&self, req: Request<Body>) -> Response<Body> {
+    /// Forwards as `id`: the client's own credentials, or kache's with impersonation (see
+    /// [`Auth::apply_to_forwarded`]).
+    async fn forward(&self, req: Request<Body>, id: &Identity) -> Response<Body> {
         self.stats.forwarded.fetch_add(1, Relaxed);
-        self.forwarder.forward(req).await
+        let (mut parts, body) = req.into_parts();
+        let via = self.auth.apply_to_forwarded(id, &mut parts.headers, &mut parts.extensions);
+        let req = Request::from_parts(parts, body);
+        match (via, &self.pass_through) {
+            (ForwardVia::ClientCredentials, Some(pass_through)) => pass_through.forward(req).await,
+            _ => self.forwarder.forward(req).await,
+        }
     }
 
     pub fn freshness(&self) -> &Freshness {
@@ -137,12 +159,29 @@ impl KacheHandler {
             Some(route) => route.clone(),
             None => Route::parse(req.method(), req.uri()),
         };
-        self.dispatch_route(req, &route, arrived).await
+        // Authentication first, for every request (k-sec): a 401 is answered without contacting the upstream
+        // with the client's request.
+        let id = match self.auth.authenticate(req.headers(), req.extensions().get::<ConnInfo>()).await {
+            Ok(id) => id,
+            Err(e) => return error_response(&e, &req, false),
+        };
+        self.dispatch_route(req, &route, arrived, &id).await
     }
 
-    async fn dispatch_route(&self, req: Request<Body>, route: &Route, arrived: Instant) -> Response<Body> {
-        let Some(r) = route.resource() else { return self.forward(req).await };
-        let Some(store) = self.servable_store(&req, r) else { return self.forward(req).await };
+    async fn dispatch_route(
+        &self,
+        req: Request<Body>,
+        route: &Route,
+        arrived: Instant,
+        id: &Identity,
+    ) -> Response<Body> {
+        let Some(r) = route.resource() else { return self.forward(req, id).await };
+        let Some(store) = self.servable_store(&req, r) else { return self.forward(req, id).await };
+        // Authorization of a read served from memory (k-sec), before anything about the resource is looked
+        // at, as the apiserver's filter chain orders it. Forwarded requests are authorized upstream.
+        if let Err(e) = self.auth.authorize(id, &Attributes::from_request(r)).await {
+            return error_response(&e, &req, false);
+        }
         // Encodings other than JSON (Table, protobuf, YAML, CBOR) are forwarded: the upstream answers them.
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
         let negotiated = if r.verb == Verb::Watch {
@@ -159,12 +198,12 @@ impl KacheHandler {
             | (negotiate::Negotiated::JsonPartialMetadata { list: false, .. }, Verb::Get | Verb::Watch) => {
                 View::Metadata
             }
-            (negotiate::Negotiated::JsonPartialMetadata { .. }, _) => return self.forward(req).await,
+            (negotiate::Negotiated::JsonPartialMetadata { .. }, _) => return self.forward(req, id).await,
             (other, _) => {
                 if let Some(err) = other.error() {
                     return error_response(&err, &req, false);
                 }
-                return self.forward(req).await;
+                return self.forward(req, id).await;
             }
         };
         let outcome = match r.verb {
@@ -180,12 +219,12 @@ impl KacheHandler {
             Ok(resp) => with_common_headers(resp, &req),
             Err(NotServed::Forward(why)) => {
                 tracing::debug!(uri = %req.uri(), why, "forwarding read");
-                self.forward(req).await
+                self.forward(req, id).await
             }
             Err(NotServed::NotFresh) => {
                 self.stats.not_fresh.fetch_add(1, Relaxed);
                 metrics::consistent_read(&r.gvr, false, true);
-                self.fallback(req).await
+                self.fallback(req, id).await
             }
             Err(NotServed::TooLarge { requested, current }) => {
                 let err = ApiError::TooLargeResourceVersion { requested, current, retry_after: Some(1) };
@@ -215,11 +254,11 @@ impl KacheHandler {
     }
 
     /// A consistent read that could not be proven fresh: forward (bounded) or 429.
-    async fn fallback(&self, req: Request<Body>) -> Response<Body> {
+    async fn fallback(&self, req: Request<Body>, id: &Identity) -> Response<Body> {
         if self.freshness.config().fallback == Fallback::Forward
             && let Some(_permit) = self.freshness.try_fallback()
         {
-            return self.forward(req).await;
+            return self.forward(req, id).await;
         }
         let err = ApiError::TooManyRequests {
             message: "Too large resource version: consistent read not served from cache".to_owned(),
@@ -348,24 +387,20 @@ impl KacheHandler {
             };
             return Ok(error_response(&err, req, false));
         }
-        let start = match (opts.send_initial_events, rv) {
-            (Some(true), None) => {
-                // A consistent start (§3.2): the initial state must be at least the upstream's revision when
-                // the request arrived — the same proof as a consistent list; forwarded when it fails.
+        // RV unset with sendInitialEvents set (after the legacy defaulting) starts at the upstream's current
+        // revision (§3.2): the same proof as a consistent list; forwarded when it fails.
+        let consistent_rv = match (rv, opts.send_initial_events) {
+            (None, Some(_)) => {
                 let min_rv = self.writes.last_write(&r.gvr);
-                let fresh =
-                    self.freshness.ensure(store, arrived, min_rv).await.map_err(|_| NotServed::NotFresh)?;
-                Start::Snapshot { wait_for: Some(fresh), end_bookmark: opts.allow_watch_bookmarks }
+                Some(self.freshness.ensure(store, arrived, min_rv).await.map_err(|_| NotServed::NotFresh)?)
             }
-            (Some(true), Some(0)) => {
-                Start::Snapshot { wait_for: None, end_bookmark: opts.allow_watch_bookmarks }
-            }
-            (Some(true), Some(n)) => {
-                Start::Snapshot { wait_for: Some(n), end_bookmark: opts.allow_watch_bookmarks }
-            }
-            (_, None) | (_, Some(0)) => Start::Resume { rv: None },
-            (_, Some(n)) => Start::Resume { rv: Some(n) },
+            _ => None,
         };
+        let mut start = watch::request::start_mode(rv, opts.send_initial_events, consistent_rv);
+        if let Start::Snapshot { end_bookmark, .. } = &mut start {
+            // The initial-events-end bookmark only goes to clients that allow bookmarks.
+            *end_bookmark &= opts.allow_watch_bookmarks;
+        }
         let namespace = scan_namespace(r, info.namespaced, &opts).map(str::to_owned);
         let name = opts.field_selector.exact("metadata.name").map(str::to_owned);
         let predicate: Option<watch::Predicate> =

@@ -55,6 +55,25 @@ impl Upstream {
         Self::from_kube_config(config).await
     }
 
+    /// The same upstream as [`Upstream::from_kubeconfig`] (URL, CA, TLS settings) but without kache's
+    /// credentials: clients' own `Authorization` passes through (k-sec: `--auth=delegated` forwards
+    /// bearer-token clients' requests with their own tokens).
+    pub async fn from_kubeconfig_without_credentials(path: Option<&Path>) -> Result<Self, UpstreamError> {
+        install_crypto_provider();
+        let mut config = match path {
+            Some(path) => {
+                let kubeconfig =
+                    Kubeconfig::read_from(path).map_err(|e| UpstreamError::Config(Box::new(e)))?;
+                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| UpstreamError::Config(Box::new(e)))?
+            }
+            None => kube::Config::infer().await.map_err(|e| UpstreamError::Config(Box::new(e)))?,
+        };
+        config.auth_info = Default::default();
+        Self::from_kube_config(config).await
+    }
+
     /// An upstream from the in-cluster service account (token file re-read as it rotates, cluster CA).
     pub async fn in_cluster() -> Result<Self, UpstreamError> {
         install_crypto_provider();
