@@ -131,7 +131,7 @@ async fn python_client_through_kache() {
     let status =
         tokio::task::spawn_blocking(move || child.wait()).await.expect("joined").expect("python exits");
     assert!(status.success(), "the Python checks failed (see their output above): {output:?}");
-    assert_eq!(output.last().map(String::as_str), Some("4 passed, 0 failed"), "{output:?}");
+    assert_eq!(output.last().map(String::as_str), Some("5 passed, 0 failed"), "{output:?}");
     let kache = kache.expect("kache runs");
     assert!(kache.stats().memory() > 0, "kache answered from memory");
     kache.shutdown().await;

@@ -216,11 +216,47 @@ def check_expired_resource_versions():
     assert events[-1]["type"] == "DELETED"
 
 
+def check_kache_relists_after_compaction():
+    """kache's own upstream watch misses changes and its resourceVersion is compacted away: kache relists;
+    a client watching from before either gets the changes or 410 and relists, and ends at the sim's state."""
+    listed = raw(kache.list_namespaced_pod, NAMESPACE)
+    old_rv = listed["metadata"]["resourceVersion"]
+    sim_admin("/sim/stall-watches?on=true")
+    try:
+        sim.create_namespaced_pod(NAMESPACE, pod("py-e"))
+        victim = listed["items"][0]["metadata"]["name"]
+        sim.patch_namespaced_pod(victim, NAMESPACE, {"metadata": {"labels": {"touched": "yes"}}})
+        sim_admin("/sim/compact")
+        sim_admin("/sim/drop-watches")
+    finally:
+        sim_admin("/sim/stall-watches?on=false")
+    want = state(raw(sim.list_namespaced_pod, NAMESPACE)["items"])
+    for _ in range(RECONNECT_ATTEMPTS):
+        if state(raw(kache.list_namespaced_pod, NAMESPACE)["items"]) == want:
+            break
+        time.sleep(RECONNECT_PAUSE)
+    else:
+        raise AssertionError("kache did not catch up with the sim after the compaction")
+    known = state(listed["items"])
+    try:
+        # The relabelling was the last change: the replay ends with it.
+        for e in watch_events(NAMESPACE, old_rv, named(victim, "MODIFIED")):
+            m = e["raw_object"]["metadata"]
+            known[f"{NAMESPACE}/{m['name']}"] = m["resourceVersion"]
+        outcome = "replayed"
+    except ApiException as e:
+        assert e.status == 410, f"watch from before the compaction: {e.status} {e.reason}"
+        known, outcome = state(raw(kache.list_namespaced_pod, NAMESPACE)["items"]), "410 and relist"
+    assert known == want, f"client state after {outcome} differs from the sim"
+    print(f"   (watch from before kache's relist: {outcome})")
+
+
 CHECKS = [
     check_paginated_lists,
     check_watch_resumes_after_dropped_connection,
     check_watch_across_kache_restart,
     check_expired_resource_versions,
+    check_kache_relists_after_compaction,
 ]
 
 if __name__ == "__main__":
