@@ -1,5 +1,6 @@
-//! Ingest codec benchmarks: kache's sonic-rs extraction against a serde_json baseline doing the same
-//! work (the obvious implementation: borrowed structs with `Cow` strings and `RawValue`).
+//! Ingest codec benchmarks: kache's extraction (serde_json validation + sonic-rs lookups) against a
+//! serde_json baseline doing the same work (the obvious implementation: borrowed structs with `Cow`
+//! strings and `RawValue`).
 //!
 //! What: one ~3.5 KiB pod → `Object` (pod field set: metadata, labels, spec/status fields); the same with
 //! only metadata (a kind without extra fields); a watch line → frame → object; a 1000-pod list → item
@@ -15,7 +16,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use kache::codec::extract::{object_from_json, parse_watch_line, split_list, with_type_meta};
+use kache::codec::extract::{
+    ingest_list, ingest_watch_line, object_from_json, parse_watch_line, split_list, with_type_meta,
+};
 use kache::resource::{Gvr, ResourceInfo};
 use kache::store::{Object, make_key};
 use serde::Deserialize;
@@ -194,24 +197,27 @@ fn bench_object(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("extract/pod");
     g.throughput(Throughput::Bytes(pod.len() as u64));
-    g.bench_function("sonic", |b| b.iter(|| object_from_json(black_box(pod.clone()), &pods_info)));
+    g.bench_function("kache", |b| b.iter(|| object_from_json(black_box(pod.clone()), &pods_info)));
     g.bench_function("serde_json", |b| b.iter(|| baseline::object(black_box(pod.clone()), true)));
     g.finish();
 
     let mut g = c.benchmark_group("extract/metadata_only");
     g.throughput(Throughput::Bytes(pod.len() as u64));
-    g.bench_function("sonic", |b| b.iter(|| object_from_json(black_box(pod.clone()), &generic)));
+    g.bench_function("kache", |b| b.iter(|| object_from_json(black_box(pod.clone()), &generic)));
     g.bench_function("serde_json", |b| b.iter(|| baseline::object(black_box(pod.clone()), false)));
     g.finish();
 
     let line = Bytes::from(pods::watch_line("MODIFIED", 4242, 123_456));
     let mut g = c.benchmark_group("extract/watch_line");
     g.throughput(Throughput::Bytes(line.len() as u64));
-    g.bench_function("sonic", |b| {
+    g.bench_function("kache", |b| {
         b.iter(|| {
             let frame = parse_watch_line(black_box(line.clone())).expect("valid");
             object_from_json(Bytes::copy_from_slice(&frame.object), &pods_info).expect("valid")
         })
+    });
+    g.bench_function("ingest_watch_line", |b| {
+        b.iter(|| ingest_watch_line(black_box(line.clone()), &pods_info).expect("valid"))
     });
     g.bench_function("serde_json", |b| b.iter(|| baseline::watch_line(black_box(&line))));
     g.finish();
@@ -223,7 +229,7 @@ fn bench_list(c: &mut Criterion) {
     let mut g = c.benchmark_group("extract/list_1000_pods");
     g.throughput(Throughput::Bytes(body.len() as u64));
     g.sample_size(20);
-    g.bench_function("sonic", |b| b.iter(|| split_list(black_box(&body)).expect("valid").items.len()));
+    g.bench_function("kache", |b| b.iter(|| split_list(black_box(&body)).expect("valid").items.len()));
     g.bench_function("serde_json", |b| b.iter(|| baseline::split(black_box(&body)).len()));
     g.finish();
 
@@ -238,7 +244,7 @@ fn bench_list(c: &mut Criterion) {
     let mut g = c.benchmark_group("extract/list_ingest_1000_pods");
     g.throughput(Throughput::Bytes(body.len() as u64));
     g.sample_size(20);
-    g.bench_function("sonic", |b| {
+    g.bench_function("kache", |b| {
         b.iter(|| {
             let parts = split_list(black_box(&body)).expect("valid");
             parts
@@ -247,6 +253,9 @@ fn bench_list(c: &mut Criterion) {
                 .map(|item| object_from_json(with_type_meta(item, "Pod", "v1"), &pods_info).expect("valid"))
                 .collect::<Vec<_>>()
         })
+    });
+    g.bench_function("ingest_list", |b| {
+        b.iter(|| ingest_list(black_box(&body), &pods_info).expect("valid").objects.len())
     });
     g.finish();
 }

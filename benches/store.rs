@@ -25,6 +25,17 @@ mod pods;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const OBJECTS: usize = 100_000;
+/// Objects when run as a test (`cargo test --all-targets` runs each bench once, unoptimised).
+const TEST_OBJECTS: usize = 2_000;
+
+/// `cargo bench` passes `--bench`; without it criterion runs each bench once as a smoke test.
+fn benching() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+fn object_count() -> usize {
+    if benching() { OBJECTS } else { TEST_OBJECTS }
+}
 /// The RV of the initial list; events follow it.
 const LIST_RV: u64 = 10_000_000;
 
@@ -48,8 +59,8 @@ fn pod(i: usize, rv: u64, info: &ResourceInfo, buf: &mut String) -> Arc<Object> 
 /// The initial list, in key order as the apiserver returns it.
 fn objects(info: &ResourceInfo) -> Vec<Arc<Object>> {
     let mut buf = String::new();
-    let mut list: Vec<_> =
-        (0..OBJECTS).map(|i| pod(i, LIST_RV - OBJECTS as u64 + i as u64, info, &mut buf)).collect();
+    let n = object_count();
+    let mut list: Vec<_> = (0..n).map(|i| pod(i, LIST_RV - n as u64 + i as u64, info, &mut buf)).collect();
     list.sort_by(|a, b| a.key.cmp(&b.key));
     list
 }
@@ -103,7 +114,8 @@ impl Source {
 fn bench_apply(c: &mut Criterion) {
     let Fixture { store: _store, mut writer, mut source } = {
         let mut f = Fixture::new();
-        f.warm(StoreConfig::default().retain_max + 1000);
+        let retain = StoreConfig::default().retain_max;
+        f.warm(if benching() { retain + 1000 } else { 100 });
         f
     };
     let mut g = c.benchmark_group("store/apply_100k");
@@ -145,7 +157,7 @@ fn bench_read(c: &mut Criterion) {
     let mut f = Fixture::new();
     f.warm(1000);
     let store = f.store.clone();
-    let key = f.source.templates[54_321].key.clone();
+    let key = f.source.templates[object_count() / 2].key.clone();
     let ns = pods::namespace_of(17);
     let node = pods::node_of(17);
 
@@ -158,9 +170,9 @@ fn bench_read(c: &mut Criterion) {
         b.iter(|| store.snapshot_at(black_box(rv)).map(|s| s.rv))
     });
     let snap = store.current();
-    g.throughput(Throughput::Elements((OBJECTS / pods::NAMESPACES) as u64));
+    g.throughput(Throughput::Elements((object_count() / pods::NAMESPACES) as u64));
     g.bench_function("namespace_scan_1000", |b| b.iter(|| snap.namespace_range(black_box(&ns)).count()));
-    g.throughput(Throughput::Elements(OBJECTS as u64));
+    g.throughput(Throughput::Elements(object_count() as u64));
     g.bench_function("full_scan", |b| b.iter(|| snap.objects.values().filter(|o| o.ns_len > 0).count()));
     g.finish();
 
@@ -264,8 +276,7 @@ fn config() -> Criterion {
 criterion_group! { name = benches; config = config(); targets = bench_apply, bench_read }
 
 fn main() {
-    let benching = std::env::args().any(|a| a == "--bench");
-    if benching && std::env::var("KACHE_BENCH_MEMORY").as_deref() != Ok("0") {
+    if benching() && std::env::var("KACHE_BENCH_MEMORY").as_deref() != Ok("0") {
         memory_report();
     }
     benches();

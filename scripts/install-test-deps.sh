@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the ops tests (tests/ops.rs) need beyond cargo, idempotently:
 # - Debian's `prometheus` package (prometheus + promtool): the scrape test and the exposition lint;
-# - kubernetes-validate from PyPI, in a venv under the cargo target dir: offline manifest validation.
+# - kubernetes-validate from PyPI, in a venv under the cargo target dir: offline manifest validation;
+# - kubectl (Debian's kubernetes-client) for tests/kubectl.rs;
+# - the Python `kubernetes` client (tests/python/requirements.txt) in target/py-venv for tests/python.rs.
 # Each step that cannot run (no apt, no network, no python venv) says why; the tests that need it then
 # print SKIPPED with the reason. Nothing else on the machine is changed.
 set -uo pipefail
@@ -39,6 +41,48 @@ elif command -v python3 >/dev/null; then
     fi
 else
     echo "install-test-deps: no python3; schema validation will be skipped" >&2
+    status=1
+fi
+
+# kubectl (tests/kubectl.rs): Debian's kubernetes-client where kubectl is missing.
+if command -v kubectl >/dev/null; then
+    echo "install-test-deps: kubectl present ($(kubectl version --client 2>/dev/null | head -n1))"
+elif command -v apt-get >/dev/null; then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo"
+    if $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq kubernetes-client >/dev/null; then
+        echo "install-test-deps: installed kubectl (kubernetes-client)"
+    else
+        echo "install-test-deps: apt-get could not install kubernetes-client; the kubectl tests will be skipped" >&2
+        status=1
+    fi
+else
+    echo "install-test-deps: no apt-get; the kubectl tests will be skipped" >&2
+    status=1
+fi
+
+# The Python Kubernetes client (tests/python.rs), in a venv under the cargo target dir.
+py_venv="$target/py-venv"
+if [ -x "$py_venv/bin/python" ] && "$py_venv/bin/python" -c "import kubernetes" 2>/dev/null; then
+    echo "install-test-deps: python kubernetes client present in $py_venv"
+elif command -v python3 >/dev/null; then
+    mkdir -p "$target"
+    # Debian's python3 lacks ensurepip until python3-venv is installed.
+    if ! python3 -m venv "$py_venv" && command -v apt-get >/dev/null; then
+        rm -rf "$py_venv"
+        sudo=""
+        [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo"
+        $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-venv >/dev/null
+    fi
+    if python3 -m venv "$py_venv" && "$py_venv/bin/pip" install -q -r tests/python/requirements.txt; then
+        echo "install-test-deps: installed the python kubernetes client in $py_venv"
+    else
+        echo "install-test-deps: could not install the python kubernetes client; tests/python.rs will skip" >&2
+        rm -rf "$py_venv"
+        status=1
+    fi
+else
+    echo "install-test-deps: no python3; tests/python.rs will skip" >&2
     status=1
 fi
 

@@ -50,16 +50,10 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         churn_per_sec: args.churn,
         seed: args.seed,
     };
-    let objects = workload::seed_objects(&w);
-    let total = objects.len();
+    println!("seeding {} pods over {} namespaces and {} nodes...", w.pods, w.namespaces, w.nodes);
     let started = Instant::now();
-    for (i, (resource, namespace, body)) in objects.into_iter().enumerate() {
-        sim.create(resource, namespace.as_deref(), body)
-            .map_err(|e| anyhow::anyhow!("seeding {resource}: {e:?}"))?;
-        if (i + 1) % (total / 10).max(1) == 0 {
-            println!("seeding: {}/{} objects", i + 1, total);
-        }
-    }
+    // One object at a time, so a large dataset never sits in memory as JSON trees.
+    let total = sim.seed(&w).map_err(|e| anyhow::anyhow!("seeding the simulated apiserver: {e:?}"))?;
     println!("seeded {total} objects in {:.1?}", started.elapsed());
 
     let (stop_churn, stop_rx) = tokio::sync::watch::channel(false);
@@ -105,7 +99,8 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     println!();
     println!("Try:");
     println!("  kubectl --kubeconfig {kc} get pods -A | head");
-    println!("  kubectl --kubeconfig {kc} get pods -n ns-0 -l app=app-0 --chunk-size=50");
+    println!("  kubectl --kubeconfig {kc} get pods -n ns-0 -l app=api --chunk-size=50 -o name");
+    println!("  kubectl --kubeconfig {kc} get pods -A --field-selector spec.nodeName=node-0 -o name | head");
     println!("  kubectl --kubeconfig {kc} get --raw '/api/v1/pods?limit=2' | head -c 600");
     println!("  kubectl --kubeconfig {kc} get pods -A -w --output-watch-events");
     println!("  time kubectl --kubeconfig {kc} --context kache-demo-upstream get pods -A -o name | wc -l");

@@ -258,6 +258,19 @@ async fn run(seed: u64, mode: Mode) {
     for s in 0..3 {
         churn_once(&sim, &mut rng, &written, 1_000_000 + s);
     }
+    // One write per resource for sure, so every reflector is behind.
+    let cm = sim
+        .create("configmaps", Some("default"), json!({"metadata": {"name": "final"}, "data": {"v": "x"}}))
+        .expect("create final configmap");
+    let widget = sim
+        .create(
+            "widgets.example.com",
+            None,
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "final"}, "spec": {"size": 0}}),
+        )
+        .expect("create final widget");
+    written.lock().unwrap().insert(("configmaps".into(), "default/final".into(), object_rv(&cm)));
+    written.lock().unwrap().insert(("widgets".into(), "final".into(), object_rv(&widget)));
     sim.compact(None);
     sim.restart().await;
     sim.stall_watches(false);

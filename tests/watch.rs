@@ -456,6 +456,29 @@ pub mod blackbox {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn watch_list_at_unreached_rv_is_504_on_both() {
+        let env = Env::start().await;
+        let future = env.sim.revision() + 1000;
+        let q = format!(
+            "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
+             &allowWatchBookmarks=true&resourceVersion={future}"
+        );
+        let (_, mut direct) = env.watch(&env.sim.url(), &q).await;
+        let (_, mut cached) = env.watch(&env.kache.url(), &q).await;
+        let (want, got) = tokio::join!(direct.next_event(), cached.next_event());
+        for v in [want.expect("sim error event"), got.expect("kache error event")] {
+            assert_eq!(v["type"], "ERROR", "{v}");
+            assert_eq!(v["object"]["code"], 504);
+            assert_eq!(v["object"]["reason"], "Timeout");
+            assert_eq!(v["object"]["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
+            let prefix = format!("Timeout: Too large resource version: {future}, current: ");
+            assert!(v["object"]["message"].as_str().is_some_and(|m| m.starts_with(&prefix)), "{v}");
+        }
+        assert!(direct.next().await.is_none() && cached.next().await.is_none(), "both streams end");
+        env.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn periodic_bookmarks_come_through_kache() {
         let env = Env::start().await;
         let from = env.sim.revision();

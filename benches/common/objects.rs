@@ -36,7 +36,10 @@ pub fn pods(n: usize) -> Vec<Arc<Object>> {
             let ns = format!("ns-{}", i % NAMESPACES);
             let name = format!("{}-{i}", kache_sim::workload::pod_name(&mut rng));
             let node = format!("node-{}", i % NODES);
-            let value = kache_sim::workload::pod(&ns, &name, &node, &mut rng);
+            let mut value = kache_sim::workload::pod(&ns, &name, &node, &mut rng);
+            // What the apiserver assigns on create.
+            value["metadata"]["resourceVersion"] = serde_json::json!((i + 1).to_string());
+            value["metadata"]["uid"] = serde_json::json!(format!("00000000-0000-4000-8000-{i:012}"));
             let raw = Bytes::from(serde_json::to_vec(&value).expect("a Value serialises"));
             Arc::new(object_from_json(raw, &info).expect("the sim's pods are valid objects"))
         })

@@ -23,4 +23,5 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = params::parse_get_options(Some(q)).parsed_resource_version();
+    let _ = params::request_timeout(Some(q), params::REQUEST_TIMEOUT_MAXIMUM);
 });

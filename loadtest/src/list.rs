@@ -25,6 +25,10 @@ const LIST_RESOURCES: &str = "pods,nodes,namespaces";
 const MAX_PAGES: usize = 100_000;
 /// Open-loop requests in flight at most; beyond it a request counts as an error (overload).
 const OPEN_LOOP_IN_FLIGHT: usize = 1024;
+/// Issue 3's goal: resident memory per cached object ≤ 1.5× its JSON size (the process's fixed overhead
+/// is included, so the goal is applied from this many pods on, where it no longer dominates).
+const MEMORY_GOAL_RATIO: f64 = 1.5;
+const MEMORY_GOAL_MIN_PODS: usize = 10_000;
 /// Idle connections kept per target.
 const POOL_IDLE: usize = 256;
 
@@ -98,7 +102,16 @@ pub async fn run(ctx: &Ctx, suites: &[ListSuite], report: &mut RunReport) -> any
     );
     let mut sizes = Table::new(
         "List suites: kache's initial sync and resident memory",
-        &["suite", "pods", "kache sync", "kache RSS after sync", "RSS per pod", "kache RSS after the run"],
+        &[
+            "suite",
+            "pods",
+            "kache sync",
+            "kache RSS after sync",
+            "RSS per pod",
+            "pod JSON (list body)",
+            "RSS ÷ JSON",
+            "kache RSS after the run",
+        ],
     );
     for suite in suites {
         run_suite(ctx, suite, &statics, report, &mut cases, &mut sizes)
@@ -135,6 +148,24 @@ async fn run_suite(
         fmt_bytes(rss_synced)
     ));
     let client = http::client(POOL_IDLE);
+    // The cached objects' JSON size: one full list body (items as the upstream sent them).
+    let json = http::get(&client, &http::url(&kache.url, "/api/v1/pods", "resourceVersion=0"), None, false)
+        .await
+        .context("measuring the pods' JSON size")?
+        .bytes as f64;
+    if suite.cluster.pods > 0 {
+        report.figure(
+            format!("kache resident memory ÷ JSON bytes of the cached pods ({} pods)", suite.cluster.pods),
+            rss_synced / json,
+            "×",
+            (suite.cluster.pods >= MEMORY_GOAL_MIN_PODS).then_some(MEMORY_GOAL_RATIO),
+            format!(
+                "VmRSS {} after sync (whole process) ÷ {} full list body",
+                fmt_bytes(rss_synced),
+                fmt_bytes(json)
+            ),
+        );
+    }
     for case in suite.case.iter().filter(|c| c.targets.contains(&Target::Static)) {
         prepare_static(&client, &kache.url, case, statics)
             .await
@@ -175,6 +206,8 @@ async fn run_suite(
         format!("{:.1} s", synced.as_secs_f64()),
         fmt_bytes(rss_synced),
         if suite.cluster.pods > 0 { fmt_bytes(rss_synced / suite.cluster.pods as f64) } else { "—".into() },
+        fmt_bytes(json),
+        format!("{:.2}×", rss_synced / json),
         fmt_bytes(rss_end),
     ]);
     summarize(suite, &measures, report, cases);

@@ -36,15 +36,21 @@ pub struct Bins {
 // === impl Bins ===
 
 impl Bins {
-    /// Explicit paths, else `$CARGO_TARGET_DIR/release/…` (or `target/release/…`).
+    /// Explicit paths, else `$CARGO_TARGET_DIR/release/…` (or `target/release/…`), else the debug build
+    /// (enough for a smoke run in CI).
     pub fn resolve(kache: Option<PathBuf>, sim: Option<PathBuf>) -> anyhow::Result<Self> {
         let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
-        let kache = kache.unwrap_or_else(|| dir.join("release").join("kache"));
-        let sim = sim.unwrap_or_else(|| dir.join("release").join("kache-sim"));
+        let default = |name: &str| {
+            let release = dir.join("release").join(name);
+            if release.is_file() { release } else { dir.join("debug").join(name) }
+        };
+        let kache = kache.unwrap_or_else(|| default("kache"));
+        let sim = sim.unwrap_or_else(|| default("kache-sim"));
         for p in [&kache, &sim] {
             if !p.is_file() {
                 bail!(
-                    "{} not found: build it first (cargo build --release -p kache -p kache-sim) or pass --kache-bin/--sim-bin",
+                    "{} not found: build it first (cargo build --release -p kache -p kache-sim) or pass \
+                     --kache-bin/--sim-bin",
                     p.display()
                 );
             }

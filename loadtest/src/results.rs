@@ -127,10 +127,12 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// Counts an error; distinct messages are kept (up to [`MAX_ERROR_MESSAGES`]).
     pub fn error(&mut self, msg: impl Into<String>) {
         self.error_count += 1;
-        if self.errors.len() < MAX_ERROR_MESSAGES {
-            self.errors.push(msg.into());
+        let msg = msg.into();
+        if self.errors.len() < MAX_ERROR_MESSAGES && !self.errors.contains(&msg) {
+            self.errors.push(msg);
         }
     }
 
@@ -196,7 +198,7 @@ impl RunReport {
             }
         }
         if self.error_count > 0 {
-            out.push_str(&format!("Errors: {} (first ones below)\n\n", self.error_count));
+            out.push_str(&format!("Errors: {} (distinct messages below)\n\n", self.error_count));
             for e in &self.errors {
                 out.push_str(&format!("- `{}`\n", e.replace('`', "'")));
             }
@@ -275,6 +277,8 @@ mod tests {
         r.figure("ok", 1.2, "×", Some(1.5), "a/b".into());
         r.figure("bad", 3.0, "ms", Some(2.0), String::new());
         r.error("boom");
+        r.error("boom");
+        assert_eq!((r.error_count, r.errors.len()), (2, 1));
         let md = r.markdown(None);
         assert!(md.contains("| ok | 1.20 × | ≤ 1.50 × | yes |"), "{md}");
         assert!(md.contains("| bad | 3.00 ms | ≤ 2.00 ms | **no** |"), "{md}");

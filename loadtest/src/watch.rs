@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 
 use crate::ctx::{Ctx, SYNC_TIMEOUT};
 use crate::http;
-use crate::procs::{start_kache, start_sim};
+use crate::procs::{cpu_time, start_kache, start_sim};
 use crate::results::{Latency, RunReport, Series, Table, fmt_bytes, fmt_num, histogram, record};
 use crate::scenario::WatchSpec;
 use crate::writer::{self, WRITER_NAMESPACE};
@@ -56,6 +56,7 @@ pub async fn run(ctx: &Ctx, specs: &[WatchSpec], report: &mut RunReport) -> anyh
             "max ms",
             "idle RSS/watcher",
             "CPU/event",
+            "load generator CPU",
         ],
     );
     for spec in specs {
@@ -119,6 +120,8 @@ async fn run_one(
         spec.name, spec.watchers, spec.events_per_sec, spec.duration_secs
     ));
     let cpu_before = kache.cpu()?;
+    // The generator's own CPU over the same phase: shows whether the receiving side was the bottleneck.
+    let own_before = cpu_time(std::process::id())?;
     let delivered_before = shared.delivered.load(Relaxed);
     let written =
         writer::run(&client, &sim.url, spec.events_per_sec, Duration::from_secs_f64(spec.duration_secs))
@@ -131,6 +134,7 @@ async fn run_one(
         tokio::time::sleep(DRAIN_POLL).await;
     }
     let cpu = kache.cpu()?.saturating_sub(cpu_before);
+    let own = cpu_time(std::process::id())?.saturating_sub(own_before);
     let delivered = shared.delivered.load(Relaxed) - delivered_before;
     stop_tx.send_replace(true);
     set.join_all().await;
@@ -177,6 +181,7 @@ async fn run_one(
         fmt_num(lat.max_ms),
         fmt_bytes(idle_per_watcher),
         format!("{} µs", fmt_num(cpu_per_event_us)),
+        format!("{:.1} s", own.as_secs_f64()),
     ]);
     let cdf = Series {
         plot: "watch-delivery-cdf".into(),

@@ -197,12 +197,20 @@ impl ApiError {
         Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
     }
 
-    pub fn not_acceptable(accept: &str) -> Self {
-        Self::new(
-            406,
-            "NotAcceptable",
-            format!("only the following media types are accepted: application/json (got {accept})"),
-        )
+    /// 406 from negotiation (`negotiation.NewNotAcceptableError`): the apiserver's serializers, or for a
+    /// watch whose only acceptable encoding cannot stream, its stream serializers.
+    pub fn not_acceptable(stream: bool) -> Self {
+        let accepted = if stream {
+            "application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+        } else {
+            "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+        };
+        Self::new(406, "NotAcceptable", format!("only the following media types are accepted: {accepted}"))
+    }
+
+    /// 406 from a response transformation (`handlers/response.go` `newNotAcceptableError`).
+    pub fn not_acceptable_because(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
     }
 
     pub fn unauthorized() -> Self {

@@ -33,8 +33,11 @@ mod plan;
 mod tests;
 mod watch;
 
-pub use list::{ListParts, split_list, with_type_meta};
-pub use watch::{Bookmark, WatchEventType, WatchFrame, bookmark_from_json, parse_watch_line};
+pub use list::{IngestedList, ListParts, ingest_list, split_list, with_type_meta};
+pub use watch::{
+    Bookmark, WatchEventType, WatchFrame, WatchIngest, bookmark_from_json, ingest_watch_line,
+    parse_watch_line,
+};
 
 /// Iterating validated JSON cannot fail; reported (not panicked on) if it ever did.
 const ITERATION: &str = "validated JSON failed to iterate";
@@ -97,9 +100,26 @@ pub enum ExtractError {
 /// Extracts an object's stored facts. `raw` must be the full form (with `kind`/`apiVersion`, see
 /// [`with_type_meta`]); it is kept as is (no copy) as [`Object::raw`].
 pub fn object_from_json(raw: Bytes, info: &ResourceInfo) -> Result<Object, ExtractError> {
+    object_from(raw, info, Validity::Unknown)
+}
+
+/// Whether bytes handed to [`object_from`] are already known to be valid JSON.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Validity {
+    Unknown,
+    /// Validated as part of a larger document (a list body, a watch line) and at most transformed by
+    /// [`with_type_meta`], which keeps JSON valid. Only this module constructs it.
+    Valid,
+}
+
+fn object_from(raw: Bytes, info: &ResourceInfo, validity: Validity) -> Result<Object, ExtractError> {
     let kind = info.field_kind();
     let buf: &[u8] = &raw;
-    let text = json::validate(buf)?;
+    let text = match validity {
+        Validity::Unknown => json::validate(buf)?,
+        // Still checked: cheap, and the unchecked lookups below need `str`.
+        Validity::Valid => std::str::from_utf8(buf).map_err(|_| ExtractError::InvalidUtf8)?,
+    };
     if buf.get(json::skip_ws(buf, 0)) != Some(&b'{') {
         return Err(ExtractError::NotAnObject);
     }

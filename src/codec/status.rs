@@ -29,6 +29,11 @@ pub const EXPIRED_CONTINUE_NO_TOKEN_MESSAGE: &str = "The provided continue param
 /// Cause message of the 504 "Too large resource version" (`storage/errors.go` `tooLargeResourceVersionCauseMsg`).
 pub const TOO_LARGE_RV_CAUSE_MESSAGE: &str = "Too large resource version";
 
+/// Growth factor of the not-ready Retry-After (`cacher/util.go`).
+const NOT_READY_RETRY_FACTOR: f64 = 0.06;
+/// Cap of the not-ready Retry-After, seconds (`cacher/util.go`).
+const NOT_READY_RETRY_MAX_SECS: f64 = 30.0;
+
 /// The media types a 406 lists for ordinary requests (the apiserver's serializers, CBOR gate off).
 pub const ACCEPTED_MEDIA_TYPES: &[&str] =
     &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
@@ -265,6 +270,12 @@ pub fn forbidden_reason(
     if reason.is_empty() { msg } else { format!("{msg}: {reason}") }
 }
 
+/// The denial text for a non-resource request (`forbiddenMessage`): `User "x" cannot get path "/foo"`.
+pub fn forbidden_path_reason(user: &str, verb: &str, path: &str, reason: &str) -> String {
+    let msg = format!("User {} cannot {verb} path {}", go_quote(user), go_quote(path));
+    if reason.is_empty() { msg } else { format!("{msg}: {reason}") }
+}
+
 // === impl ApiError ===
 
 impl ApiError {
@@ -289,6 +300,13 @@ impl ApiError {
     /// `storage is (re)initializing` while a resource is not yet synced.
     pub fn not_ready(retry_after: u32) -> Self {
         Self::TooManyRequests { message: "storage is (re)initializing".into(), retry_after }
+    }
+
+    /// The Retry-After the watch cache gives while not ready: `clamp(e^(0.06·downtime), 1, 30)` seconds
+    /// (`cacher/util.go` `calculateRetryAfterForUnreadyCache`), `downtime` being how long it has been unready.
+    pub fn not_ready_retry_after(downtime: std::time::Duration) -> u32 {
+        let secs = (NOT_READY_RETRY_FACTOR * downtime.as_secs_f64()).exp();
+        secs.clamp(1.0, NOT_READY_RETRY_MAX_SECS) as u32
     }
 
     /// 406 for an ordinary request (`stream == false`) or a watch (`stream == true`).

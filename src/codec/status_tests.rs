@@ -170,6 +170,14 @@ fn not_ready_429() {
 }
 
 #[test]
+fn not_ready_retry_after_grows_and_is_clamped() {
+    use std::time::Duration;
+    assert_eq!(ApiError::not_ready_retry_after(Duration::ZERO), 1);
+    assert_eq!(ApiError::not_ready_retry_after(Duration::from_secs(20)), 3);
+    assert_eq!(ApiError::not_ready_retry_after(Duration::from_secs(3600)), 30);
+}
+
+#[test]
 fn not_acceptable_406() {
     let e = ApiError::not_acceptable(false);
     assert_eq!(
@@ -201,6 +209,19 @@ fn forbidden_wording() {
     assert_eq!(
         e.to_string(),
         "deployments.apps \"web\" is forbidden: User \"u\" cannot get resource \"deployments/scale\" in API group \"apps\" at the cluster scope: no RBAC"
+    );
+}
+
+#[test]
+fn forbidden_non_resource_path() {
+    let reason = forbidden_path_reason("x", "get", "/metrics", "");
+    let e =
+        ApiError::Forbidden { group: String::new(), resource: String::new(), name: String::new(), reason };
+    assert_eq!(e.to_string(), "forbidden: User \"x\" cannot get path \"/metrics\"");
+    assert!(
+        String::from_utf8(e.to_json().to_vec())
+            .expect("utf8")
+            .contains("\"reason\":\"Forbidden\",\"details\":{},\"code\":403")
     );
 }
 

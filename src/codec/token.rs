@@ -156,11 +156,9 @@ fn decode_raw_url_base64(src: &[u8]) -> Result<Vec<u8>, TokenError> {
     }
     match n {
         0 => {}
-        // A lone trailing character cannot encode a byte: Go reports the position after skipping to it.
-        1 => {
-            let last = src.iter().rposition(|&c| c != b'\n' && c != b'\r').unwrap_or(0);
-            return Err(TokenError::Base64(last));
-        }
+        // A lone trailing character cannot encode a byte: Go reports `len(src) - 1` (its read position
+        // minus the one character of the quantum, counting skipped newlines).
+        1 => return Err(TokenError::Base64(src.len().saturating_sub(1))),
         2 => out.push((quantum[0] << 2) | (quantum[1] >> 4)),
         _ => {
             out.push((quantum[0] << 2) | (quantum[1] >> 4));

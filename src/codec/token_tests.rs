@@ -41,6 +41,11 @@ fn re_rooting_under_the_request_prefix() {
 
 #[test]
 fn error_messages_match_the_apiserver() {
+    // A lone trailing character: Go reports len(src) - 1, counting skipped newlines.
+    assert_eq!(
+        msg("abcd\ne"),
+        "invalid continue token: continue key is not valid: illegal base64 data at input byte 5"
+    );
     assert_eq!(
         msg("a!b"),
         "invalid continue token: continue key is not valid: illegal base64 data at input byte 1"

@@ -2,20 +2,25 @@
 //!
 //! # Layout
 //!
-//! - `request`: list and watch requests and their errors; `stream`: the newline-framed watch body.
-//! - `decode`: watch events and list pages into stored objects.
-//! - `machine`: the list/watch loop as an explicit `enum State` + `step()`.
-//! - [`registry`]: which resources are cached, lazily started reflectors, lock-free lookup of stores.
+//! - `machine`: the list/watch loop of one resource as an explicit `enum State` + `step()`.
+//! - `request`: list and watch requests and their typed errors; `stream`: the newline-framed watch body;
+//!   `decode`: watch events and list pages into stored objects (through [`crate::codec::extract`]).
+//! - `backoff`, `config`: retry delays and every tunable with its reason.
+//! - `status`: per-reflector state and counters ([`ReflectorStatus`]) for readiness and metrics.
+//! - [`registry`]: which resources are cached, lazily started reflectors, lock-free lookup of their stores.
 //!
 //! # The loop (see `machine`)
 //!
 //! ```text
-//!   Sync ──watch-list──▶ InitialEvents ──initial-events-end bookmark──▶ Watching ◀──┐
-//!    │  rejected (4xx, ERROR, no bookmark)                                │  closed │ Resume{rv}
-//!    └──────────────▶ Listing (pages of 500) ──last page──▶ Resume{rv} ───┘─────────┘
-//!   410 anywhere ─▶ Sync (relist; the new state is built to the side and swapped in once)
-//!   other errors ─▶ Backoff (800 ms → 30 s, jitter, Retry-After) ─▶ the state that failed
+//!   Sync ──watch-list──▶ InitialEvents ──initial-events-end bookmark──▶ Watching ◀───────┐
+//!    │  rejected (4xx, ERROR, no end bookmark)                            │ closed/stalled │
+//!    └──────────────▶ Listing (pages of 500) ──last page──▶ Resume{rv} ◀──┘ ─────────────▶┘
+//!   410 (watch or ERROR event) ─▶ Sync: the new state is built to the side and swapped in once
+//!   other errors ─▶ Backoff (800 ms → 30 s, jitter, Retry-After as a floor) ─▶ the state that failed
 //! ```
+//!
+//! Tests: `tests.rs` (every transition against a scripted upstream, paused time), `model_tests.rs` (property
+//! test against a randomly faulty upstream), `registry_tests.rs`, and `tests/convergence.rs` (against the sim).
 
 mod backoff;
 mod config;

@@ -412,24 +412,20 @@ impl KacheHandler {
             };
             return Ok(error_response(&err, req, false));
         }
-        let start = match (opts.send_initial_events, rv) {
-            (Some(true), None) => {
-                // A consistent start (§3.2): the initial state must be at least the upstream's revision when
-                // the request arrived — the same proof as a consistent list; forwarded when it fails.
+        // RV unset with sendInitialEvents set (after the legacy defaulting) starts at the upstream's current
+        // revision (§3.2): the same proof as a consistent list; forwarded when it fails.
+        let consistent_rv = match (rv, opts.send_initial_events) {
+            (None, Some(_)) => {
                 let min_rv = self.writes.last_write(&r.gvr);
-                let fresh =
-                    self.freshness.ensure(store, arrived, min_rv).await.map_err(|_| NotServed::NotFresh)?;
-                Start::Snapshot { wait_for: Some(fresh), end_bookmark: opts.allow_watch_bookmarks }
+                Some(self.freshness.ensure(store, arrived, min_rv).await.map_err(|_| NotServed::NotFresh)?)
             }
-            (Some(true), Some(0)) => {
-                Start::Snapshot { wait_for: None, end_bookmark: opts.allow_watch_bookmarks }
-            }
-            (Some(true), Some(n)) => {
-                Start::Snapshot { wait_for: Some(n), end_bookmark: opts.allow_watch_bookmarks }
-            }
-            (_, None) | (_, Some(0)) => Start::Resume { rv: None },
-            (_, Some(n)) => Start::Resume { rv: Some(n) },
+            _ => None,
         };
+        let mut start = watch::request::start_mode(rv, opts.send_initial_events, consistent_rv);
+        if let Start::Snapshot { end_bookmark, .. } = &mut start {
+            // The initial-events-end bookmark only goes to clients that allow bookmarks.
+            *end_bookmark &= opts.allow_watch_bookmarks;
+        }
         let namespace = scan_namespace(r, info.namespaced, &opts).map(str::to_owned);
         let name = opts.field_selector.exact("metadata.name").map(str::to_owned);
         let predicate: Option<watch::Predicate> =

@@ -19,7 +19,7 @@ use crate::codec::status::{ApiError, FieldError, aggregate_message};
 use crate::codec::token::{self, Continue};
 use crate::resource::FieldKind;
 
-use super::query::{Query, go_parse_bool, go_parse_int, go_parse_uint, query_bool};
+use super::query::{Query, go_parse_bool, go_parse_duration_nanos, go_parse_int, go_parse_uint, query_bool};
 use super::selector::{FieldSelector, LabelSelector};
 
 /// `resourceVersionMatch`.
@@ -291,6 +291,26 @@ pub fn validate_for_storage(opts: &ListOptions) -> Result<Decoded, ApiError> {
     let resource_version = parse_storage_rv(opts.resource_version.as_deref())
         .map_err(|e| ApiError::BadRequest(format!("invalid resource version: {e}")))?;
     Ok(Decoded { continue_from: None, resource_version })
+}
+
+/// The apiserver's `--request-timeout` default: the longest a get or list may run (`server/config.go`).
+pub const REQUEST_TIMEOUT_MAXIMUM: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The deadline of a get or list (`filters/request_deadline.go`, which skips watches): `?timeout=` when
+/// it is a positive Go duration below `maximum`, else `maximum`. A malformed value is a 400
+/// `invalid timeout specified in the request URL - time: invalid duration "x"`, checked before anything
+/// else in the handler chain.
+pub fn request_timeout(
+    query: Option<&str>,
+    maximum: std::time::Duration,
+) -> Result<std::time::Duration, ApiError> {
+    let q = Query::parse(query);
+    let Some(value) = q.get("timeout").filter(|v| !v.is_empty()) else { return Ok(maximum) };
+    let nanos = go_parse_duration_nanos(value)
+        .map_err(|e| ApiError::BadRequest(format!("invalid timeout specified in the request URL - {e}")))?;
+    let requested =
+        u64::try_from(nanos).map(std::time::Duration::from_nanos).unwrap_or(std::time::Duration::ZERO);
+    Ok(if !requested.is_zero() && requested < maximum { requested } else { maximum })
 }
 
 /// `GET` options. Decoding cannot fail (only strings).

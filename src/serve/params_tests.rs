@@ -215,6 +215,21 @@ fn watch_and_get_resource_versions() {
     );
 }
 
+#[test]
+fn request_timeouts() {
+    use std::time::Duration;
+    let max = REQUEST_TIMEOUT_MAXIMUM;
+    assert_eq!(request_timeout(None, max), Ok(max));
+    assert_eq!(request_timeout(Some("timeout=10s"), max), Ok(Duration::from_secs(10)));
+    assert_eq!(request_timeout(Some("timeout=0s"), max), Ok(max));
+    assert_eq!(request_timeout(Some("timeout=-5s"), max), Ok(max));
+    assert_eq!(request_timeout(Some("timeout=5m"), max), Ok(max));
+    assert_eq!(
+        request_timeout(Some("timeout=abc"), max).expect_err("bad").to_string(),
+        "invalid timeout specified in the request URL - time: invalid duration \"abc\""
+    );
+}
+
 proptest! {
     #[test]
     fn never_panics(q in "[a-zA-Z=&%0-9+;,!()<> .-]{0,80}", watch_path in any::<bool>()) {

@@ -108,6 +108,123 @@ pub fn go_parse_bool(v: &str) -> Option<bool> {
     }
 }
 
+/// Go's `time.ParseDuration` with its error texts (`time: invalid duration "x"`, `time: missing unit in
+/// duration "x"`, `time: unknown unit "u" in duration "x"`); returns nanoseconds, negative for negative
+/// durations.
+pub fn go_parse_duration_nanos(orig: &str) -> Result<i128, String> {
+    const MAX: u128 = 1 << 63;
+    let invalid = || format!("time: invalid duration {}", time_quote(orig));
+    let mut s = orig;
+    let mut neg = false;
+    if let Some(c) = s.chars().next()
+        && (c == '-' || c == '+')
+    {
+        neg = c == '-';
+        s = &s[1..];
+    }
+    if s == "0" {
+        return Ok(0);
+    }
+    if s.is_empty() {
+        return Err(invalid());
+    }
+    let mut d: u128 = 0;
+    while !s.is_empty() {
+        let b = s.as_bytes();
+        if !(b[0] == b'.' || b[0].is_ascii_digit()) {
+            return Err(invalid());
+        }
+        // [0-9]*
+        let int_len = b.iter().take_while(|c| c.is_ascii_digit()).count();
+        let mut v: u128 = 0;
+        for c in &b[..int_len] {
+            v = v * 10 + u128::from(c - b'0');
+            if v > MAX {
+                return Err(invalid());
+            }
+        }
+        s = &s[int_len..];
+        // (\.[0-9]*)?
+        let (mut f, mut scale, mut post) = (0u128, 1f64, false);
+        if let Some(rest) = s.strip_prefix('.') {
+            let frac_len = rest.bytes().take_while(|c| c.is_ascii_digit()).count();
+            let mut overflow = false;
+            for c in rest[..frac_len].bytes() {
+                if overflow || f > (MAX - 1) / 10 {
+                    overflow = true;
+                    continue;
+                }
+                f = f * 10 + u128::from(c - b'0');
+                scale *= 10.0;
+            }
+            post = frac_len > 0;
+            s = &rest[frac_len..];
+        }
+        if int_len == 0 && !post {
+            return Err(invalid());
+        }
+        let unit_len = s.bytes().take_while(|c| !(*c == b'.' || c.is_ascii_digit())).count();
+        if unit_len == 0 {
+            return Err(format!("time: missing unit in duration {}", time_quote(orig)));
+        }
+        let u = &s[..unit_len];
+        s = &s[unit_len..];
+        let unit: u128 = match u {
+            "ns" => 1,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => {
+                return Err(format!("time: unknown unit {} in duration {}", time_quote(u), time_quote(orig)));
+            }
+        };
+        if v > MAX / unit {
+            return Err(invalid());
+        }
+        v *= unit;
+        if f > 0 {
+            v += (f as f64 * (unit as f64 / scale)) as u128;
+            if v > MAX {
+                return Err(invalid());
+            }
+        }
+        d += v;
+        if d > MAX {
+            return Err(invalid());
+        }
+    }
+    if neg {
+        return Ok(-(d as i128));
+    }
+    if d > MAX - 1 {
+        return Err(invalid());
+    }
+    Ok(d as i128)
+}
+
+/// The `time` package's own `quote`: non-ASCII and control bytes as `\xNN`, `"` and `\` escaped.
+fn time_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        if (c as u32) >= 0x80 || c < ' ' {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("\\x{b:02x}"));
+            }
+        } else {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+    }
+    out.push('"');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +243,30 @@ mod tests {
         assert_eq!(
             Query::parse(Some("labelSelector=app%3Dweb%2Ctier%21%3Ddb")).get("labelSelector"),
             Some("app=web,tier!=db")
+        );
+    }
+
+    #[test]
+    fn durations_like_go() {
+        assert_eq!(go_parse_duration_nanos("30s"), Ok(30_000_000_000));
+        assert_eq!(go_parse_duration_nanos("1m30s"), Ok(90_000_000_000));
+        assert_eq!(go_parse_duration_nanos("1.5h"), Ok(5_400_000_000_000));
+        assert_eq!(go_parse_duration_nanos(".5s"), Ok(500_000_000));
+        assert_eq!(go_parse_duration_nanos("0"), Ok(0));
+        assert_eq!(go_parse_duration_nanos("-2s"), Ok(-2_000_000_000));
+        assert_eq!(go_parse_duration_nanos("300µs"), Ok(300_000));
+        assert_eq!(go_parse_duration_nanos("abc"), Err("time: invalid duration \"abc\"".into()));
+        assert_eq!(go_parse_duration_nanos("30"), Err("time: missing unit in duration \"30\"".into()));
+        assert_eq!(go_parse_duration_nanos("3x"), Err("time: unknown unit \"x\" in duration \"3x\"".into()));
+        assert_eq!(go_parse_duration_nanos(""), Err("time: invalid duration \"\"".into()));
+        assert_eq!(go_parse_duration_nanos(".s"), Err("time: invalid duration \".s\"".into()));
+        assert_eq!(
+            go_parse_duration_nanos("9999999999h"),
+            Err("time: invalid duration \"9999999999h\"".into())
+        );
+        assert_eq!(
+            go_parse_duration_nanos("1é"),
+            Err("time: unknown unit \"\\xc3\\xa9\" in duration \"1\\xc3\\xa9\"".into())
         );
     }
 

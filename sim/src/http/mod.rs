@@ -8,6 +8,7 @@ pub mod list;
 pub mod objects;
 pub mod response;
 pub mod server;
+pub mod view;
 pub mod watch;
 
 use std::net::SocketAddr;
@@ -93,6 +94,8 @@ pub struct State {
 pub struct Ctx {
     pub state: Arc<State>,
     pub out: Out,
+    /// The negotiated view of resource responses (objects or their metadata).
+    pub view: view::View,
 }
 
 /// What a resource path names.
@@ -192,8 +195,15 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body>
 async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let q = Query::parse(req.uri().query());
     let out = Out::negotiate(req.headers(), q.get("pretty"));
-    let ctx = Ctx { state, out };
     let path = req.uri().path().to_string();
+    let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+    let watching = q.flag("watch") || path.split('/').any(|s| s == "watch");
+    let negotiated = view::negotiate(accept, watching);
+    let view = match negotiated {
+        view::Negotiated::Json(v) => v,
+        view::Negotiated::NotAcceptable { .. } => view::View::Object,
+    };
+    let ctx = Ctx { state, out, view };
     if path == "/sim" || path.starts_with("/sim/") {
         return admin::handle(&ctx, req, &q).await;
     }
@@ -204,9 +214,8 @@ async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    if !accepts_json(&req) {
-        let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
-        return out.error(&ApiError::not_acceptable(accept));
+    if let view::Negotiated::NotAcceptable { stream } = negotiated {
+        return out.error(&ApiError::not_acceptable(stream));
     }
     if let Some(auth) = ctx.state.auth.clone() {
         if path == authz::TOKEN_REVIEW_PATH || path == authz::SUBJECT_ACCESS_REVIEW_PATH {
@@ -227,17 +236,6 @@ async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
             Err(e) => out.error(&e),
         },
     }
-}
-
-/// JSON is the only encoding served; kubectl's Table and aggregated-discovery preferences fall back
-/// to it because every such Accept list ends with plain `application/json`.
-fn accepts_json<B>(req: &Request<B>) -> bool {
-    let Some(a) = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok()) else { return true };
-    a.trim().is_empty()
-        || a.split(',').any(|t| {
-            let mt = t.split(';').next().unwrap_or("").trim();
-            mt == "application/json" || mt == "*/*" || mt == "application/*"
-        })
 }
 
 async fn resource(
@@ -261,12 +259,14 @@ async fn resource(
                 return Ok(watch::watch(ctx, t.id, t.ns.as_deref(), None, opts));
             }
             let page = list::list(ctx, t.id, t.ns.as_deref(), &opts).await?;
-            let meta = list::list_meta(&res, &page);
-            Ok(ctx.out.bytes(
-                200,
-                list::encode_list(&res, meta, &page.items, ctx.out.pretty),
-                "application/json",
-            ))
+            if let Some(e) = view::mismatch(&res, ctx.view, true) {
+                return Err(e);
+            }
+            let body = match ctx.view {
+                view::View::MetaList(v) => view::encode_list(&res, &page, &page.items, v, ctx.out.pretty),
+                _ => list::encode_list(&res, list::list_meta(&res, &page), &page.items, ctx.out.pretty),
+            };
+            Ok(ctx.out.bytes(200, body, "application/json"))
         }
         (Method::GET, Some(name), None) if is_watch => {
             let res = ctx.state.store.resource(t.id).clone();

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::http::list::{self, Page};
 use crate::http::response::Body;
+use crate::http::view::{self, MetaVersion, View};
 use crate::http::{Ctx, Target};
 use crate::options::{ListOptions, Query, parse_rv};
 use crate::status::{ApiError, success_status};
@@ -42,6 +43,16 @@ pub async fn get(
     }
     let key = write::key(&res, ns, name);
     match store.get(id, &key, None) {
+        Ok(Some(obj)) if ctx.view != View::Object => {
+            if let Some(e) = view::mismatch(&res, ctx.view, false) {
+                return Err(e);
+            }
+            let version = match ctx.view {
+                View::Meta(v) | View::MetaList(v) => v,
+                View::Object => MetaVersion::V1,
+            };
+            Ok(ctx.out.json(200, &view::partial(&res, &obj, version)))
+        }
         Ok(Some(obj)) if ctx.out.pretty => Ok(ctx.out.json(200, &obj.value())),
         Ok(Some(obj)) => {
             let mut body = obj.full_json().to_vec();

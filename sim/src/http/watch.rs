@@ -13,6 +13,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 
 use crate::http::response::Body;
+use crate::http::view::{self, View};
 use crate::http::{Ctx, State};
 use crate::kinds::ResourceDef;
 use crate::options::{ListOptions, Rv};
@@ -36,6 +37,8 @@ struct Watcher {
     tx: mpsc::Sender<Bytes>,
     /// The highest RV delivered (or started from); bookmarks must exceed it.
     last_rv: u64,
+    /// Objects, or their PartialObjectMetadata.
+    view: View,
 }
 
 /// Starts a watch stream; its errors after this point are ERROR events.
@@ -49,7 +52,15 @@ pub fn watch(
     let (tx, mut rx) = mpsc::channel::<Bytes>(FRAME_BUFFER);
     let state = ctx.state.clone();
     let res = state.store.resource(id).clone();
-    let w = Watcher { res, ns: ns.map(str::to_string), name: name.map(str::to_string), opts, tx, last_rv: 0 };
+    let w = Watcher {
+        res,
+        ns: ns.map(str::to_string),
+        name: name.map(str::to_string),
+        opts,
+        tx,
+        last_rv: 0,
+        view: ctx.view,
+    };
     tokio::spawn(run(state, id, w));
     let stream =
         futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))));
@@ -92,14 +103,14 @@ async fn run(state: Arc<State>, id: ResId, mut w: Watcher) {
         }
         let (start, items) = store.snapshot_and_subscribe(id, &prefix);
         for (_, obj) in items {
-            if w.matches(&obj) && !w.send_raw(frame("ADDED", &obj)).await {
+            if w.matches(&obj) && !w.send_frame(w.frame("ADDED", &obj)).await {
                 return;
             }
         }
         w.last_rv = start.rev;
         if w.opts.allow_bookmarks {
             let meta = json!({"resourceVersion": start.rev.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}});
-            if !w.send_raw(bookmark_frame(&w.res, meta)).await {
+            if !w.send_frame(w.bookmark(meta)).await {
                 return;
             }
         }
@@ -152,7 +163,7 @@ async fn run(state: Arc<State>, id: ResId, mut w: Watcher) {
                 if !w.drain(&mut rx, after).await { return; }
                 if cur > w.last_rv {
                     let meta = json!({"resourceVersion": cur.to_string()});
-                    if !w.send_raw(bookmark_frame(&w.res, meta)).await { return; }
+                    if !w.send_frame(w.bookmark(meta)).await { return; }
                     w.last_rv = cur;
                 }
                 next_bookmark = if next_bookmark == pre_deadline { None } else { next_bookmark_time(&state, pre_deadline) };
@@ -188,9 +199,11 @@ fn error_frame(e: &ApiError) -> Bytes {
     Bytes::from(out)
 }
 
-fn bookmark_frame(res: &ResourceDef, metadata: Value) -> Bytes {
-    let mut out = br#"{"type":"BOOKMARK","object":"#.to_vec();
-    out.extend(crate::json::compact(&res.empty_object(metadata)));
+fn value_frame(ty: &str, v: &Value) -> Bytes {
+    let mut out = br#"{"type":""#.to_vec();
+    out.extend_from_slice(ty.as_bytes());
+    out.extend_from_slice(br#"","object":"#);
+    out.extend(crate::json::compact(v));
     out.extend_from_slice(b"}\n");
     Bytes::from(out)
 }
@@ -206,16 +219,13 @@ fn frame(ty: &str, obj: &Obj) -> Bytes {
     out.freeze()
 }
 
-/// A DELETED frame for an object leaving the selector: its previous state with the event's RV.
-fn deleted_with_rv(prev: &Obj, rev: u64) -> Bytes {
+/// A DELETED object for an object leaving the selector: its previous state with the event's RV.
+fn deleted_with_rv(prev: &Obj, rev: u64) -> Value {
     let mut v = prev.value();
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.insert("resourceVersion".into(), json!(rev.to_string()));
     }
-    let mut out = br#"{"type":"DELETED","object":"#.to_vec();
-    out.extend(crate::json::compact(&v));
-    out.extend_from_slice(b"}\n");
-    Bytes::from(out)
+    v
 }
 
 // === impl Watcher ===
@@ -241,21 +251,52 @@ impl Watcher {
         self.tx.send(b).await.is_ok()
     }
 
+    /// Sends a frame; `None` (an event the view cannot encode) ends the watch, as the apiserver's watch
+    /// encoder does when its transformation fails.
+    async fn send_frame(&mut self, f: Option<Bytes>) -> bool {
+        match f {
+            Some(b) => self.send_raw(b).await,
+            None => false,
+        }
+    }
+
+    /// An event's frame in this watch's view (`as=PartialObjectMetadataList` cannot encode any event).
+    fn value_frame(&self, ty: &str, v: &Value) -> Option<Bytes> {
+        match self.view {
+            View::Object => Some(value_frame(ty, v)),
+            View::Meta(version) => Some(value_frame(ty, &view::partial_value(&self.res, v, version))),
+            View::MetaList(_) => None,
+        }
+    }
+
+    fn frame(&self, ty: &str, obj: &Obj) -> Option<Bytes> {
+        match self.view {
+            View::Object => Some(frame(ty, obj)),
+            _ => self.value_frame(ty, &obj.value()),
+        }
+    }
+
+    fn bookmark(&self, metadata: Value) -> Option<Bytes> {
+        self.value_frame("BOOKMARK", &self.res.empty_object(metadata))
+    }
+
     /// Sends what a change means to this watcher: ADDED/MODIFIED/DELETED per selector transition.
     async fn deliver(&mut self, ev: &Event) -> bool {
         let prev_match = ev.prev.as_deref().is_some_and(|p| self.matches(p));
         let f = match ev.ty {
-            EventType::Added => self.matches(&ev.obj).then(|| frame("ADDED", &ev.obj)),
-            EventType::Deleted => prev_match.then(|| frame("DELETED", &ev.obj)),
+            EventType::Added => self.matches(&ev.obj).then(|| self.frame("ADDED", &ev.obj)),
+            EventType::Deleted => prev_match.then(|| self.frame("DELETED", &ev.obj)),
             EventType::Modified => match (prev_match, self.matches(&ev.obj)) {
-                (false, true) => Some(frame("ADDED", &ev.obj)),
-                (true, true) => Some(frame("MODIFIED", &ev.obj)),
-                (true, false) => ev.prev.as_deref().map(|p| deleted_with_rv(p, ev.rev)),
+                (false, true) => Some(self.frame("ADDED", &ev.obj)),
+                (true, true) => Some(self.frame("MODIFIED", &ev.obj)),
+                (true, false) => {
+                    ev.prev.as_deref().map(|p| self.value_frame("DELETED", &deleted_with_rv(p, ev.rev)))
+                }
                 (false, false) => None,
             },
         };
         let ok = match f {
-            Some(f) => self.send_raw(f).await,
+            Some(f) => self.send_frame(f).await,
             None => true,
         };
         if ok {

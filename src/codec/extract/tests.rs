@@ -268,8 +268,18 @@ fn watch_lines_are_framed() {
         Bookmark { resource_version: 7, initial_events_end: false }
     );
 
+    let info = info("wardle.example.com", "flunders", "Flunder", true);
+    let line = br#"{"type":"BOOKMARK","object":{"kind":"Flunder","metadata":{"resourceVersion":"9"}}}"#;
+    let ingested = ingest_watch_line(Bytes::from_static(line), &info).unwrap();
+    assert!(matches!(
+        ingested,
+        WatchIngest::Bookmark(Bookmark { resource_version: 9, initial_events_end: false })
+    ));
     let error = Bytes::from_static(br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 3 (11)","reason":"Expired","code":410}}"#);
-    assert_eq!(parse_watch_line(error).unwrap().event_type, WatchEventType::Error);
+    assert_eq!(parse_watch_line(error.clone()).unwrap().event_type, WatchEventType::Error);
+    assert!(
+        matches!(ingest_watch_line(error, &info), Ok(WatchIngest::Error(status)) if status.starts_with(b"{\"kind\":\"Status\""))
+    );
 
     for bad in [
         &br#"{"type":"UPSERT","object":{}}"#[..],
@@ -358,6 +368,39 @@ proptest! {
                 (a, b) => prop_assert!(false, "{}: fast {:?} general {:?}", doc.text, a.is_ok(), b.is_ok()),
             }
             prop_assert_eq!(fields::render(kind, &found.fields), fields::render(kind, &fields));
+        }
+    }
+
+    #[test]
+    fn ingest_list_equals_the_step_by_step_path(docs in proptest::collection::vec(oracle::document(), 0..6)) {
+        let info = docs.first().map_or_else(pods, |d| d.info());
+        let items: Vec<&str> = docs.iter().map(|d| d.text.trim()).collect();
+        let body = Bytes::from(format!(r#"{{"metadata":{{"resourceVersion":"5"}},"items":[{}]}}"#, items.join(",")));
+        let ingested = ingest_list(&body, &info).expect("valid list");
+        prop_assert_eq!(ingested.objects.len(), items.len());
+        for (item, got) in ingested.parts.items.iter().zip(&ingested.objects) {
+            let want = object_from_json(with_type_meta(item, &info.kind, &info.api_version()), &info);
+            match (got, want) {
+                (Ok(got), Ok(want)) => prop_assert_eq!(got, &want),
+                (Err(_), Err(_)) => {}
+                (got, want) => prop_assert!(false, "{}: {got:?} vs {want:?}", String::from_utf8_lossy(item)),
+            }
+        }
+    }
+
+    #[test]
+    fn ingest_watch_line_equals_the_step_by_step_path(doc in oracle::document(), kind in 0usize..3) {
+        let info = doc.info();
+        let kind = ["ADDED", "MODIFIED", "DELETED"][kind];
+        let line = Bytes::from(format!("{{\"type\":\"{kind}\",\"object\":{}}}\n", doc.text.trim()));
+        let want = parse_watch_line(line.clone()).and_then(|f| object_from_json(f.object, &info));
+        match (ingest_watch_line(line, &info), want) {
+            (Ok(WatchIngest::Change(t, got)), Ok(want)) => {
+                prop_assert_eq!(t.as_str(), kind);
+                prop_assert_eq!(got, want);
+            }
+            (Err(_), Err(_)) => {}
+            (got, want) => prop_assert!(false, "{}: {got:?} vs {want:?}", doc.text),
         }
     }
 

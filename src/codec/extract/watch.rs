@@ -7,8 +7,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use sonic_rs::JsonValueTrait;
 
-use super::{ExtractError, INITIAL_EVENTS_END_ANNOTATION, ITERATION, json};
-use crate::store::EventType;
+use super::{ExtractError, INITIAL_EVENTS_END_ANNOTATION, ITERATION, Validity, json, object_from};
+use crate::resource::ResourceInfo;
+use crate::store::{EventType, Object};
 
 /// The `type` of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,6 +89,34 @@ struct Frame<'a> {
     kind: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     object: Option<&'a RawValue>,
+}
+
+/// One watch line ingested in one go.
+#[derive(Debug)]
+pub enum WatchIngest {
+    /// ADDED, MODIFIED or DELETED, with the object as stored (its bytes in a buffer of their own).
+    Change(EventType, Object),
+    /// A BOOKMARK.
+    Bookmark(Bookmark),
+    /// An ERROR event: the `Status` object's bytes (the stream ends after it).
+    Error(Bytes),
+}
+
+/// Decodes one watch line and, for a change, extracts its object without validating it a second time
+/// (the line was validated as a whole). Equivalent to [`parse_watch_line`] + a copy of the object +
+/// [`super::object_from_json`] (or [`bookmark_from_json`]), and faster.
+pub fn ingest_watch_line(line: Bytes, info: &ResourceInfo) -> Result<WatchIngest, ExtractError> {
+    let frame = parse_watch_line(line)?;
+    match frame.event_type {
+        WatchEventType::Bookmark => bookmark_from_json(&frame.object).map(WatchIngest::Bookmark),
+        WatchEventType::Error => Ok(WatchIngest::Error(frame.object)),
+        WatchEventType::Added | WatchEventType::Modified | WatchEventType::Deleted => {
+            let kind = frame.event_type.store_event_type().ok_or(ExtractError::Internal("not a change"))?;
+            // A copy, so the object does not keep the stream's read buffer alive.
+            let object = object_from(Bytes::copy_from_slice(&frame.object), info, Validity::Valid)?;
+            Ok(WatchIngest::Change(kind, object))
+        }
+    }
 }
 
 /// What a BOOKMARK event tells.

@@ -102,6 +102,20 @@ impl FieldSelector {
         Ok(Self { terms })
     }
 
+    /// Like [`FieldSelector::convert`] with any conversion function (e.g. [`custom_resource_field_label`]
+    /// for CRDs), which returns the internal field name or the error message.
+    pub fn convert_with(
+        self,
+        convert: impl Fn(&str) -> Result<String, String>,
+    ) -> Result<Self, FieldSelectorError> {
+        let mut terms = Vec::with_capacity(self.terms.len());
+        for mut t in self.terms {
+            t.field = convert(&t.field).map_err(FieldSelectorError)?;
+            terms.push(t);
+        }
+        Ok(Self { terms })
+    }
+
     /// Whether an object's fields satisfy every term. A field missing from the object reads as `""`, so
     /// `!=` matches it. Call [`FieldSelector::convert`] first; unknown fields read as `""`.
     pub fn matches(&self, obj: &Object, kind: FieldKind) -> bool {
@@ -194,6 +208,29 @@ pub fn convert_field_label(kind: FieldKind, label: &str) -> Result<&'static str,
         .find(|f| **f == label)
         .copied()
         .ok_or_else(|| format!("field label not supported: {label}"))
+}
+
+/// The field label conversion of custom resources (apiextensions-apiserver): `metadata.name`,
+/// `metadata.namespace` for namespaced kinds, and the CRD's `selectableFields` (with or without a leading
+/// dot); anything else is `field label not supported for <group>/<version>, Kind=<kind>: <label>`.
+pub fn custom_resource_field_label(
+    group: &str,
+    version: &str,
+    kind: &str,
+    namespaced: bool,
+    selectable_fields: &[&str],
+    label: &str,
+) -> Result<String, String> {
+    if label == "metadata.name" || (namespaced && label == "metadata.namespace") {
+        return Ok(label.to_owned());
+    }
+    for f in selectable_fields {
+        let bare = f.strip_prefix('.').unwrap_or(f);
+        if *f == label || bare == label {
+            return Ok(bare.to_owned());
+        }
+    }
+    Err(format!("field label not supported for {group}/{version}, Kind={kind}: {label}"))
 }
 
 /// `splitTerms`: split on unescaped commas (a backslash escapes the next character).

@@ -56,6 +56,33 @@ fn field_label_conversion() {
 }
 
 #[test]
+fn custom_resource_conversion() {
+    let conv = |namespaced: bool, s: &str| {
+        ok(s)
+            .convert_with(|l| {
+                custom_resource_field_label(
+                    "wardle.example.com",
+                    "v1alpha1",
+                    "Fischer",
+                    namespaced,
+                    &[".spec.color"],
+                    l,
+                )
+            })
+            .map(|s| s.to_string())
+            .map_err(|e| e.0)
+    };
+    assert_eq!(conv(true, "metadata.namespace=a"), Ok("metadata.namespace=a".into()));
+    assert_eq!(
+        conv(false, "metadata.namespace=a"),
+        Err("field label not supported for wardle.example.com/v1alpha1, Kind=Fischer: metadata.namespace"
+            .into())
+    );
+    assert_eq!(conv(false, "spec.color=red"), Ok("spec.color=red".into()));
+    assert_eq!(conv(false, ".spec.color=red"), Ok("spec.color=red".into()));
+}
+
+#[test]
 fn matching_reads_missing_fields_as_empty() {
     let pod_fields = [Some("node-1"), None, None, None, None, Some("Running"), None, None];
     let pod = object(Some("ns"), "p1", &[], &pod_fields);

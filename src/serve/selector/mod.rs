@@ -5,7 +5,10 @@ pub mod field;
 pub mod label;
 mod validation;
 
-pub use field::{FieldMatcher, FieldOp, FieldSelector, FieldSelectorError, FieldTerm, convert_field_label};
+pub use field::{
+    FieldMatcher, FieldOp, FieldSelector, FieldSelectorError, FieldTerm, convert_field_label,
+    custom_resource_field_label,
+};
 pub use label::{LabelSelector, LabelSelectorError, Operator, Requirement};
 
 #[cfg(test)]
