@@ -9,10 +9,7 @@ fn metrics_table_is_current() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
     let text = std::fs::read_to_string(&path).expect("README.md exists");
     let table = names::markdown_table();
-    assert!(
-        text.contains(&table),
-        "README.md's metrics table is out of date; replace it with:\n\n{table}"
-    );
+    assert!(text.contains(&table), "README.md's metrics table is out of date; replace it with:\n\n{table}");
     for def in names::ALL {
         assert!(text.contains(&format!("`{}`", def.name)), "{} undocumented", def.name);
     }
