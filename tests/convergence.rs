@@ -276,6 +276,11 @@ async fn run(seed: u64, mode: Mode) {
     written.lock().unwrap().insert(("widgets".into(), "final".into(), object_rv(&widget)));
     sim.compact(None);
     sim.restart().await;
+    // Nothing reaches the reflectors until requests are let through again: a store behind the restart's
+    // revision must relist (its watch resumes below the new history floor and gets 410). One that saw the
+    // writes anyway (the sim's stall is not instantaneous) may resume.
+    let floor = sim.revision();
+    let behind: Vec<bool> = stores.iter().map(|s| s.resource_version() < floor).collect();
     sim.fail_next(0, 200);
     sim.stall_watches(false);
 
@@ -317,7 +322,8 @@ async fn run(seed: u64, mode: Mode) {
     assert_eq!(statuses.len(), 2);
     for s in &statuses {
         assert!(s.synced, "{s:?}");
-        assert!(s.relists >= 1, "the final compaction + restart forces a relist: {s:?}");
+        let was_behind = stores.iter().zip(&behind).any(|(store, b)| store.info().gvr == s.gvr && *b);
+        assert!(!was_behind || s.relists >= 1, "a store behind the restarted sim must relist: {s:?}");
         assert!(s.watch_restarts >= 1, "{s:?}");
         assert_eq!(s.bad_frames, 0, "{s:?}");
     }
