@@ -67,6 +67,13 @@ if [ -x "$py_venv/bin/python" ] && "$py_venv/bin/python" -c "import kubernetes" 
     echo "install-test-deps: python kubernetes client present in $py_venv"
 elif command -v python3 >/dev/null; then
     mkdir -p "$target"
+    # Debian's python3 lacks ensurepip until python3-venv is installed.
+    if ! python3 -m venv "$py_venv" && command -v apt-get >/dev/null; then
+        rm -rf "$py_venv"
+        sudo=""
+        [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo"
+        $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-venv >/dev/null
+    fi
     if python3 -m venv "$py_venv" && "$py_venv/bin/pip" install -q -r tests/python/requirements.txt; then
         echo "install-test-deps: installed the python kubernetes client in $py_venv"
     else

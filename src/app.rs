@@ -172,7 +172,7 @@ impl Kache {
         );
         // --- auth (k-sec): reviews with kache's credentials; bearer-token clients forwarded with their own ---
         let handler = match config.auth.mode {
-            AuthMode::None => handler,
+            AuthMode::None => handler.with_auth(Arc::new(Auth::none_with(config.auth.clone())), None),
             AuthMode::Delegated => {
                 let auth = Arc::new(Auth::new(config.auth.clone(), upstream.clone()));
                 let pass_through = match (&config.upstream, upstream.credentials()) {

@@ -90,6 +90,15 @@ struct AuthArgs {
     /// Entries in the token cache and in the decision cache (each).
     #[arg(long, default_value_t = kache::auth::DEFAULT_CACHE_ENTRIES)]
     auth_cache_entries: usize,
+    /// Sustained requests per second per client (user, or IP under --auth=none); 0 = unlimited.
+    #[arg(long, default_value_t = 0.0)]
+    client_qps: f64,
+    /// Requests a client may burst above --client-qps.
+    #[arg(long, default_value_t = 100)]
+    client_burst: u32,
+    /// Concurrent watches per client; 0 = unlimited.
+    #[arg(long, default_value_t = 0)]
+    client_max_watches: usize,
 }
 
 impl AuthArgs {
@@ -102,6 +111,11 @@ impl AuthArgs {
             allow_ttl: self.auth_allow_ttl,
             deny_ttl: self.auth_deny_ttl,
             cache_entries: self.auth_cache_entries,
+            clients: kache::auth::ClientLimitSettings {
+                qps: self.client_qps,
+                burst: self.client_burst,
+                max_watches: self.client_max_watches,
+            },
         }
     }
 }
@@ -128,6 +142,10 @@ pub(crate) struct CommonArgs {
     /// Private key (PEM) for --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// CA bundle (PEM) that client certificates are verified against (`--auth=delegated`: CN = user,
+    /// O = groups); clients without a certificate still connect and use bearer tokens.
+    #[arg(long, requires = "tls_cert")]
+    client_ca: Option<PathBuf>,
     /// How long a consistent read (resourceVersion unset) waits for the cache to reach the upstream's revision.
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     consistent_read_wait: Duration,
@@ -171,7 +189,17 @@ impl CommonArgs {
         config.reflector.store.retain_window = self.history_window;
         config.limits = self.limits.into();
         if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
-            config.tls = Some(TlsConfig::from_pem_files(cert, key).context("loading --tls-cert/--tls-key")?);
+            // The serving certificate follows its files (rotation in place); polled for the process's life.
+            let reloading =
+                kache::auth::ReloadingCert::load(cert, key).context("loading --tls-cert/--tls-key")?;
+            config.tls = Some(
+                TlsConfig::from_resolver(reloading.clone(), self.client_ca.as_deref())
+                    .context("loading --client-ca")?,
+            );
+            reloading.spawn_watch(
+                kache::auth::DEFAULT_RELOAD_INTERVAL,
+                tokio_util::sync::CancellationToken::new(),
+            );
         }
         Ok(config)
     }

@@ -3,7 +3,7 @@
 //!
 //! - `support`: a running metrics listener over a scripted stats source, plain HTTP/1.1 GETs.
 //! - `dashboards`: every PromQL metric name in dashboards/*.json is exported.
-//! - `readme`: README-ops.md documents every metric.
+//! - `readme`: README.md documents every metric.
 //! - `deploy`: deploy/*.yaml parse and carry the fields Kubernetes requires.
 //! - `prometheus`: Debian's prometheus scrapes kache; a PromQL query returns kache's series.
 

@@ -282,7 +282,7 @@ mod tests {
         let md = r.markdown(None);
         assert!(md.contains("| ok | 1.20 × | ≤ 1.50 × | yes |"), "{md}");
         assert!(md.contains("| bad | 3.00 ms | ≤ 2.00 ms | **no** |"), "{md}");
-        assert!(md.contains("Errors: 1"));
+        assert!(md.contains("Errors: 2 (distinct messages below)\n\n- `boom`\n\n"), "{md}");
     }
 
     #[test]

@@ -12,8 +12,11 @@
 //! at most one cache TTL after a permission is revoked.
 
 mod cache;
+mod limits;
 mod listen;
 mod review;
+mod tls_reload;
+mod x509;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,8 +32,11 @@ use crate::serve::server::ConnInfo;
 use crate::upstream::Upstream;
 
 pub use cache::TtlCache;
+pub use limits::{ClientKey, ClientLimitSettings, ClientLimits, MAX_TRACKED_CLIENTS, WatchSlot};
 pub use listen::{ListenCheck, ListenError, check_listen};
 pub use review::ReviewError;
+pub use tls_reload::{DEFAULT_RELOAD_INTERVAL, ReloadingCert};
+pub use x509::{Subject, subject};
 
 /// Default TTL of an authenticated token review.
 pub const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(120);
@@ -67,6 +73,8 @@ pub struct AuthSettings {
     pub deny_ttl: Duration,
     /// Bound of the token cache and of the decision cache (entries each).
     pub cache_entries: usize,
+    /// Per-client request rate and watch limits (any mode).
+    pub clients: ClientLimitSettings,
 }
 
 impl Default for AuthSettings {
@@ -79,6 +87,7 @@ impl Default for AuthSettings {
             allow_ttl: DEFAULT_ALLOW_TTL,
             deny_ttl: DEFAULT_DENY_TTL,
             cache_entries: DEFAULT_CACHE_ENTRIES,
+            clients: ClientLimitSettings::default(),
         }
     }
 }
@@ -194,6 +203,15 @@ pub fn verb_name(verb: Verb) -> &'static str {
     }
 }
 
+/// Who per-client limits count a request against: the authenticated user, else the peer's address.
+pub fn client_key(id: &Identity, conn: Option<&ConnInfo>) -> Option<ClientKey> {
+    match (id.credential, conn) {
+        (Credential::Kache, Some(c)) => Some(ClientKey::Ip(c.peer.ip())),
+        (Credential::Kache, None) => None,
+        _ => Some(ClientKey::User(id.user.clone())),
+    }
+}
+
 /// Which upstream client a forwarded request must use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ForwardVia {
@@ -239,7 +257,12 @@ impl Auth {
 
     /// `--auth=none`: everyone is kache; nothing is reviewed.
     pub fn none() -> Self {
-        let settings = AuthSettings::default();
+        Self::none_with(AuthSettings::default())
+    }
+
+    /// [`Auth::none`] keeping `settings`' other parts (per-client limits).
+    pub fn none_with(settings: AuthSettings) -> Self {
+        let settings = AuthSettings { mode: AuthMode::None, ..settings };
         let entries = 1;
         Self { settings, upstream: None, tokens: TtlCache::new(entries), decisions: TtlCache::new(entries) }
     }
@@ -268,9 +291,10 @@ impl Auth {
         if self.settings.mode == AuthMode::None {
             return Ok(Identity::kache());
         }
-        let _ = conn;
         let Some(auth) = headers.get(header::AUTHORIZATION) else {
-            return Err(unauthorized());
+            // No token: a client certificate the handshake verified against --client-ca, if any.
+            let cert = conn.and_then(|c| c.client_cert.as_deref()).ok_or_else(unauthorized)?;
+            return certificate_identity(cert).ok_or_else(unauthorized);
         };
         let token = bearer_token(auth).ok_or_else(unauthorized)?;
         let key = token_key(token);
@@ -378,6 +402,23 @@ impl Auth {
             }
         }
     }
+}
+
+/// The group every authenticated user has (the apiserver adds it to certificate users too).
+const AUTHENTICATED_GROUP: &str = "system:authenticated";
+
+/// The user of a verified client certificate: CN = user, O = groups; no CN is not a user (as the
+/// apiserver's `CommonNameUserConversion`).
+fn certificate_identity(der: &[u8]) -> Option<Identity> {
+    let s = x509::subject(der)?;
+    if s.common_name.is_empty() {
+        return None;
+    }
+    let mut groups = s.organizations;
+    if !groups.iter().any(|g| g == AUTHENTICATED_GROUP) {
+        groups.push(AUTHENTICATED_GROUP.to_owned());
+    }
+    Some(Identity::certificate(s.common_name, groups))
 }
 
 fn unauthorized() -> ApiError {

@@ -29,7 +29,7 @@ pin_project_lite::pin_project! {
 }
 
 /// Wraps `body` so that `guard` lives until the body is finished.
-fn guarded<G: Send + Sync + 'static>(body: Body, guard: G) -> Body {
+pub(crate) fn guarded<G: Send + Sync + 'static>(body: Body, guard: G) -> Body {
     Guarded { inner: body, guard: Some(guard) }.boxed()
 }
 

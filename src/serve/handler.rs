@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{Attributes, Auth, ForwardVia, Identity};
+use crate::auth::{Attributes, Auth, ClientLimits, ForwardVia, Identity, client_key};
 use crate::body::{self, Body};
 use crate::codec::list::View;
 use crate::codec::status::ApiError;
@@ -162,6 +162,7 @@ pub struct KacheHandler {
     // --- auth (k-sec): who the client is, and the client used to forward with its own credentials ---
     auth: Arc<Auth>,
     pass_through: Option<Forwarder>,
+    client_limits: Arc<ClientLimits>,
 }
 
 impl Handler for KacheHandler {
@@ -194,12 +195,14 @@ impl KacheHandler {
             shutdown,
             auth: Arc::new(Auth::none()),
             pass_through: None,
+            client_limits: Arc::new(ClientLimits::new(Default::default())),
         }
     }
 
     /// Sets authentication and authorization (k-sec). `pass_through` forwards requests of bearer-token
     /// clients with their own credentials when kache's upstream client carries kache's credentials.
     pub fn with_auth(mut self, auth: Arc<Auth>, pass_through: Option<Forwarder>) -> Self {
+        self.client_limits = Arc::new(ClientLimits::new(auth.settings().clients));
         self.auth = auth;
         self.pass_through = pass_through;
         self
@@ -240,7 +243,29 @@ impl KacheHandler {
             Ok(id) => id,
             Err(e) => return error_response(&e, &req, false),
         };
-        self.dispatch_route(req, &route, arrived, &id).await
+        // Per-client limits (k-sec): request rate, then concurrent watches (the slot lives as long as the
+        // response body).
+        let key = client_key(&id, req.extensions().get::<ConnInfo>());
+        let mut slot = None;
+        if let Some(key) = &key {
+            if let Err(e) = self.client_limits.check_rate(key, arrived) {
+                return error_response(&e, &req, false);
+            }
+            if route.resource().is_some_and(|r| r.verb == Verb::Watch) {
+                match self.client_limits.begin_watch(key) {
+                    Ok(s) => slot = s,
+                    Err(e) => {
+                        metrics::limit_rejected(metrics::Limit::Watchers);
+                        return error_response(&e, &req, false);
+                    }
+                }
+            }
+        }
+        let resp = self.dispatch_route(req, &route, arrived, &id).await;
+        match slot {
+            Some(slot) => resp.map(|b| crate::forward::guarded(b, slot)),
+            None => resp,
+        }
     }
 
     async fn dispatch_route(

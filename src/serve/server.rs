@@ -30,6 +30,7 @@ use crate::body::Body;
 
 pub use limits::{LimitFlags, Limits, parse_duration};
 pub(crate) use request::{body_too_large, is_upgrade};
+pub(crate) use tls::load_pair;
 pub use tls::{TlsConfig, TlsError, TlsFlags};
 
 /// Pause after a failed `accept` (e.g. EMFILE) so a persistent error does not spin the accept loop.
@@ -56,6 +57,8 @@ pub struct ConnInfo {
     /// The request body bound ([`Limits::max_body_bytes`]), for the 413 message of whoever reads the body.
     pub max_body_bytes: u64,
     pub shutdown: ShutdownSignal,
+    /// The DER of the client certificate the TLS handshake verified against `--client-ca` (k-sec), if any.
+    pub client_cert: Option<Arc<[u8]>>,
 }
 
 /// The server's shutdown, as seen by handlers and by tasks that outlive their request (upgraded tunnels).
@@ -113,6 +116,7 @@ pub async fn serve(
                 tls: tls.is_some(),
                 max_body_bytes: limits.max_body_bytes,
                 shutdown: signal.clone(),
+                client_cert: None,
             },
             handler: handler.clone(),
             limits: limits.clone(),

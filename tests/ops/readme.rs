@@ -1,4 +1,4 @@
-//! README-ops.md documents every metric in its "Metrics" table, generated from the names module.
+//! README.md documents every metric in its "Metrics" table, generated from the names module.
 
 use std::path::Path;
 
@@ -6,13 +6,10 @@ use kache::metrics::names;
 
 #[test]
 fn metrics_table_is_current() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README-ops.md");
-    let text = std::fs::read_to_string(&path).expect("README-ops.md exists");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let text = std::fs::read_to_string(&path).expect("README.md exists");
     let table = names::markdown_table();
-    assert!(
-        text.contains(&table),
-        "README-ops.md's metrics table is out of date; replace it with:\n\n{table}"
-    );
+    assert!(text.contains(&table), "README.md's metrics table is out of date; replace it with:\n\n{table}");
     for def in names::ALL {
         assert!(text.contains(&format!("`{}`", def.name)), "{} undocumented", def.name);
     }

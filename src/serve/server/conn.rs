@@ -58,7 +58,7 @@ pub(super) async fn serve_connection(
     stream: TcpStream,
     tls: Option<TlsConfig>,
     builder: Arc<auto::Builder<TokioExecutor>>,
-    ctx: ConnCtx,
+    mut ctx: ConnCtx,
 ) {
     let _ = stream.set_nodelay(true);
     match tls {
@@ -80,6 +80,13 @@ pub(super) async fn serve_connection(
                 },
                 () = shutdown.cancelled() => return,
             };
+            // The verified client certificate, for authentication (k-sec).
+            ctx.info.client_cert = tls_stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map(|c| Arc::from(c.as_ref()));
             drive(TokioIo::new(tls_stream), &builder, ctx).await
         }
     }

@@ -1,0 +1,495 @@
+//! `--auth=delegated` against the sim with its authentication and authorization on: an authorization
+//! matrix (users × get/list/watch × namespaced/cluster-wide × allowed/denied), served from memory and
+//! forwarded, with the upstream itself as the oracle; and revocation within the configured TTLs.
+//!
+//! kache's own identity (for the reflectors and the reviews) is a `system:masters` token in a kubeconfig,
+//! so every decision about a client is the upstream's, never kache's.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use serde_json::{Value, json};
+
+use common::{Resp, client, get_with};
+use kache::app::{Config, Kache, UpstreamSource};
+use kache::auth::{AuthMode, AuthSettings};
+use kache::upstream::discovery::{Selection, parse_resource_specs};
+use kache_sim::auth::{AuthConfig, Rule, UserInfo};
+use kache_sim::{Sim, SimHandle};
+
+const KACHE_TOKEN: &str = "kache-token";
+/// Bound on how long a revocation may take to show (the TTLs below are far shorter); not a timing
+/// assertion, a hang guard.
+const CONVERGE_WITHIN: Duration = Duration::from_secs(20);
+/// TTLs the revocation test configures.
+const TINY_TTL: Duration = Duration::from_millis(200);
+
+fn user_token(user: &str) -> String {
+    format!("{user}-token")
+}
+
+/// alice: pods in namespace `a` (get, list, watch). bob: pods everywhere (list, watch) and nodes (get).
+/// carol: nothing but the bootstrap policy.
+fn rules() -> Vec<Rule> {
+    vec![
+        Rule::new("alice-pods-a")
+            .user("alice")
+            .verbs(&["get", "list", "watch"])
+            .api_groups(&[""])
+            .resources(&["pods"])
+            .namespaces(&["a"]),
+        Rule::new("bob-pods").user("bob").verbs(&["list", "watch"]).api_groups(&[""]).resources(&["pods"]),
+        Rule::new("bob-nodes").user("bob").verbs(&["get"]).api_groups(&[""]).resources(&["nodes"]),
+    ]
+}
+
+async fn start_sim() -> SimHandle {
+    let mut auth = AuthConfig::new().with_token(KACHE_TOKEN, UserInfo::new("kache", &["system:masters"]));
+    for user in ["alice", "bob", "carol", "root"] {
+        let groups: &[&str] = if user == "root" { &["system:masters"] } else { &[] };
+        auth = auth.with_token(user_token(user), UserInfo::new(user, groups));
+    }
+    for rule in rules() {
+        auth = auth.with_rule(rule);
+    }
+    let sim = Sim::builder()
+        .bookmark_interval(Duration::from_millis(100))
+        .auth(Some(auth))
+        .start()
+        .await
+        .expect("sim starts");
+    for ns in ["a", "b"] {
+        sim.create("namespaces", None, json!({"metadata": {"name": ns}})).expect("namespace");
+        for i in 0..2 {
+            let pod = json!({"metadata": {"name": format!("p-{ns}-{i}")}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+            sim.create("pods", Some(ns), pod).expect("pod");
+        }
+    }
+    for n in ["n1", "n2"] {
+        sim.create("nodes", None, json!({"metadata": {"name": n}})).expect("node");
+    }
+    sim
+}
+
+/// A kubeconfig naming the sim with kache's token.
+fn kubeconfig(dir: &Path, sim: &SimHandle) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: {}\nusers:\n- name: kache\n  user:\n    token: {KACHE_TOKEN}\ncontexts:\n- name: c\n  context:\n    cluster: sim\n    user: kache\ncurrent-context: c\n",
+        sim.url()
+    );
+    std::fs::write(&path, text).expect("write kubeconfig");
+    path
+}
+
+/// kache in delegated mode; `cached` resources are served from memory, everything else is forwarded.
+async fn start_kache(kubeconfig: &Path, cached: &str, auth: AuthSettings) -> Kache {
+    let mut config = Config::for_url(String::new());
+    config.upstream = UpstreamSource::Kubeconfig(Some(kubeconfig.to_owned()));
+    config.selection = Selection {
+        include: Some(parse_resource_specs(cached).expect("resource specs")),
+        exclude: Vec::new(),
+    };
+    config.lazy = false;
+    config.auth = auth;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let kache = Kache::start(config, listener).await.expect("kache starts");
+    if !cached.is_empty() {
+        tokio::time::timeout(Duration::from_secs(30), kache.wait_synced()).await.expect("kache syncs");
+    }
+    kache
+}
+
+/// A GET, reading a watch only up to its first event line.
+async fn request(base: &str, path: &str, token: Option<&str>) -> Resp {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+    if !path.contains("watch=1") {
+        return get_with(base, path, &headers).await;
+    }
+    let mut req = Request::get(format!("{base}{path}"));
+    for (k, v) in &headers {
+        req = req.header(*k, *v);
+    }
+    let resp = client().request(req.body(Empty::<Bytes>::new()).expect("request")).await.expect("response");
+    let (status, headers) = (resp.status(), resp.headers().clone());
+    let mut body = resp.into_body();
+    let mut data = Vec::new();
+    let read = async {
+        while !data.contains(&b'\n') {
+            match body.frame().await {
+                Some(Ok(frame)) => data.extend_from_slice(frame.data_ref().map_or(&[][..], |d| d)),
+                _ => break,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read).await.expect("a watch answers within 10 s");
+    let first = data.split(|b| *b == b'\n').next().unwrap_or_default().to_vec();
+    Resp { status, headers, body: Bytes::from(first) }
+}
+
+/// Names of the objects in a get, list or first watch event.
+fn names(resp: &Resp) -> Vec<String> {
+    let v = resp.json();
+    let name = |o: &Value| o["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    let mut out: Vec<String> = match (v.get("items"), v.get("object")) {
+        (Some(Value::Array(items)), _) => items.iter().map(name).collect(),
+        (_, Some(object)) => vec![name(object)],
+        _ => vec![name(&v)],
+    };
+    out.sort();
+    out
+}
+
+/// The requests of the matrix: (label, path). All at resourceVersion=0 so that kache answers from memory.
+fn matrix_paths() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("get ns a", "/api/v1/namespaces/a/pods/p-a-0?resourceVersion=0"),
+        ("list ns a", "/api/v1/namespaces/a/pods?resourceVersion=0"),
+        ("watch ns a", "/api/v1/namespaces/a/pods?watch=1&resourceVersion=0"),
+        ("get ns b", "/api/v1/namespaces/b/pods/p-b-0?resourceVersion=0"),
+        ("get ns b missing", "/api/v1/namespaces/b/pods/missing?resourceVersion=0"),
+        ("list ns b", "/api/v1/namespaces/b/pods?resourceVersion=0"),
+        ("watch ns b", "/api/v1/namespaces/b/pods?watch=1&resourceVersion=0"),
+        ("list all pods", "/api/v1/pods?resourceVersion=0"),
+        ("watch all pods", "/api/v1/pods?watch=1&resourceVersion=0"),
+        ("get node", "/api/v1/nodes/n1?resourceVersion=0"),
+        ("list nodes", "/api/v1/nodes?resourceVersion=0"),
+        ("watch nodes", "/api/v1/nodes?watch=1&resourceVersion=0"),
+    ]
+}
+
+/// Runs the matrix against `kache`, with the sim answering the same requests as the oracle. Returns the
+/// mismatches and how many cases the upstream allowed.
+async fn run_matrix(sim: &SimHandle, kache: &Kache) -> (Vec<String>, usize) {
+    let mut failures = Vec::new();
+    let mut allowed = 0;
+    let tokens: Vec<Option<String>> = ["alice", "bob", "carol"]
+        .iter()
+        .map(|u| Some(user_token(u)))
+        .chain([None, Some("not-a-token".to_owned())])
+        .collect();
+    for token in &tokens {
+        for (label, path) in matrix_paths() {
+            let want = request(&sim.url(), path, token.as_deref()).await;
+            let got = request(&kache.url(), path, token.as_deref()).await;
+            let who = token.as_deref().unwrap_or("anonymous");
+            if got.status != want.status {
+                failures.push(format!("{who} {label}: kache {} upstream {}", got.status, want.status));
+                continue;
+            }
+            if want.status == StatusCode::OK {
+                allowed += 1;
+                let (w, g) = (names(&want), names(&got));
+                // A watch's first event is one of the objects; a get or list is exactly the same set.
+                let same = if path.contains("watch=1") {
+                    let all =
+                        names(&request(&sim.url(), &path.replace("watch=1&", ""), token.as_deref()).await);
+                    g.iter().all(|n| all.contains(n)) && g.len() == 1
+                } else {
+                    w == g
+                };
+                if !same {
+                    failures.push(format!("{who} {label}: kache {g:?} upstream {w:?}"));
+                }
+            } else {
+                let (w, g) = (want.json(), got.json());
+                for field in ["message", "reason", "code"] {
+                    if w[field] != g[field] {
+                        failures
+                            .push(format!("{who} {label}: {field} kache {} upstream {}", g[field], w[field]));
+                    }
+                }
+            }
+        }
+    }
+    (failures, allowed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorization_matrix_from_memory_and_forwarded() {
+    kache::upstream::install_crypto_provider();
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = kubeconfig(dir.path(), &sim);
+
+    let memory = start_kache(&kubeconfig, "pods,nodes", AuthSettings::delegated()).await;
+    let (failures, allowed) = run_matrix(&sim, &memory).await;
+    assert!(failures.is_empty(), "kache differs from the upstream (from memory):\n{}", failures.join("\n"));
+    assert!(allowed >= 10, "the matrix has allowed cases too ({allowed})");
+    assert!(
+        memory.stats().memory() >= allowed as u64,
+        "allowed reads were served from memory ({} of {allowed})",
+        memory.stats().memory()
+    );
+
+    let forwarded = start_kache(&kubeconfig, "", AuthSettings::delegated()).await;
+    let (failures, _) = run_matrix(&sim, &forwarded).await;
+    assert!(failures.is_empty(), "kache differs from the upstream (forwarded):\n{}", failures.join("\n"));
+    assert_eq!(forwarded.stats().memory(), 0, "nothing is cached: every read was forwarded");
+    assert!(forwarded.stats().forwarded() > 0);
+
+    // The oracle can fail: kache with `--auth=none` (its own, privileged credentials for everyone) leaks.
+    let open = start_kache(&kubeconfig, "pods,nodes", AuthSettings::default()).await;
+    let (failures, _) = run_matrix(&sim, &open).await;
+    assert!(
+        failures.iter().any(|f| f.contains("kache 200 OK upstream 403")),
+        "the matrix detects data the upstream would refuse: {failures:?}"
+    );
+
+    memory.shutdown().await;
+    forwarded.shutdown().await;
+    open.shutdown().await;
+    sim.shutdown().await;
+}
+
+/// Polls `path` as `token` until it answers `want`; panics after [`CONVERGE_WITHIN`].
+async fn converges(kache: &Kache, path: &str, token: &str, want: StatusCode) {
+    let deadline = tokio::time::Instant::now() + CONVERGE_WITHIN;
+    loop {
+        let got = request(&kache.url(), path, Some(token)).await.status;
+        if got == want {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{path} still {got}, want {want}");
+        tokio::time::sleep(TINY_TTL / 4).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revocation_takes_effect_within_the_ttls() {
+    kache::upstream::install_crypto_provider();
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = kubeconfig(dir.path(), &sim);
+    let settings = AuthSettings {
+        mode: AuthMode::Delegated,
+        token_ttl: TINY_TTL,
+        token_failure_ttl: TINY_TTL,
+        allow_ttl: TINY_TTL,
+        deny_ttl: TINY_TTL,
+        ..AuthSettings::default()
+    };
+    let kache = start_kache(&kubeconfig, "pods,nodes", settings).await;
+    let auth = sim.auth().expect("sim auth on");
+    let alice = user_token("alice");
+    let path = "/api/v1/namespaces/a/pods?resourceVersion=0";
+
+    assert_eq!(request(&kache.url(), path, Some(&alice)).await.status, StatusCode::OK);
+    // Served from the decision cache now; revoking upstream must win once the TTL is over.
+    let before = kache.stats().memory();
+    assert_eq!(request(&kache.url(), path, Some(&alice)).await.status, StatusCode::OK);
+    assert!(kache.stats().memory() > before);
+    auth.set_rules(rules().into_iter().filter(|r| r.name != "alice-pods-a").collect());
+    converges(&kache, path, &alice, StatusCode::FORBIDDEN).await;
+    // Granting again works the same way (the deny was cached for its own TTL).
+    auth.set_rules(rules());
+    converges(&kache, path, &alice, StatusCode::OK).await;
+    // A revoked token stops authenticating.
+    assert!(auth.revoke_token(&alice));
+    converges(&kache, path, &alice, StatusCode::UNAUTHORIZED).await;
+    let resp = request(&kache.url(), path, Some(&alice)).await;
+    assert_eq!(resp.json()["message"], "Unauthorized");
+
+    kache.shutdown().await;
+    sim.shutdown().await;
+}
+
+// --- client certificates ---
+
+/// A CA, kache's serving certificate and client certificates, generated per test (none committed).
+struct Pki {
+    ca_pem: String,
+    ca_der: rustls_pki_types::CertificateDer<'static>,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl Pki {
+    fn new(name: &str) -> Self {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.distinguished_name.push(rcgen::DnType::CommonName, name);
+        let cert = params.self_signed(&key).expect("self-signed CA");
+        Self { ca_pem: cert.pem(), ca_der: cert.der().clone(), issuer: rcgen::Issuer::new(params, key) }
+    }
+
+    /// (certificate PEM/DER, key) for a server (`sans`) or a client (`cn`, `orgs`).
+    fn issue(
+        &self,
+        sans: &[&str],
+        cn: &str,
+        orgs: &[&str],
+        client: bool,
+    ) -> (rcgen::Certificate, rcgen::KeyPair) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
+        let mut params = rcgen::CertificateParams::new(sans).expect("params");
+        params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        for o in orgs {
+            params.distinguished_name.push(rcgen::DnType::OrganizationName, *o);
+        }
+        params.extended_key_usages = vec![if client {
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth
+        } else {
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth
+        }];
+        let cert = params.signed_by(&key, &self.issuer).expect("signed");
+        (cert, key)
+    }
+}
+
+/// GET over TLS (HTTP/1.1) with an optional client certificate and bearer token.
+async fn tls_get(
+    addr: std::net::SocketAddr,
+    ca: &rustls_pki_types::CertificateDer<'static>,
+    client_cert: Option<&(rcgen::Certificate, rcgen::KeyPair)>,
+    token: Option<&str>,
+    path: &str,
+) -> Result<Resp, String> {
+    use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.clone()).expect("CA");
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots);
+    let mut config = match client_cert {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                vec![cert.der().clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .expect("client cert"),
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let name = ServerName::try_from("localhost").expect("name");
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let mut req = Request::get(path).header("host", "localhost");
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let resp = sender
+        .send_request(req.body(Empty::<Bytes>::new()).expect("request"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let (status, headers) = (resp.status(), resp.headers().clone());
+    let body = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok(Resp { status, headers, body })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_authenticate_as_cn_and_are_authorized() {
+    kache::upstream::install_crypto_provider();
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = kubeconfig(dir.path(), &sim);
+    let pki = Pki::new("kache-test-ca");
+    let (server, server_key) = pki.issue(&["localhost"], "kache", &[], false);
+    let (cert, key, ca) = (dir.path().join("tls.crt"), dir.path().join("tls.key"), dir.path().join("ca.crt"));
+    std::fs::write(&cert, server.pem()).expect("write");
+    std::fs::write(&key, server_key.serialize_pem()).expect("write");
+    std::fs::write(&ca, &pki.ca_pem).expect("write");
+
+    let mut config = Config::for_url(String::new());
+    config.upstream = UpstreamSource::Kubeconfig(Some(kubeconfig.clone()));
+    config.selection =
+        Selection { include: Some(parse_resource_specs("pods,nodes").expect("specs")), exclude: Vec::new() };
+    config.lazy = false;
+    config.auth = AuthSettings::delegated();
+    config.tls = Some(kache::serve::server::TlsConfig::with_client_ca(&cert, &key, &ca).expect("tls config"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let kache = Kache::start(config, listener).await.expect("kache starts");
+    tokio::time::timeout(Duration::from_secs(30), kache.wait_synced()).await.expect("kache syncs");
+    let addr = kache.addr();
+
+    let alice = pki.issue(&[], "alice", &["team"], true);
+    let allowed = "/api/v1/namespaces/a/pods?resourceVersion=0";
+    let denied = "/api/v1/namespaces/b/pods?resourceVersion=0";
+    let got = tls_get(addr, &pki.ca_der, Some(&alice), None, allowed).await.expect("TLS request");
+    assert_eq!(got.status, StatusCode::OK, "{:?}", got.body);
+    let want = request(&sim.url(), allowed, Some(&user_token("alice"))).await;
+    assert_eq!(names(&got), names(&want), "a certificate user sees what the same user sees upstream");
+    let got = tls_get(addr, &pki.ca_der, Some(&alice), None, denied).await.expect("TLS request");
+    assert_eq!(got.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        got.json()["message"],
+        r#"pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "b""#
+    );
+
+    // No certificate and no token: 401; a bearer token over TLS still works.
+    let got = tls_get(addr, &pki.ca_der, None, None, allowed).await.expect("TLS request");
+    assert_eq!(got.status, StatusCode::UNAUTHORIZED);
+    let got = tls_get(addr, &pki.ca_der, None, Some(&user_token("alice")), allowed).await.expect("TLS");
+    assert_eq!(got.status, StatusCode::OK);
+
+    // A certificate from another CA claiming system:masters never gets data.
+    let rogue = Pki::new("rogue-ca").issue(&[], "root", &["system:masters"], true);
+    // (An Err is the handshake refusing it, which is the expected outcome.)
+    if let Ok(resp) = tls_get(addr, &pki.ca_der, Some(&rogue), None, denied).await {
+        assert_ne!(resp.status, StatusCode::OK, "a rogue certificate read data");
+    }
+
+    kache.shutdown().await;
+    sim.shutdown().await;
+}
+
+// --- per-client limits ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_client_rate_and_watch_limits_answer_429_with_retry_after() {
+    kache::upstream::install_crypto_provider();
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = kubeconfig(dir.path(), &sim);
+    let mut settings = AuthSettings::delegated();
+    settings.clients = kache::auth::ClientLimitSettings { qps: 0.01, burst: 3, max_watches: 1 };
+    let kache = start_kache(&kubeconfig, "pods,nodes", settings).await;
+    let (alice, bob) = (user_token("alice"), user_token("bob"));
+
+    // One watch per client: alice's second watch is refused while the first is open; bob is unaffected.
+    let watch = "/api/v1/namespaces/a/pods?watch=1&resourceVersion=0";
+    let mut req = Request::get(format!("{}{watch}", kache.url()));
+    req = req.header("authorization", format!("Bearer {alice}"));
+    let open = client().request(req.body(Empty::<Bytes>::new()).expect("request")).await.expect("response");
+    assert_eq!(open.status(), StatusCode::OK);
+    let second = request(&kache.url(), watch, Some(&alice)).await;
+    assert_eq!(second.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(second.headers.get("retry-after").expect("Retry-After"), "1");
+    assert_eq!(second.json()["reason"], "TooManyRequests");
+    let bobs = request(&kache.url(), "/api/v1/pods?watch=1&resourceVersion=0", Some(&bob)).await;
+    assert_eq!(bobs.status, StatusCode::OK);
+
+    // The rate: a burst of 3 (alice used 2 above), then 429 with how long to wait at 0.01 qps.
+    let list = "/api/v1/namespaces/a/pods?resourceVersion=0";
+    assert_eq!(request(&kache.url(), list, Some(&alice)).await.status, StatusCode::OK);
+    let limited = request(&kache.url(), list, Some(&alice)).await;
+    assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(limited.json()["message"], "Too many requests, please try again later.");
+    let wait: u32 = limited.headers["retry-after"].to_str().expect("ascii").parse().expect("seconds");
+    assert!((1..=100).contains(&wait), "retry after {wait}");
+    assert_eq!(
+        request(&kache.url(), list, Some(&bob)).await.status,
+        StatusCode::OK,
+        "bob has his own bucket"
+    );
+
+    drop(open);
+    kache.shutdown().await;
+    sim.shutdown().await;
+}
