@@ -109,31 +109,40 @@ pub fn assemble_list<'a>(
     meta: &ListMeta,
     items: impl IntoIterator<Item = &'a Arc<Object>>,
 ) -> Vec<Bytes> {
-    let with_type_meta = info.list_items_have_type_meta;
-    let mut chunks = Vec::new();
-    let mut buf = list_header(&info.list_kind, &info.api_version(), meta);
-    buf.reserve(LIST_CHUNK_BYTES);
-    let mut first = true;
-    for object in items {
-        if !first {
-            buf.put_u8(b',');
-        }
-        first = false;
-        put_item(&mut buf, object, with_type_meta);
-        if buf.len() >= LIST_CHUNK_BYTES {
-            chunks.push(buf.split().freeze());
-            buf.reserve(LIST_CHUNK_BYTES);
-        }
+    ListChunks::new(info, meta, items.into_iter().cloned().collect()).collect()
+}
+
+/// The head of an `UnstructuredList` (custom resources): a map, so Go sorts its keys — `apiVersion`, then
+/// `items`; `kind` and `metadata` come in the trailer.
+fn unstructured_header(api_version: &str) -> BytesMut {
+    let mut out = BytesMut::with_capacity(64);
+    out.put_slice(b"{\"apiVersion\":");
+    write_json_string(&mut out, api_version);
+    out.put_slice(b",\"items\":[");
+    out
+}
+
+/// The tail of an `UnstructuredList`: sorted metadata keys, and `continue` always present (`SetContinue`
+/// sets it even when empty), `remainingItemCount` only when set.
+fn unstructured_trailer(kind: &str, meta: &ListMeta) -> Bytes {
+    let mut out = BytesMut::with_capacity(128);
+    out.put_slice(b"],\"kind\":");
+    write_json_string(&mut out, kind);
+    out.put_slice(b",\"metadata\":{\"continue\":");
+    write_json_string(&mut out, meta.continue_token.as_deref().unwrap_or(""));
+    if let Some(remaining) = meta.remaining_item_count {
+        let _ = write!((&mut out).writer(), ",\"remainingItemCount\":{remaining}");
     }
-    buf.put_slice(LIST_TRAILER);
-    chunks.push(buf.freeze());
-    chunks
+    let _ = write!((&mut out).writer(), ",\"resourceVersion\":\"{}\"}}}}", meta.resource_version);
+    out.put_u8(b'\n');
+    out.freeze()
 }
 
 /// A list body produced lazily in chunks of about [`LIST_CHUNK_BYTES`], so the first bytes leave before
 /// the last item is written and a large list never sits whole in memory twice.
 pub struct ListChunks {
     header: Option<BytesMut>,
+    trailer: Bytes,
     items: Vec<Arc<Object>>,
     next: usize,
     with_type_meta: bool,
@@ -148,12 +157,21 @@ impl ListChunks {
 
     /// A list in the given view: the resource's `<Kind>List`, or a `PartialObjectMetadataList`.
     pub fn with_view(info: &ResourceInfo, meta: &ListMeta, items: Vec<Arc<Object>>, view: View) -> Self {
-        let header = match view {
-            View::Full => list_header(&info.list_kind, &info.api_version(), meta),
-            View::Metadata => list_header("PartialObjectMetadataList", "meta.k8s.io/v1", meta),
-        };
         let with_type_meta = info.list_items_have_type_meta;
-        Self { header: Some(header), items, next: 0, with_type_meta, view, done: false }
+        let (header, trailer) = match view {
+            // Custom resources are served as UnstructuredList (their items keep their type meta).
+            View::Full if with_type_meta => {
+                (unstructured_header(&info.api_version()), unstructured_trailer(&info.list_kind, meta))
+            }
+            View::Full => {
+                (list_header(&info.list_kind, &info.api_version(), meta), Bytes::from_static(LIST_TRAILER))
+            }
+            View::Metadata => (
+                list_header("PartialObjectMetadataList", "meta.k8s.io/v1", meta),
+                Bytes::from_static(LIST_TRAILER),
+            ),
+        };
+        Self { header: Some(header), trailer, items, next: 0, with_type_meta, view, done: false }
     }
 
     /// The exact number of bytes the chunks will add up to.
@@ -166,7 +184,7 @@ impl ListChunks {
         if self.view == View::Metadata && self.items.is_empty() {
             return header.saturating_sub(1) + EMPTY_PARTIAL_TRAILER.len();
         }
-        header + items + self.items.len().saturating_sub(1) + LIST_TRAILER.len()
+        header + items + self.items.len().saturating_sub(1) + self.trailer.len()
     }
 }
 
@@ -198,7 +216,7 @@ impl Iterator for ListChunks {
                 return Some(buf.freeze());
             }
         }
-        buf.put_slice(LIST_TRAILER);
+        buf.put_slice(&self.trailer);
         self.done = true;
         Some(buf.freeze())
     }
