@@ -22,7 +22,9 @@ async fn seed_and_churn_against_the_sim() {
     let sizes: Vec<usize> = pods.iter().map(|p| serde_json::to_vec(p).expect("JSON").len()).collect();
     let (min, max) = (sizes.iter().min().copied().unwrap_or(0), sizes.iter().max().copied().unwrap_or(0));
     eprintln!("stored pod sizes: {min}..={max} bytes");
-    assert!(min >= 2048 && max <= 4096, "stored pod sizes {min}..={max}");
+    // The generator's bodies are 2–4 KiB (checked in the workload unit tests); the sim adds uid,
+    // resourceVersion, timestamps and a managedFields entry on top, so stored pods may exceed 4 KiB slightly.
+    assert!(min >= 2048 && max <= 4608, "stored pod sizes {min}..={max}");
     assert_eq!(sim.list("nodes", None).expect("list").len(), 4);
 
     let stats = churn_ops(sim.url(), w.clone(), 300).await;
