@@ -182,7 +182,8 @@ fn elements(arr: &[u8]) -> Option<Vec<Range<usize>>> {
     }
 }
 
-fn skip_ws(s: &[u8], mut i: usize) -> usize {
+/// Byte-level JSON scanning over validated stored bytes, shared with the watch frame builder.
+pub(crate) fn skip_ws(s: &[u8], mut i: usize) -> usize {
     while matches!(s.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
         i += 1;
     }
@@ -190,7 +191,7 @@ fn skip_ws(s: &[u8], mut i: usize) -> usize {
 }
 
 /// `s[i]` is `"`; the index after the closing quote.
-fn skip_string(s: &[u8], mut i: usize) -> Option<usize> {
+pub(crate) fn skip_string(s: &[u8], mut i: usize) -> Option<usize> {
     i += 1;
     loop {
         match s.get(i)? {
@@ -202,7 +203,7 @@ fn skip_string(s: &[u8], mut i: usize) -> Option<usize> {
 }
 
 /// The index after the JSON value starting at `s[i]`.
-fn skip_value(s: &[u8], i: usize) -> Option<usize> {
+pub(crate) fn skip_value(s: &[u8], i: usize) -> Option<usize> {
     match s.get(i)? {
         b'"' => skip_string(s, i),
         b'{' | b'[' => {

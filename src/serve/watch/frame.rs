@@ -5,6 +5,7 @@
 //! PartialObjectMetadata view, initial events) are built here too, always by copying stored bytes: objects
 //! are never decoded.
 
+use crate::codec::meta_view::{skip_string, skip_value, skip_ws};
 use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -211,64 +212,6 @@ pub fn top_level_member(obj: &[u8], key: &[u8]) -> Option<Range<usize>> {
             return Some(start..end);
         }
         i = end;
-    }
-}
-
-fn skip_ws(s: &[u8], mut i: usize) -> usize {
-    while matches!(s.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-        i += 1;
-    }
-    i
-}
-
-/// `s[i]` is `"`; returns the index after the closing quote.
-fn skip_string(s: &[u8], mut i: usize) -> Option<usize> {
-    i += 1;
-    loop {
-        match s.get(i)? {
-            b'"' => return Some(i + 1),
-            b'\\' => i += 2,
-            _ => i += 1,
-        }
-    }
-}
-
-/// Returns the index after the JSON value starting at `s[i]`.
-fn skip_value(s: &[u8], i: usize) -> Option<usize> {
-    match s.get(i)? {
-        b'"' => skip_string(s, i),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut j = i;
-            loop {
-                match s.get(j)? {
-                    b'"' => {
-                        j = skip_string(s, j)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(j + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-        }
-        _ => {
-            // A number, true, false or null: up to the next delimiter.
-            let mut j = i;
-            while let Some(b) = s.get(j) {
-                if matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
-                    break;
-                }
-                j += 1;
-            }
-            if j == i { None } else { Some(j) }
-        }
     }
 }
 
