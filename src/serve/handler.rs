@@ -31,7 +31,7 @@ use crate::serve::read::{ContinueAt, Match, Rv};
 use crate::serve::resolve::BLOCK_TIMEOUT;
 use crate::serve::route::{ResourceRequest, Route, Verb};
 use crate::serve::server::{BoxFuture, ConnInfo, Handler};
-use crate::serve::watch::{self, Filter, Start, WatchConfig, WatchSpec, WatchView};
+use crate::serve::watch::{self, WatchConfig, WatchView};
 use crate::store::{Object, Store};
 
 /// Tunables of the from-memory paths.
@@ -487,13 +487,6 @@ impl KacheHandler {
             Ok(rv) => rv,
             Err(e) => return Ok(error_response(&e, req, false)),
         };
-        if watch::over_limit(store, &self.config.watch) {
-            let err = ApiError::TooManyRequests {
-                message: "Too many watches for this resource, please try again later.".into(),
-                retry_after: 1,
-            };
-            return Ok(error_response(&err, req, false));
-        }
         // RV unset with sendInitialEvents set (after the legacy defaulting) starts at the upstream's current
         // revision (§3.2): the same proof as a consistent list; forwarded when it fails.
         let consistent_rv = match (rv, opts.send_initial_events) {
@@ -503,34 +496,18 @@ impl KacheHandler {
             }
             _ => None,
         };
-        let mut start = watch::request::start_mode(rv, opts.send_initial_events, consistent_rv);
-        if let Start::Snapshot { end_bookmark, .. } = &mut start {
-            // The initial-events-end bookmark only goes to clients that allow bookmarks.
-            *end_bookmark &= opts.allow_watch_bookmarks;
-        }
-        let namespace = scan_namespace(r, info.namespaced, &opts).map(str::to_owned);
-        let name = opts.field_selector.exact("metadata.name").map(str::to_owned);
-        let predicate: Option<watch::Predicate> =
-            if opts.label_selector.is_empty() && opts.field_selector.is_empty() {
-                None
-            } else {
-                let label = opts.label_selector.clone();
-                let field = opts.field_selector.clone();
-                Some(Arc::new(move |o: &Object| label.matches(o) && field.matches(o, kind)))
-            };
-        let spec = WatchSpec {
-            start,
-            filter: Filter { namespace, name, predicate },
+        let request = watch::request::WatchRequest {
+            store: store.clone(),
+            namespace: scan_namespace(r, info.namespaced, &opts).map(str::to_owned),
+            name: opts.field_selector.exact("metadata.name").map(str::to_owned),
+            consistent_rv,
             view: match view {
                 View::Full => WatchView::Full,
                 View::Metadata => WatchView::PartialObjectMetadata,
             },
-            bookmarks: opts.allow_watch_bookmarks,
-            timeout: self.config.watch.lifetime(opts.timeout_seconds),
-            bookmark_interval: self.config.watch.bookmark_interval,
-            wait_timeout: self.config.watch.wait_timeout,
+            opts,
         };
-        Ok(watch::respond(store.clone(), spec, self.shutdown.clone()))
+        Ok(watch::request::serve_watch(request, &self.config.watch, self.shutdown.clone()))
     }
 }
 

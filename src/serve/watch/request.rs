@@ -52,7 +52,11 @@ pub fn serve_watch(req: WatchRequest, cfg: &WatchConfig, shutdown: CancellationT
 /// The watcher's spec: the start mode of semantics §3.2, the selection and the lifetime.
 pub fn resolve(req: &WatchRequest, cfg: &WatchConfig) -> Result<WatchSpec, ApiError> {
     let rv = req.opts.watch_resource_version()?;
-    let start = start_mode(rv, req.opts.send_initial_events, req.consistent_rv);
+    let mut start = start_mode(rv, req.opts.send_initial_events, req.consistent_rv);
+    if let Start::Snapshot { end_bookmark, .. } = &mut start {
+        // The initial-events-end bookmark only goes to clients that allow bookmarks (`isListWatchRequest`).
+        *end_bookmark &= req.opts.allow_watch_bookmarks;
+    }
     Ok(WatchSpec {
         start,
         filter: filter(req),
