@@ -19,14 +19,6 @@ pub fn empty() -> Body {
     Empty::<Bytes>::new().map_err(|never| match never {}).boxed()
 }
 
-/// A body streaming several buffers without copying them.
-pub fn chunks(chunks: Vec<Bytes>) -> Body {
-    let stream = futures_util::stream::iter(
-        chunks.into_iter().map(|c| Ok::<_, BoxError>(hyper::body::Frame::data(c))),
-    );
-    http_body_util::StreamBody::new(stream).boxed()
-}
-
 /// A body streaming the buffers an iterator produces, one frame each, as hyper asks for them.
 pub fn stream_iter<I>(chunks: I) -> Body
 where

@@ -9,7 +9,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use crate::body::{self, Body};
 use crate::codec::list::View;
 use crate::codec::{gzip, list as listcodec, pretty, token};
-use crate::resource::{FieldKind, ResourceInfo};
+use crate::resource::ResourceInfo;
 use crate::serve::fresh::Freshness;
 use crate::serve::gzcache::GzipCache;
 use crate::serve::read::{ContinueAt, ListPlan, Match, ReadAt, Rv, plan_list, plan_single};
@@ -228,17 +228,7 @@ pub fn respond_bytes(mut chunks: Vec<Bytes>, opts: ResponseOptions) -> Response<
         body::full(chunks.pop().expect("one chunk"))
     } else {
         builder = builder.header(header::CONTENT_LENGTH, len);
-        body::chunks(chunks)
+        body::stream_iter(chunks.into_iter())
     };
     builder.body(body).expect("static headers are valid")
-}
-
-/// Whether `object` is in `namespace` (used when a selector narrows a cluster-wide list).
-pub fn in_namespace(object: &Object, namespace: &str) -> bool {
-    object.namespace() == Some(namespace)
-}
-
-/// Field kind of a store (for field selectors).
-pub fn field_kind(store: &Store) -> FieldKind {
-    store.info().field_kind()
 }
