@@ -116,6 +116,7 @@ impl AuthArgs {
                 burst: self.client_burst,
                 max_watches: self.client_max_watches,
             },
+            control_ignore_impersonation: false,
         }
     }
 }

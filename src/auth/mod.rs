@@ -12,6 +12,7 @@
 //! at most one cache TTL after a permission is revoked.
 
 mod cache;
+mod impersonate;
 mod limits;
 mod listen;
 mod review;
@@ -32,6 +33,7 @@ use crate::serve::server::ConnInfo;
 use crate::upstream::Upstream;
 
 pub use cache::TtlCache;
+pub use impersonate::{Requested as ImpersonationRequest, has_impersonation};
 pub use limits::{ClientKey, ClientLimitSettings, ClientLimits, MAX_TRACKED_CLIENTS, WatchSlot};
 pub use listen::{ListenCheck, ListenError, check_listen};
 pub use review::ReviewError;
@@ -75,6 +77,11 @@ pub struct AuthSettings {
     pub cache_entries: usize,
     /// Per-client request rate and watch limits (any mode).
     pub clients: ClientLimitSettings,
+    /// Test control only, never a flag: treat `Impersonate-*` headers as kache did before it implemented
+    /// impersonation (authorize the requester and serve from memory). It reproduces that leak so the
+    /// tests can prove they detect it.
+    #[doc(hidden)]
+    pub control_ignore_impersonation: bool,
 }
 
 impl Default for AuthSettings {
@@ -88,6 +95,7 @@ impl Default for AuthSettings {
             deny_ttl: DEFAULT_DENY_TTL,
             cache_entries: DEFAULT_CACHE_ENTRIES,
             clients: ClientLimitSettings::default(),
+            control_ignore_impersonation: false,
         }
     }
 }
@@ -370,6 +378,45 @@ impl Auth {
         decision.map_err(|reason| forbidden(id, attrs, &reason))
     }
 
+    /// The identity a request acts as (the apiserver's impersonation filter): `id` itself, or the identity
+    /// its `Impersonate-*` headers name once `id` is allowed the verb `impersonate` on every part of it.
+    /// Errors are the apiserver's: 500 for groups/extras/uid without a user, 403 for the first part `id` may
+    /// not impersonate (a failed review included, as the filter treats an authorizer error as a denial).
+    ///
+    /// Under `--auth=none` nothing is reviewed and `id` is returned unchanged: the handler forwards every
+    /// request that carries `Impersonate-*` headers, so the upstream decides.
+    pub async fn impersonate(&self, id: Identity, headers: &HeaderMap) -> Result<Identity, ApiError> {
+        if self.settings.mode == AuthMode::None
+            || id.credential == Credential::Kache
+            || self.settings.control_ignore_impersonation
+        {
+            return Ok(id);
+        }
+        let requested = match ImpersonationRequest::parse(headers) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(id),
+            Err(e) => {
+                metrics::impersonation(AuthDecision::Error);
+                return Err(e);
+            }
+        };
+        for attrs in requested.checks() {
+            match self.authorize(&id, &attrs).await {
+                Ok(()) => {}
+                Err(ApiError::InternalError(reason)) => {
+                    metrics::impersonation(AuthDecision::Error);
+                    return Err(forbidden(&id, &attrs, &reason));
+                }
+                Err(e) => {
+                    metrics::impersonation(AuthDecision::Deny);
+                    return Err(e);
+                }
+            }
+        }
+        metrics::impersonation(AuthDecision::Allow);
+        Ok(requested.identity(id.credential))
+    }
+
     async fn review(
         &self,
         id: &Identity,
@@ -384,21 +431,23 @@ impl Auth {
     ///   upstream authorizes against that token) pass through unchanged, over a client without kache's
     ///   credentials.
     /// - Certificate clients: their own `Authorization`/`Impersonate-*` headers are stripped; kache's
-    ///   credentials carry `Impersonate-User`/`-Group`/`-Uid`/`-Extra-*` naming the certificate's user.
+    ///   credentials carry `Impersonate-User`/`-Group`/`-Uid`/`-Extra-*` naming `id` — the certificate's
+    ///   user, or the user it impersonates once [`Auth::impersonate`] allowed it. An identity that headers
+    ///   cannot carry exactly is refused (500), never narrowed or changed.
     /// - `--auth=none`: unchanged; kache's client decides (it strips client credentials when it has its own).
     pub fn apply_to_forwarded(
         &self,
         id: &Identity,
         headers: &mut HeaderMap,
         extensions: &mut http::Extensions,
-    ) -> ForwardVia {
+    ) -> Result<ForwardVia, ApiError> {
         match id.credential {
-            Credential::Kache => ForwardVia::Kache,
-            Credential::Bearer => ForwardVia::ClientCredentials,
+            Credential::Kache => Ok(ForwardVia::Kache),
+            Credential::Bearer => Ok(ForwardVia::ClientCredentials),
             Credential::Certificate => {
                 strip_identity_headers(headers);
-                extensions.insert(UpstreamIdentity(impersonation_headers(id)));
-                ForwardVia::Kache
+                extensions.insert(UpstreamIdentity(impersonation_headers(id)?));
+                Ok(ForwardVia::Kache)
             }
         }
     }
@@ -460,38 +509,49 @@ fn strip_identity_headers(headers: &mut HeaderMap) {
     }
 }
 
-/// `Impersonate-*` headers naming `id` (values that are not valid header values are left out, which
-/// only narrows the impersonated identity).
-fn impersonation_headers(id: &Identity) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    let mut add = |name: &str, value: &str| {
-        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
-            h.append(n, v);
+/// `Impersonate-*` headers naming exactly `id`. A part that a header cannot carry unchanged (control
+/// characters, or leading/trailing blanks, which HTTP parsers trim) makes the whole identity inexpressible:
+/// an error, never a narrower or different identity (dropping the user while keeping its groups would ask
+/// the upstream for something else entirely).
+fn impersonation_headers(id: &Identity) -> Result<HeaderMap, ApiError> {
+    fn value(part: &str, v: &str) -> Result<HeaderValue, ApiError> {
+        let trimmed = v.trim_matches(|c| c == ' ' || c == '\t');
+        match HeaderValue::from_bytes(v.as_bytes()) {
+            Ok(h) if trimmed.len() == v.len() => Ok(h),
+            _ => Err(ApiError::InternalError(format!(
+                "the {part} {v:?} cannot be passed upstream as an impersonation header"
+            ))),
         }
-    };
-    add("impersonate-user", &id.user);
+    }
+    if id.user.is_empty() {
+        return Err(ApiError::InternalError("cannot impersonate a user without a name".to_owned()));
+    }
+    let mut h = HeaderMap::new();
+    h.append(HeaderName::from_static("impersonate-user"), value("user", &id.user)?);
     if !id.uid.is_empty() {
-        add("impersonate-uid", &id.uid);
+        h.append(HeaderName::from_static("impersonate-uid"), value("uid", &id.uid)?);
     }
     for g in &id.groups {
-        add("impersonate-group", g);
+        h.append(HeaderName::from_static("impersonate-group"), value("group", g)?);
     }
     for (k, values) in &id.extra {
-        let key = escape_extra_key(k);
+        let name = HeaderName::from_bytes(format!("impersonate-extra-{}", escape_extra_key(k)).as_bytes())
+            .map_err(|_| ApiError::InternalError(format!("the extra key {k:?} cannot be passed upstream")))?;
         for v in values {
-            add(&format!("impersonate-extra-{key}"), v);
+            h.append(name.clone(), value("extra value", v)?);
         }
     }
-    h
+    Ok(h)
 }
 
-/// An `Impersonate-Extra-` key, percent-encoded as client-go does (`url.PathEscape`) so any key fits a
-/// header name; the apiserver decodes it.
+/// An `Impersonate-Extra-` key that the apiserver decodes back to `key` exactly: it lower-cases header
+/// names, then percent-decodes them, so every byte but lower-case letters, digits and `-._~` is
+/// percent-encoded — upper-case letters included, or their case would be lost.
 fn escape_extra_key(key: &str) -> String {
     let mut out = String::with_capacity(key.len());
     for b in key.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b.to_ascii_lowercase() as char);
+        if b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));
         }

@@ -58,7 +58,7 @@ fn certificate_users_are_impersonated_and_their_claims_stripped() {
     let mut ext = http::Extensions::new();
     let mut id = Identity::certificate("carol", vec!["dev".into(), "ops".into()]);
     id.extra.insert("Scopes/X".into(), vec!["a".into()]);
-    assert_eq!(auth.apply_to_forwarded(&id, &mut headers, &mut ext), ForwardVia::Kache);
+    assert_eq!(auth.apply_to_forwarded(&id, &mut headers, &mut ext), Ok(ForwardVia::Kache));
     assert!(headers.get(header::AUTHORIZATION).is_none());
     assert!(headers.keys().all(|k| !k.as_str().starts_with("impersonate-")));
     assert!(headers.contains_key(header::ACCEPT));
@@ -67,7 +67,29 @@ fn certificate_users_are_impersonated_and_their_claims_stripped() {
     let groups: Vec<_> =
         imp.get_all("impersonate-group").iter().map(|v| v.to_str().expect("ascii")).collect();
     assert_eq!(groups, ["dev", "ops"]);
-    assert_eq!(imp.get("impersonate-extra-scopes%2Fx").expect("extra"), "a");
+    // Upper-case letters are escaped too: the apiserver lower-cases header names before decoding them.
+    let (name, value) =
+        imp.iter().find(|(k, _)| k.as_str().starts_with("impersonate-extra-")).expect("extra");
+    assert_eq!(value, "a");
+    let key = name.as_str().strip_prefix("impersonate-extra-").expect("prefix");
+    assert_eq!(impersonate::unescape_extra_key(&key.to_ascii_lowercase()), "Scopes/X");
+}
+
+#[test]
+fn identities_headers_cannot_carry_are_refused_not_narrowed() {
+    let upstream = Upstream::plain("http://127.0.0.1:1").expect("valid url");
+    let auth = Auth::new(AuthSettings::delegated(), upstream);
+    for id in [
+        Identity::certificate("bad\nuser", vec!["system:masters".into()]),
+        Identity::certificate(" padded", vec![]),
+        Identity::certificate("carol", vec!["ok".into(), "bad\u{7f}".into()]),
+    ] {
+        let mut headers = HeaderMap::new();
+        let mut ext = http::Extensions::new();
+        let err = auth.apply_to_forwarded(&id, &mut headers, &mut ext).expect_err("inexpressible");
+        assert_eq!(err.status_code(), 500, "{id:?}");
+        assert!(ext.get::<UpstreamIdentity>().is_none(), "nothing is forwarded for {id:?}");
+    }
 }
 
 #[test]
@@ -79,7 +101,7 @@ fn bearer_clients_keep_their_own_credentials() {
     headers.insert("impersonate-user", hv("bob"));
     let mut ext = http::Extensions::new();
     let id = Identity::bearer("alice", "", vec![], BTreeMap::new());
-    assert_eq!(auth.apply_to_forwarded(&id, &mut headers, &mut ext), ForwardVia::ClientCredentials);
+    assert_eq!(auth.apply_to_forwarded(&id, &mut headers, &mut ext), Ok(ForwardVia::ClientCredentials));
     assert_eq!(headers.get(header::AUTHORIZATION).expect("kept"), "Bearer mine");
     assert_eq!(headers.get("impersonate-user").expect("kept for the upstream to authorize"), "bob");
     assert!(ext.get::<UpstreamIdentity>().is_none());

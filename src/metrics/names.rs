@@ -77,6 +77,7 @@ pub const FRESHNESS_PROBES_TOTAL: &str = "kache_freshness_probes_total";
 pub const FRESHNESS_UPSTREAM_PROBES_TOTAL: &str = "kache_freshness_upstream_probes_total";
 pub const FORWARDED_REQUESTS_TOTAL: &str = "kache_forwarded_requests_total";
 pub const AUTH_CACHE_TOTAL: &str = "kache_auth_cache_total";
+pub const IMPERSONATION_TOTAL: &str = "kache_impersonation_total";
 pub const LIMIT_REJECTIONS_TOTAL: &str = "kache_limit_rejections_total";
 pub const ENCODING_TOTAL: &str = "kache_encoding_total";
 
@@ -247,6 +248,11 @@ pub const ALL: &[MetricDef] = &[
         AUTH_CACHE_TOTAL,
         &["result", "decision"],
         "Authentication/authorization decisions by cache result (hit|miss) and decision (allow|deny|error).",
+    ),
+    counter(
+        IMPERSONATION_TOTAL,
+        &["decision"],
+        "Requests carrying Impersonate-* headers by outcome: allow (acting as the impersonated user), deny (403) or error (malformed headers, failed review).",
     ),
     counter(
         LIMIT_REJECTIONS_TOTAL,

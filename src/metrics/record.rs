@@ -74,6 +74,11 @@ pub fn auth_cache(result: AuthResult, decision: AuthDecision) {
     counter(AUTH_CACHE_TOTAL, labels).increment(1);
 }
 
+/// The outcome of a request's impersonation (its `Impersonate-*` headers).
+pub fn impersonation(decision: AuthDecision) {
+    counter(IMPERSONATION_TOTAL, vec![label("decision", decision.as_str())]).increment(1);
+}
+
 /// A request or connection refused by a limit.
 pub fn limit_rejected(limit: Limit) {
     counter(LIMIT_REJECTIONS_TOTAL, vec![label("limit", limit.as_str())]).increment(1);
@@ -96,6 +101,9 @@ pub(crate) fn register_fixed_series() {
             counter(AUTH_CACHE_TOTAL, vec![label("result", r.as_str()), label("decision", d.as_str())])
                 .increment(0);
         }
+    }
+    for d in AuthDecision::ALL {
+        counter(IMPERSONATION_TOTAL, vec![label("decision", d.as_str())]).increment(0);
     }
     for l in Limit::ALL {
         counter(LIMIT_REJECTIONS_TOTAL, vec![label("limit", l.as_str())]).increment(0);

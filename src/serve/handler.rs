@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{Attributes, Auth, ClientLimits, ForwardVia, Identity, client_key};
+use crate::auth::{
+    Attributes, Auth, ClientLimits, Credential, ForwardVia, Identity, client_key, has_impersonation,
+};
 use crate::body::{self, Body};
 use crate::codec::list::View;
 use crate::codec::status::ApiError;
@@ -217,7 +219,10 @@ impl KacheHandler {
     async fn forward(&self, req: Request<Body>, id: &Identity) -> Response<Body> {
         self.stats.forwarded.fetch_add(1, Relaxed);
         let (mut parts, body) = req.into_parts();
-        let via = self.auth.apply_to_forwarded(id, &mut parts.headers, &mut parts.extensions);
+        let via = match self.auth.apply_to_forwarded(id, &mut parts.headers, &mut parts.extensions) {
+            Ok(via) => via,
+            Err(e) => return error_response(&e, &Request::from_parts(parts, body), false),
+        };
         let req = Request::from_parts(parts, body);
         match (via, &self.pass_through) {
             (ForwardVia::ClientCredentials, Some(pass_through)) => pass_through.forward(req).await,
@@ -240,6 +245,12 @@ impl KacheHandler {
         // Authentication first, for every request (k-sec): a 401 is answered without contacting the upstream
         // with the client's request.
         let id = match self.auth.authenticate(req.headers(), req.extensions().get::<ConnInfo>()).await {
+            Ok(id) => id,
+            Err(e) => return error_response(&e, &req, false),
+        };
+        // Impersonation (as the apiserver's filter, after authentication): from here on the request acts as
+        // the impersonated user, for its limits, its authorization and its forwarding.
+        let id = match self.auth.impersonate(id, req.headers()).await {
             Ok(id) => id,
             Err(e) => return error_response(&e, &req, false),
         };
@@ -276,6 +287,15 @@ impl KacheHandler {
         id: &Identity,
     ) -> Response<Body> {
         let Some(r) = route.resource() else { return self.forward(req, id).await };
+        // Without authentication (`--auth=none`) nobody's impersonation is reviewed, so a request that asks to
+        // act as someone else is never answered from memory: the upstream decides. Under `--auth=delegated`
+        // `id` is already the impersonated user.
+        if id.credential == Credential::Kache
+            && has_impersonation(req.headers())
+            && !self.auth.settings().control_ignore_impersonation
+        {
+            return self.forward(req, id).await;
+        }
         let Some(store) = self.servable_store(&req, r) else { return self.forward(req, id).await };
         // Authorization of a read served from memory (k-sec), before anything about the resource is looked
         // at, as the apiserver's filter chain orders it. Forwarded requests are authorized upstream.

@@ -13,6 +13,8 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
 use kache::app::{Config, Kache};
+
+pub mod tls;
 use kache_sim::{Sim, SimHandle};
 
 /// How long tests let reads wait for a resourceVersion (the apiserver's 3 s, shortened).
