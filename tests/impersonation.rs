@@ -1,0 +1,514 @@
+//! Impersonation under `--auth=delegated`, with the sim (which implements the apiserver's impersonation
+//! filter) as the oracle: every requester × impersonation × read of the matrix must get the upstream's
+//! status, objects and error text, from memory and forwarded; a kache that ignores `Impersonate-*` headers
+//! must be caught leaking. Then the chained deployment (a node kache authenticating client certificates in
+//! front of a regional kache in front of the sim) with a user limited to one namespace, and `kubectl --as`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use serde_json::{Value, json};
+
+use common::tls::{Pki, tls_get};
+use common::{Resp, client, get_with};
+use kache::app::{Config, Kache, UpstreamSource};
+use kache::auth::AuthSettings;
+use kache::upstream::discovery::{Selection, parse_resource_specs};
+use kache_sim::auth::{AuthConfig, Rule, UserInfo};
+use kache_sim::{Sim, SimHandle};
+
+const KACHE_TOKEN: &str = "kache-token";
+
+fn token(user: &str) -> String {
+    format!("{user}-token")
+}
+
+/// alice: pods in namespace `a`. imp: may impersonate the user alice and the group `team` (nothing else,
+/// no reads of its own). The service account `a/reader`: pods in `a`. The group `team`: pods in `b`.
+/// carol: nothing. root: `system:masters`. node: the node-level kache's identity (`system:masters`, as a
+/// node kache needs list/watch, reviews and impersonation).
+fn rules() -> Vec<Rule> {
+    let reads = ["get", "list", "watch"];
+    vec![
+        Rule::new("alice-pods-a")
+            .user("alice")
+            .verbs(&reads)
+            .api_groups(&[""])
+            .resources(&["pods"])
+            .namespaces(&["a"]),
+        Rule::new("reader-pods-a")
+            .user("system:serviceaccount:a:reader")
+            .verbs(&reads)
+            .api_groups(&[""])
+            .resources(&["pods"])
+            .namespaces(&["a"]),
+        Rule::new("team-pods-b")
+            .group("team")
+            .verbs(&reads)
+            .api_groups(&[""])
+            .resources(&["pods"])
+            .namespaces(&["b"]),
+        Rule::new("imp-users")
+            .user("imp")
+            .verbs(&["impersonate"])
+            .api_groups(&[""])
+            .resources(&["users"])
+            .names(&["alice"]),
+        Rule::new("imp-groups")
+            .user("imp")
+            .verbs(&["impersonate"])
+            .api_groups(&[""])
+            .resources(&["groups"])
+            .names(&["team"]),
+    ]
+}
+
+async fn start_sim() -> SimHandle {
+    let mut auth = AuthConfig::new().with_token(KACHE_TOKEN, UserInfo::new("kache", &["system:masters"]));
+    for user in ["alice", "imp", "carol", "root", "node"] {
+        let groups: &[&str] = if matches!(user, "root" | "node") { &["system:masters"] } else { &[] };
+        auth = auth.with_token(token(user), UserInfo::new(user, groups));
+    }
+    for rule in rules() {
+        auth = auth.with_rule(rule);
+    }
+    let sim = Sim::builder()
+        .bookmark_interval(Duration::from_millis(100))
+        .auth(Some(auth))
+        .start()
+        .await
+        .expect("sim starts");
+    for ns in ["a", "b"] {
+        sim.create("namespaces", None, json!({"metadata": {"name": ns}})).expect("namespace");
+        for i in 0..2 {
+            let pod = json!({"metadata": {"name": format!("p-{ns}-{i}")}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+            sim.create("pods", Some(ns), pod).expect("pod");
+            let secret = json!({"metadata": {"name": format!("s-{ns}-{i}")}, "data": {"k": "c2VjcmV0"}});
+            sim.create("secrets", Some(ns), secret).expect("secret");
+        }
+    }
+    sim
+}
+
+/// A kubeconfig naming `server` with `token`.
+fn kubeconfig(dir: &Path, name: &str, server: &str, token: &str) -> PathBuf {
+    let path = dir.join(name);
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n"
+    );
+    std::fs::write(&path, text).expect("write kubeconfig");
+    path
+}
+
+fn config(kubeconfig: &Path, cached: &str, auth: AuthSettings) -> Config {
+    let mut config = Config::for_url(String::new());
+    config.upstream = UpstreamSource::Kubeconfig(Some(kubeconfig.to_owned()));
+    config.selection = Selection {
+        include: Some(parse_resource_specs(cached).expect("resource specs")),
+        exclude: Vec::new(),
+    };
+    config.lazy = false;
+    config.auth = auth;
+    config
+}
+
+async fn start(config: Config, cached: bool) -> Kache {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let kache = Kache::start_with_metrics(config, listener, Some(metrics)).await.expect("kache starts");
+    if cached {
+        tokio::time::timeout(Duration::from_secs(30), kache.wait_synced()).await.expect("kache syncs");
+    }
+    kache
+}
+
+/// A GET with `headers`, reading a watch only up to its first event line.
+async fn request(base: &str, path: &str, headers: &[(&str, &str)]) -> Resp {
+    if !path.contains("watch=1") {
+        return get_with(base, path, headers).await;
+    }
+    let mut req = Request::get(format!("{base}{path}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = client().request(req.body(Empty::<Bytes>::new()).expect("request")).await.expect("response");
+    let (status, headers) = (resp.status(), resp.headers().clone());
+    let mut body = resp.into_body();
+    let mut data = Vec::new();
+    let read = async {
+        while !data.contains(&b'\n') {
+            match body.frame().await {
+                Some(Ok(frame)) => data.extend_from_slice(frame.data_ref().map_or(&[][..], |d| d)),
+                _ => break,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read).await.expect("a watch answers within 10 s");
+    let first = data.split(|b| *b == b'\n').next().unwrap_or_default().to_vec();
+    Resp { status, headers, body: Bytes::from(first) }
+}
+
+/// Names of the objects in a get, list or first watch event.
+fn names(resp: &Resp) -> Vec<String> {
+    let v = resp.json();
+    let name = |o: &Value| o["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    let mut out: Vec<String> = match (v.get("items"), v.get("object")) {
+        (Some(Value::Array(items)), _) => items.iter().map(name).collect(),
+        (_, Some(object)) => vec![name(object)],
+        _ => vec![name(&v)],
+    };
+    out.sort();
+    out
+}
+
+/// The reads of the matrix, all at resourceVersion=0 so that kache answers cached ones from memory.
+const PATHS: &[(&str, &str)] = &[
+    ("get pod a", "/api/v1/namespaces/a/pods/p-a-0?resourceVersion=0"),
+    ("list pods a", "/api/v1/namespaces/a/pods?resourceVersion=0"),
+    ("watch pods a", "/api/v1/namespaces/a/pods?watch=1&resourceVersion=0"),
+    ("get pod b", "/api/v1/namespaces/b/pods/p-b-0?resourceVersion=0"),
+    ("list pods b", "/api/v1/namespaces/b/pods?resourceVersion=0"),
+    ("list all pods", "/api/v1/pods?resourceVersion=0"),
+    ("list secrets a", "/api/v1/namespaces/a/secrets?resourceVersion=0"),
+    ("get secret a", "/api/v1/namespaces/a/secrets/s-a-0?resourceVersion=0"),
+    ("list all secrets", "/api/v1/secrets?resourceVersion=0"),
+];
+
+/// Requesters: (label, own user, impersonation headers).
+fn requesters() -> Vec<(&'static str, &'static str, Vec<(&'static str, &'static str)>)> {
+    vec![
+        ("root as alice", "root", vec![("impersonate-user", "alice")]),
+        ("imp as alice", "imp", vec![("impersonate-user", "alice")]),
+        ("imp as alice in team", "imp", vec![("impersonate-user", "alice"), ("impersonate-group", "team")]),
+        ("imp as bob", "imp", vec![("impersonate-user", "bob")]),
+        (
+            "imp as alice in masters",
+            "imp",
+            vec![("impersonate-user", "alice"), ("impersonate-group", "system:masters")],
+        ),
+        (
+            "imp as alice with extra",
+            "imp",
+            vec![("impersonate-user", "alice"), ("impersonate-extra-scopes", "x")],
+        ),
+        ("imp as alice with uid", "imp", vec![("impersonate-user", "alice"), ("impersonate-uid", "u-1")]),
+        (
+            "root as alice with extra and uid",
+            "root",
+            vec![
+                ("impersonate-user", "alice"),
+                ("impersonate-extra-Scopes%2Fx", "y"),
+                ("impersonate-uid", "u-1"),
+            ],
+        ),
+        ("alice as root", "alice", vec![("impersonate-user", "root")]),
+        ("carol as alice", "carol", vec![("impersonate-user", "alice")]),
+        (
+            "root as service account a/reader",
+            "root",
+            vec![("impersonate-user", "system:serviceaccount:a:reader")],
+        ),
+        ("root as anonymous", "root", vec![("impersonate-user", "system:anonymous")]),
+        ("root as masters without a user", "root", vec![("impersonate-group", "system:masters")]),
+        ("alice (no impersonation)", "alice", vec![]),
+    ]
+}
+
+/// Runs the matrix against `base`, with the sim answering the same requests as the oracle. Returns the
+/// mismatches and how many cases the upstream allowed.
+async fn run_matrix(sim: &SimHandle, base: &str) -> (Vec<String>, usize) {
+    let mut failures = Vec::new();
+    let mut allowed = 0;
+    for (who, user, imp) in requesters() {
+        let bearer = format!("Bearer {}", token(user));
+        let mut headers = vec![("authorization", bearer.as_str())];
+        headers.extend(imp.iter().copied());
+        for (label, path) in PATHS {
+            let want = request(&sim.url(), path, &headers).await;
+            let got = request(base, path, &headers).await;
+            if got.status != want.status {
+                failures.push(format!("{who} {label}: kache {} upstream {}", got.status, want.status));
+                continue;
+            }
+            if want.status == StatusCode::OK {
+                allowed += 1;
+                let (w, g) = (names(&want), names(&got));
+                let same = if path.contains("watch=1") { g.len() == 1 } else { w == g };
+                if !same {
+                    failures.push(format!("{who} {label}: kache {g:?} upstream {w:?}"));
+                }
+            } else {
+                let (w, g) = (want.json(), got.json());
+                for field in ["message", "reason", "code"] {
+                    if w[field] != g[field] {
+                        failures
+                            .push(format!("{who} {label}: {field} kache {} upstream {}", g[field], w[field]));
+                    }
+                }
+            }
+        }
+    }
+    (failures, allowed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonation_matrix_from_memory_and_forwarded() {
+    kache::upstream::install_crypto_provider();
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = kubeconfig(dir.path(), "kubeconfig", &sim.url(), KACHE_TOKEN);
+
+    let memory = start(config(&kc, "pods,secrets", AuthSettings::delegated()), true).await;
+    let (failures, allowed) = run_matrix(&sim, &memory.url()).await;
+    assert!(failures.is_empty(), "kache differs from the upstream (from memory):\n{}", failures.join("\n"));
+    assert!(allowed >= 15, "the matrix has allowed cases too ({allowed})");
+    assert!(
+        memory.stats().memory() >= allowed as u64,
+        "allowed reads were served from memory ({} of {allowed})",
+        memory.stats().memory()
+    );
+    let metrics = common::get(&memory.metrics_url().expect("metrics served"), "/metrics").await;
+    let text = String::from_utf8_lossy(&metrics.body);
+    for decision in ["allow", "deny", "error"] {
+        let series = format!("kache_impersonation_total{{decision=\"{decision}\"}}");
+        let line =
+            text.lines().find(|l| l.starts_with(&series)).unwrap_or_else(|| panic!("{series} exported"));
+        let value: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number");
+        assert!(value > 0.0, "{series} counted ({line})");
+    }
+
+    let forwarded = start(config(&kc, "", AuthSettings::delegated()), false).await;
+    let (failures, _) = run_matrix(&sim, &forwarded.url()).await;
+    assert!(failures.is_empty(), "kache differs from the upstream (forwarded):\n{}", failures.join("\n"));
+    assert_eq!(forwarded.stats().memory(), 0, "nothing is cached: every read was forwarded");
+
+    // The control: a kache that authorizes the requester and ignores its Impersonate-* headers (what
+    // kache did before) is caught leaking.
+    let control = AuthSettings { control_ignore_impersonation: true, ..AuthSettings::delegated() };
+    let leaky = start(config(&kc, "pods,secrets", control), true).await;
+    let (failures, _) = run_matrix(&sim, &leaky.url()).await;
+    assert!(
+        failures.iter().any(|f| f.starts_with("root as alice list all secrets: kache 200 OK upstream 403")),
+        "the matrix detects the impersonation leak: {failures:#?}"
+    );
+
+    memory.shutdown().await;
+    forwarded.shutdown().await;
+    leaky.shutdown().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonation_errors_are_the_apiservers() {
+    kache::upstream::install_crypto_provider();
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = kubeconfig(dir.path(), "kubeconfig", &sim.url(), KACHE_TOKEN);
+    let kache = start(config(&kc, "pods", AuthSettings::delegated()), true).await;
+    let path = "/api/v1/namespaces/a/pods?resourceVersion=0";
+    let imp = format!("Bearer {}", token("imp"));
+    let cases: Vec<(Vec<(&str, &str)>, u16, &str)> = vec![
+        (
+            vec![("impersonate-user", "bob")],
+            403,
+            r#"users "bob" is forbidden: User "imp" cannot impersonate resource "users" in API group "" at the cluster scope"#,
+        ),
+        (
+            vec![("impersonate-user", "system:serviceaccount:a:reader")],
+            403,
+            r#"serviceaccounts "reader" is forbidden: User "imp" cannot impersonate resource "serviceaccounts" in API group "" in the namespace "a""#,
+        ),
+        (
+            vec![("impersonate-user", "alice"), ("impersonate-extra-scopes", "x")],
+            403,
+            r#"userextras.authentication.k8s.io "x" is forbidden: User "imp" cannot impersonate resource "userextras/scopes" in API group "authentication.k8s.io" at the cluster scope"#,
+        ),
+        (
+            vec![("impersonate-group", "team")],
+            500,
+            "Internal error occurred: requested [{Group  team    }] without impersonating a user",
+        ),
+    ];
+    for (imp_headers, code, message) in cases {
+        let mut headers = vec![("authorization", imp.as_str())];
+        headers.extend(imp_headers.iter().copied());
+        let got = request(&kache.url(), path, &headers).await;
+        let want = request(&sim.url(), path, &headers).await;
+        assert_eq!(got.status.as_u16(), code, "{imp_headers:?}: {:?}", got.body);
+        assert_eq!(got.json()["message"], message, "{imp_headers:?}");
+        assert_eq!(got.json(), want.json(), "{imp_headers:?}: the upstream's own Status");
+    }
+    kache.shutdown().await;
+    sim.shutdown().await;
+}
+
+/// node kache (client certificates, `--auth=delegated`) → regional kache (`--auth=delegated`, node's token
+/// plus the certificate user as `Impersonate-*`) → sim. `dave` (a certificate user, no rights of his own)
+/// may impersonate nobody; `alice` (a certificate user) reads pods in `a` only. Whatever each kache
+/// caches, nobody reads outside their rights, Secrets included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chained_kaches_keep_the_certificate_users_identity() {
+    kache::upstream::install_crypto_provider();
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = Pki::new("kache-node-ca");
+    let (server, server_key) = pki.issue(&["localhost"], "kache-node", &[], false);
+    let (cert, key, ca) = (dir.path().join("tls.crt"), dir.path().join("tls.key"), dir.path().join("ca.crt"));
+    std::fs::write(&cert, server.pem()).expect("write");
+    std::fs::write(&key, server_key.serialize_pem()).expect("write");
+    std::fs::write(&ca, &pki.ca_pem).expect("write");
+    let alice = pki.issue(&[], "alice", &[], true);
+    let dave = pki.issue(&[], "dave", &[], true);
+    let imp = pki.issue(&[], "imp", &[], true);
+
+    for (regional_cache, node_cache, control) in [
+        ("pods,secrets", "", false),
+        ("pods,secrets", "pods", false),
+        ("", "pods,secrets", false),
+        ("pods,secrets", "", true),
+    ] {
+        let kc = kubeconfig(dir.path(), "regional", &sim.url(), KACHE_TOKEN);
+        let auth = AuthSettings { control_ignore_impersonation: control, ..AuthSettings::delegated() };
+        let regional = start(config(&kc, regional_cache, auth), !regional_cache.is_empty()).await;
+        let node_kc = kubeconfig(dir.path(), "node", &regional.url(), &token("node"));
+        let mut node_config = config(&node_kc, node_cache, AuthSettings::delegated());
+        node_config.tls =
+            Some(kache::serve::server::TlsConfig::with_client_ca(&cert, &key, &ca).expect("tls config"));
+        let node = start(node_config, !node_cache.is_empty()).await;
+        let addr = node.addr();
+        let case =
+            format!("regional caches {regional_cache:?}, node caches {node_cache:?}, control {control}");
+
+        let mut leaks = Vec::new();
+        for (label, path) in PATHS {
+            if path.contains("watch=1") {
+                continue;
+            }
+            for (user, client, imp_headers) in [
+                ("dave", &dave, vec![]),
+                ("alice", &alice, vec![]),
+                ("dave as alice", &dave, vec![("impersonate-user", "alice")]),
+                ("imp as alice", &imp, vec![("impersonate-user", "alice")]),
+            ] {
+                let got =
+                    tls_get(addr, &pki.ca_der, Some(client), None, path, &imp_headers).await.expect("TLS");
+                // What the same user gets from the upstream directly: the oracle.
+                let as_user = match user {
+                    "dave" | "dave as alice" => "dave",
+                    _ => "alice",
+                };
+                let direct_user = if as_user == "dave" { "carol" } else { "alice" };
+                let want = request(
+                    &sim.url(),
+                    path,
+                    &[("authorization", &format!("Bearer {}", token(direct_user)))],
+                )
+                .await;
+                let expect_denied = user == "dave as alice";
+                let ok = if expect_denied {
+                    got.status == StatusCode::FORBIDDEN
+                } else if want.status == StatusCode::OK {
+                    got.status == StatusCode::OK && names(&got) == names(&want)
+                } else {
+                    got.status == want.status
+                };
+                if !ok {
+                    leaks.push(format!(
+                        "{user} {label}: got {} {}",
+                        got.status,
+                        String::from_utf8_lossy(&got.body)
+                    ));
+                }
+            }
+        }
+        if control {
+            assert!(
+                leaks.iter().any(|l| l.starts_with("dave list all secrets: got 200")),
+                "{case}: the chain test detects a regional kache that drops impersonation: {leaks:#?}"
+            );
+        } else {
+            assert!(leaks.is_empty(), "{case}: reads outside the user's rights:\n{}", leaks.join("\n"));
+        }
+        node.shutdown().await;
+        regional.shutdown().await;
+    }
+    sim.shutdown().await;
+}
+
+// --- kubectl --as ---
+
+/// kubectl, installed by the project's script when missing. With `KACHE_REQUIRE_TOOLS=1` (CI) a missing
+/// kubectl fails the test instead of skipping it.
+fn kubectl_available() -> bool {
+    let works =
+        || Command::new("kubectl").args(["version", "--client"]).output().is_ok_and(|o| o.status.success());
+    if works() {
+        return true;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
+    let _ = Command::new(script).status();
+    if works() {
+        return true;
+    }
+    assert!(
+        std::env::var("KACHE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+        "kubectl is required (KACHE_REQUIRE_TOOLS=1) and could not be installed"
+    );
+    eprintln!("SKIPPED: kubectl is not installed and scripts/install-test-deps.sh could not install it");
+    false
+}
+
+async fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> (bool, String, String) {
+    let mut cmd = Command::new("kubectl");
+    cmd.arg("--kubeconfig").arg(kubeconfig).arg("--cache-dir").arg(cache).args(args);
+    cmd.env_remove("KUBECONFIG");
+    let out = tokio::task::spawn_blocking(move || cmd.output()).await.expect("joined").expect("kubectl runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_as_reads_as_the_impersonated_user() {
+    if !kubectl_available() {
+        return;
+    }
+    kache::upstream::install_crypto_provider();
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = kubeconfig(dir.path(), "kubeconfig", &sim.url(), KACHE_TOKEN);
+    let kache = start(config(&kc, "pods,secrets", AuthSettings::delegated()), true).await;
+    let via_kache = kubeconfig(dir.path(), "via-kache", &kache.url(), &token("root"));
+    let via_sim = kubeconfig(dir.path(), "via-sim", &sim.url(), &token("root"));
+    let cases: &[&[&str]] = &[
+        &["get", "pods", "-n", "a", "--as", "alice", "-o", "name"],
+        &["get", "pods", "-n", "a", "--as", "alice", "-o", "json"],
+        &["get", "pods", "-n", "b", "--as", "alice", "-o", "name"],
+        &["get", "secrets", "-A", "--as", "alice", "-o", "name"],
+        &["get", "pods", "-A", "--as", "alice", "--as-group", "team", "-o", "name"],
+        &["get", "pods", "-n", "a", "--as", "system:serviceaccount:a:reader", "-o", "name"],
+        &["get", "secrets", "-n", "a", "--as", "system:serviceaccount:a:reader", "-o", "name"],
+    ];
+    for args in cases {
+        let through = kubectl(&via_kache, &dir.path().join("cache-kache"), args).await;
+        let direct = kubectl(&via_sim, &dir.path().join("cache-sim"), args).await;
+        assert_eq!(
+            through,
+            direct,
+            "kubectl {} through kache (left) and against the sim (right)",
+            args.join(" ")
+        );
+    }
+    let (ok, _, stderr) = kubectl(&via_kache, &dir.path().join("cache-kache"), cases[3]).await;
+    assert!(!ok && stderr.contains(r#"User "alice" cannot list resource "secrets""#), "{stderr}");
+    kache.shutdown().await;
+    sim.shutdown().await;
+}
