@@ -35,8 +35,8 @@ mod watch;
 
 pub use list::{IngestedList, ListParts, ingest_list, split_list, with_type_meta};
 pub use watch::{
-    Bookmark, WatchEventType, WatchFrame, WatchIngest, bookmark_from_json, ingest_watch_line,
-    parse_watch_line,
+    Bookmark, MAX_BOOKMARK_TAIL, WatchEventType, WatchFrame, WatchIngest, bookmark_from_json, bookmark_tail,
+    ingest_watch_line, parse_watch_line,
 };
 
 /// Iterating validated JSON cannot fail; reported (not panicked on) if it ever did.

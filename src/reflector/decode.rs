@@ -43,7 +43,12 @@ pub(crate) struct ApiStatus {
 #[derive(Debug)]
 pub(crate) enum WatchEvent {
     Change(EventType, Arc<Object>),
-    Bookmark { rv: u64, initial_events_end: bool },
+    /// `tail`: what follows `metadata` in the upstream's bookmark object (see `extract::bookmark_tail`).
+    Bookmark {
+        rv: u64,
+        initial_events_end: bool,
+        tail: Option<Bytes>,
+    },
     Error(ApiStatus),
 }
 
@@ -86,6 +91,7 @@ pub(crate) fn decode_event(line: Bytes, info: &ResourceInfo) -> Result<WatchEven
             return Ok(WatchEvent::Bookmark {
                 rv: bookmark.resource_version,
                 initial_events_end: bookmark.initial_events_end,
+                tail: extract::bookmark_tail(&frame.object),
             });
         }
         WatchEventType::Error => return Ok(WatchEvent::Error(decode_status(&frame.object, 500))),

@@ -245,7 +245,10 @@ impl Reflector {
                 Ok(WatchEvent::Change(_, object)) => {
                     side.insert(object.key.clone(), object);
                 }
-                Ok(WatchEvent::Bookmark { rv, initial_events_end: true }) => {
+                Ok(WatchEvent::Bookmark { rv, initial_events_end: true, tail }) => {
+                    if let Some(tail) = tail {
+                        self.writer.learn_bookmark_tail(tail);
+                    }
                     let count = side.len();
                     self.publish(side.into_values(), count, rv, progress.started);
                     let (mut rv, mut events) = (rv, 0);
@@ -401,7 +404,10 @@ impl Reflector {
                     *events += 1;
                     batch.push((kind, object));
                 }
-                Ok(WatchEvent::Bookmark { rv: at, .. }) => {
+                Ok(WatchEvent::Bookmark { rv: at, tail, .. }) => {
+                    if let Some(tail) = tail {
+                        self.writer.learn_bookmark_tail(tail);
+                    }
                     self.flush(&mut batch);
                     self.writer.progress(at);
                     self.status.add_events(0);

@@ -205,6 +205,9 @@ pub struct Store {
     pub(super) counters: Counters,
     /// The extra field indexed for this kind, if any.
     pub(super) indexed_field: Option<usize>,
+    /// What follows `metadata` in the upstream's own BOOKMARK objects of this kind (its typed zero value,
+    /// e.g. `,"spec":{},"status":{}`), learned from the watch stream; `None` until one was seen.
+    pub(super) bookmark_tail: arc_swap::ArcSwapOption<Bytes>,
 }
 
 impl std::fmt::Debug for Store {
@@ -222,6 +225,11 @@ fn indexed_field(info: &ResourceInfo) -> Option<usize> {
 // === impl Store ===
 
 impl Store {
+    /// The upstream's BOOKMARK object tail for this kind, once learned (see [`Writer::learn_bookmark_tail`]).
+    pub fn bookmark_tail(&self) -> Option<Bytes> {
+        self.bookmark_tail.load_full().map(|b| (*b).clone())
+    }
+
     /// Creates an empty, unsynced store and its single writer.
     pub fn new(info: ResourceInfo, config: StoreConfig) -> (Arc<Store>, Writer) {
         let indexed_field = indexed_field(&info);
@@ -248,6 +256,7 @@ impl Store {
             rv,
             signals,
             counters: Counters::default(),
+            bookmark_tail: arc_swap::ArcSwapOption::empty(),
             indexed_field,
         });
         let writer = Writer::new(store.clone());

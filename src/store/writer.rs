@@ -198,6 +198,15 @@ impl Writer {
     }
 
     /// Advances the resourceVersion without a change (an upstream bookmark or progress signal).
+    /// Records what follows `metadata` in the upstream's BOOKMARK objects (kache's bookmarks then carry
+    /// the same typed zero value); a no-op when unchanged.
+    pub fn learn_bookmark_tail(&self, tail: bytes::Bytes) {
+        let current = self.store.bookmark_tail.load();
+        if current.as_deref() != Some(&tail) {
+            self.store.bookmark_tail.store(Some(Arc::new(tail)));
+        }
+    }
+
     pub fn progress(&mut self, rv: u64) {
         self.progress_at(rv, Instant::now())
     }

@@ -262,6 +262,19 @@ fn watch_lines_are_framed() {
         bookmark_from_json(&frame.object).unwrap(),
         Bookmark { resource_version: 6, initial_events_end: true }
     );
+    assert_eq!(&bookmark_tail(&frame.object).unwrap()[..], br#","spec":{},"status":{}"#);
+    let bare = br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"1"}}"#;
+    assert_eq!(&bookmark_tail(bare).unwrap()[..], b"");
+    // Unstructured (sorted keys), missing type meta, oversized or malformed: nothing learned.
+    let sorted = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"resourceVersion":"1"}}"#;
+    assert_eq!(bookmark_tail(sorted), None);
+    assert_eq!(bookmark_tail(br#"{"metadata":{"resourceVersion":"1"},"spec":{}}"#), None);
+    let huge = format!(
+        r#"{{"kind":"K","apiVersion":"v1","metadata":{{}},"spec":"{}"}}"#,
+        "x".repeat(MAX_BOOKMARK_TAIL)
+    );
+    assert_eq!(bookmark_tail(huge.as_bytes()), None);
+    assert_eq!(bookmark_tail(b"{"), None);
     let plain = br#"{"kind":"Flunder","metadata":{"resourceVersion":"7"},"spec":{}}"#;
     assert_eq!(
         bookmark_from_json(plain).unwrap(),
@@ -421,6 +434,7 @@ proptest! {
         let _ = split_list(&bytes);
         let _ = parse_watch_line(bytes.clone());
         let _ = bookmark_from_json(&bytes);
+        let _ = bookmark_tail(&bytes);
         let _ = with_type_meta(&bytes, "Pod", "v1");
     }
 

@@ -128,6 +128,56 @@ pub struct Bookmark {
     pub initial_events_end: bool,
 }
 
+/// Longest BOOKMARK tail kache learns from an upstream (a kind's zero value is a few hundred bytes; more
+/// is not a zero value, and is not kept).
+pub const MAX_BOOKMARK_TAIL: usize = 4096;
+
+/// What follows `metadata` in a typed BOOKMARK object (`{"kind":…,"apiVersion":…,"metadata":{…},"spec":{},
+/// "status":{}}` → `,"spec":{},"status":{}`), for kache's own bookmarks of the same kind. `None` for
+/// objects whose first members are not `kind`, `apiVersion`, `metadata` (unstructured objects sort their
+/// keys; kache builds those itself), for tails over [`MAX_BOOKMARK_TAIL`], and for anything malformed.
+/// The object must be valid JSON (the watch line was validated whole), so the tail is a run of members.
+pub fn bookmark_tail(object: &[u8]) -> Option<Bytes> {
+    let mut keys = Vec::with_capacity(3);
+    let mut metadata_end = None;
+    json::walk_object(object, |_, key, value, _| {
+        if keys.len() < 3 {
+            keys.push(key.to_string());
+        }
+        if key == "metadata" {
+            metadata_end = json::range_in(object, &value).map(|r| r.end);
+        }
+        Ok(())
+    })
+    .ok()?;
+    if keys.iter().map(String::as_str).collect::<Vec<_>>() != ["kind", "apiVersion", "metadata"] {
+        return None;
+    }
+    let end = object.iter().rposition(|b| *b == b'}')?;
+    let tail = object.get(metadata_end?..end)?;
+    let tail = trim_json_ws(tail);
+    if tail.len() > MAX_BOOKMARK_TAIL || !(tail.is_empty() || tail.starts_with(b",")) {
+        return None;
+    }
+    Some(Bytes::copy_from_slice(tail))
+}
+
+fn trim_json_ws(mut b: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = b {
+        if !json::is_ws(*first) {
+            break;
+        }
+        b = rest;
+    }
+    while let [rest @ .., last] = b {
+        if !json::is_ws(*last) {
+            break;
+        }
+        b = rest;
+    }
+    b
+}
+
 /// Reads a BOOKMARK event's object (`{"kind":…,"metadata":{"resourceVersion":…,"annotations":…}}`).
 pub fn bookmark_from_json(object: &[u8]) -> Result<Bookmark, ExtractError> {
     let mut metadata = None;

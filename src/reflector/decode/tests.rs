@@ -66,7 +66,7 @@ fn events_bookmarks_and_errors() {
     let bm = r#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12","annotations":{"k8s.io/initial-events-end":"true"}},"spec":{"containers":null},"status":{}}}"#;
     assert!(matches!(
         decode_event(line(bm), &pods()).unwrap(),
-        WatchEvent::Bookmark { rv: 12, initial_events_end: true }
+        WatchEvent::Bookmark { rv: 12, initial_events_end: true, .. }
     ));
     let err = r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 3 (11)","reason":"Expired","code":410}}"#;
     match decode_event(line(err), &pods()).unwrap() {

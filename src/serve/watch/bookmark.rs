@@ -67,15 +67,17 @@ pub struct BookmarkShape {
     /// Typed: `{"type":"BOOKMARK","object":{"kind":…,"apiVersion":…,"metadata":{"resourceVersion":"`.
     /// Unstructured: `{"type":"BOOKMARK","object":{"apiVersion":…,"kind":…,"metadata":{`.
     head: Bytes,
-    /// What follows metadata, then `}}\n`.
-    tail: &'static str,
+    /// What follows metadata, then `}}\n`: the upstream's own (learned from its bookmarks), else the table.
+    tail: Bytes,
     /// Custom resources are unstructured: Go marshals their maps with sorted keys, so `apiVersion` comes
     /// before `kind` and `annotations` before `resourceVersion`.
     unstructured: bool,
 }
 
 impl BookmarkShape {
-    pub fn new(info: &ResourceInfo, view: WatchView) -> Self {
+    /// `learned`: the upstream's own tail for this kind ([`crate::store::Store::bookmark_tail`]), which wins
+    /// over [`zero_value_tail`] for typed kinds.
+    pub fn new(info: &ResourceInfo, view: WatchView, learned: Option<Bytes>) -> Self {
         let mut head = BytesMut::with_capacity(128);
         head.put_slice(b"{\"type\":\"BOOKMARK\",\"object\":{");
         let unstructured = view == WatchView::Full && info.list_items_have_type_meta;
@@ -85,18 +87,20 @@ impl BookmarkShape {
                 write_json_string(&mut head, &info.api_version());
                 head.put_slice(b",\"kind\":");
                 write_json_string(&mut head, &info.kind);
-                ""
+                Bytes::new()
             }
             WatchView::Full => {
                 head.put_slice(b"\"kind\":");
                 write_json_string(&mut head, &info.kind);
                 head.put_slice(b",\"apiVersion\":");
                 write_json_string(&mut head, &info.api_version());
-                zero_value_tail(&info.gvr.group, &info.kind)
+                learned.unwrap_or_else(|| {
+                    Bytes::from_static(zero_value_tail(&info.gvr.group, &info.kind).as_bytes())
+                })
             }
             WatchView::PartialObjectMetadata => {
                 head.put_slice(b"\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\"");
-                ""
+                Bytes::new()
             }
         };
         head.put_slice(b",\"metadata\":{");
@@ -126,7 +130,7 @@ impl BookmarkShape {
             out.put_slice(ANNOTATIONS);
         }
         out.put_u8(b'}');
-        out.put_slice(self.tail.as_bytes());
+        out.put_slice(&self.tail);
         out.put_slice(b"}}\n");
     }
 }
@@ -158,7 +162,7 @@ mod tests {
 
     #[test]
     fn pod_bookmark_matches_the_apiserver() {
-        let shape = BookmarkShape::new(&info("", "v1", "pods", "Pod"), WatchView::Full);
+        let shape = BookmarkShape::new(&info("", "v1", "pods", "Pod"), WatchView::Full, None);
         assert_eq!(
             &shape.frame(123, true)[..],
             concat!(
@@ -180,12 +184,31 @@ mod tests {
     }
 
     #[test]
+    fn a_tail_learned_from_the_upstream_wins_over_the_table() {
+        let flunder = info("wardle.example.com", "v1alpha1", "flunders", "Flunder");
+        let learned = Bytes::from_static(br#","spec":{},"status":{}"#);
+        let shape = BookmarkShape::new(&flunder, WatchView::Full, Some(learned.clone()));
+        assert_eq!(
+            &shape.frame(9, false)[..],
+            concat!(
+                r#"{"type":"BOOKMARK","object":{"kind":"Flunder","apiVersion":"wardle.example.com/v1alpha1","#,
+                r#""metadata":{"resourceVersion":"9"},"spec":{},"status":{}}}"#,
+                "\n"
+            )
+            .as_bytes()
+        );
+        // The metadata view never carries it.
+        let shape = BookmarkShape::new(&flunder, WatchView::PartialObjectMetadata, Some(learned));
+        assert!(!shape.frame(9, false).windows(7).any(|w| w == b"\"spec\":"));
+    }
+
+    #[test]
     fn custom_resource_bookmark_is_unstructured_with_sorted_keys() {
         let crd = ResourceInfo {
             list_items_have_type_meta: true,
             ..info("example.com", "v1", "widgets", "Widget")
         };
-        let shape = BookmarkShape::new(&crd, WatchView::Full);
+        let shape = BookmarkShape::new(&crd, WatchView::Full, None);
         assert_eq!(
             &shape.frame(5, false)[..],
             concat!(
@@ -208,7 +231,7 @@ mod tests {
 
     #[test]
     fn typed_kind_without_zero_value_fields_has_only_type_meta_and_metadata() {
-        let shape = BookmarkShape::new(&info("", "v1", "configmaps", "ConfigMap"), WatchView::Full);
+        let shape = BookmarkShape::new(&info("", "v1", "configmaps", "ConfigMap"), WatchView::Full, None);
         assert_eq!(
             &shape.frame(5, false)[..],
             concat!(
@@ -239,7 +262,7 @@ mod tests {
             {
                 let resource =
                     ResourceInfo { list_items_have_type_meta: crd, ..info(group, "v1", "x", kind) };
-                let shape = BookmarkShape::new(&resource, view);
+                let shape = BookmarkShape::new(&resource, view, None);
                 let line = shape.frame(42, true);
                 assert_eq!(line.last(), Some(&b'\n'));
                 let v: serde_json::Value = serde_json::from_slice(&line).expect("valid JSON");

@@ -119,7 +119,8 @@ impl Watcher {
         let now = Instant::now();
         // `timeoutSeconds` is client input: an absurd value must not overflow the clock.
         let deadline = now.checked_add(spec.timeout.min(MAX_LIFETIME)).unwrap_or(now);
-        let bookmark = spec.bookmarks.then(|| BookmarkShape::new(store.info(), spec.view));
+        let bookmark =
+            spec.bookmarks.then(|| BookmarkShape::new(store.info(), spec.view, store.bookmark_tail()));
         let next = if spec.bookmarks { next_bookmark(now, spec.bookmark_interval, deadline) } else { None };
         let mut watcher = Self {
             rx,
