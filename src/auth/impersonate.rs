@@ -1,17 +1,34 @@
-//! Impersonation as the apiserver's filter does it (k8s.io/apiserver `WithImpersonation`): the
-//! `Impersonate-*` headers of a request name another identity; the requester must be allowed the verb
-//! `impersonate` on each part of it (user or service account, every group, every extra value, the uid), and
-//! the request then acts as that identity.
+//! Impersonation as kube-apiserver 1.36 does it (k8s.io/apiserver's constrained impersonation filter,
+//! KEP-5284, on by default since 1.36; checked against a real 1.36 apiserver): the `Impersonate-*`
+//! headers of a request name another identity, and the requester must be allowed to become it through
+//! one of the impersonation modes, tried in order; the first that passes decides the new user:
 //!
-//! This module is pure: [`Requested::parse`] reads the headers, [`Requested::checks`] lists the attributes to
-//! authorize for the requester, [`Requested::identity`] builds the user the request acts as. `Auth` runs the
-//! reviews (cached like every other decision).
+//! | mode | applies to | checks, as the requester |
+//! |---|---|---|
+//! | arbitrary-node | a node username (`system:node:<name>`) alone | `impersonate-on:arbitrary-node:<verb>` on the request; `impersonate:arbitrary-node` on `nodes/<name>` |
+//! | serviceaccount | a service-account username alone | `impersonate-on:serviceaccount:<verb>`; `impersonate:serviceaccount` on `serviceaccounts/<name>` in `<ns>` |
+//! | user-info | any other username, with groups, uid, extras | `impersonate-on:user-info:<verb>`; `impersonate:user-info` on `users`, `uids`, `groups`, `userextras/<key>` |
+//! | legacy | always | `impersonate` on `users`/`serviceaccounts`/`groups` (core group), `uids`/`userextras/<key>` |
+//!
+//! Constrained modes (all but legacy) check in group `authentication.k8s.io` and refuse the empty group,
+//! `system:masters`, and extras that are not lower-case domain-prefixed keys with non-empty values. The
+//! apiserver's associated-node mode (a pod's service account impersonating its own node) is not modelled:
+//! kache never answers such a request from memory (see [`Requested::decidable_for_memory`]).
+//!
+//! The apiserver remembers per requester which mode last worked and tries it first, so which denial it
+//! reports, and for node usernames which groups the new user gets, depend on its history. kache tries the
+//! modes in the fixed order above (an apiserver that has not seen the requester before) and, for clients
+//! whose requests reach the upstream with their own credentials, serves from memory only what it allowed
+//! and forwards everything else for the upstream to decide (see `Auth::impersonate`).
+//!
+//! This module is pure: [`Requested::parse`] reads the headers, [`Requested::modes`] lists each mode's
+//! checks and the user it produces; `Auth` runs the reviews (cached like every other decision).
 
 use std::collections::BTreeMap;
 
 use http::HeaderMap;
 
-use super::{Attributes, Credential, Identity};
+use super::{AUTHENTICATED_GROUP, Attributes, Credential, Identity};
 use crate::codec::status::ApiError;
 
 const USER: &str = "impersonate-user";
@@ -21,137 +38,217 @@ const EXTRA_PREFIX: &str = "impersonate-extra-";
 
 const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
 const SERVICE_ACCOUNTS_GROUP: &str = "system:serviceaccounts";
+const NODE_PREFIX: &str = "system:node:";
+const NODES_GROUP: &str = "system:nodes";
+const MASTERS_GROUP: &str = "system:masters";
 const AUTHENTICATION_GROUP: &str = "authentication.k8s.io";
-pub(super) const ANONYMOUS_USER: &str = "system:anonymous";
-pub(super) const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
+const ANONYMOUS_USER: &str = "system:anonymous";
+const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
 
 /// Whether the request carries any `Impersonate-*` header (http lower-cases header names).
 pub fn has_impersonation(headers: &HeaderMap) -> bool {
     headers.keys().any(|k| k.as_str().starts_with("impersonate-"))
 }
 
-/// Who the request asks to act as, in the order the apiserver authorizes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Requested {
-    /// A service account (`system:serviceaccount:<ns>:<name>` with valid names) or a plain user.
-    user: Target,
-    /// `Impersonate-Group` values, in header order.
-    groups: Vec<String>,
-    /// Whether any `Impersonate-Group` header was sent (then the groups are exactly the requested ones).
-    groups_specified: bool,
-    /// `Impersonate-Extra-<key>` values by unescaped, lower-cased key.
-    extra: BTreeMap<String, Vec<String>>,
-    uid: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Target {
-    User(String),
-    ServiceAccount { namespace: String, name: String },
-}
-
-/// One part of an impersonation request, formatted as the apiserver prints its `ObjectReference`s.
-struct Reference<'a> {
-    kind: &'static str,
-    namespace: &'a str,
-    name: &'a str,
-    api_version: &'static str,
-    field_path: &'a str,
-}
-
-impl std::fmt::Display for Reference<'_> {
-    /// Go's `%v` of an `ObjectReference`: every field in declaration order, space-separated.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let Reference { kind, namespace, name, api_version, field_path } = self;
-        write!(f, "{{{kind} {namespace} {name}  {api_version}  {field_path}}}")
+/// Removes every `Impersonate-*` header (after kache applied them, as the apiserver's filter does).
+pub(crate) fn strip_impersonation(headers: &mut HeaderMap) {
+    let names: Vec<http::HeaderName> =
+        headers.keys().filter(|k| k.as_str().starts_with("impersonate-")).cloned().collect();
+    for name in names {
+        headers.remove(name);
     }
+}
+
+/// What the headers ask for (`processImpersonationHeaders`). `None` is Go's nil (no such header at
+/// all), which the 400 message tells apart from empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Requested {
+    name: String,
+    uid: String,
+    groups: Option<Vec<String>>,
+    extra: Option<BTreeMap<String, Vec<String>>>,
+}
+
+/// Why headers could not be read as an impersonation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// The apiserver's own answer (400: groups, uid or extras without a user name).
+    Api(ApiError),
+    /// Bytes that are not UTF-8 in a value or an unescaped extra key. The apiserver keeps such bytes
+    /// (Go strings); kache does not model them: forwarded when the upstream decides, else a 400.
+    NotUtf8(String),
+}
+
+/// One impersonation mode: the reviews it needs and the user it produces, or the denial it answers
+/// without a review (a constrained mode's own validation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModeChecks {
+    pub name: &'static str,
+    /// In order; the first one denied fails the mode.
+    pub checks: Vec<Attributes>,
+    /// After `checks` passed, a check this mode fails anyway, with the apiserver's reason.
+    pub refused: Option<(Attributes, String)>,
+    pub user: Identity,
 }
 
 // === impl Requested ===
 
 impl Requested {
-    /// The impersonation the headers ask for: `Ok(None)` without any, `Err` with the apiserver's 500 when
-    /// groups, extras or a uid are asked for without a user. Header values that are not UTF-8 are read
-    /// lossily (Go reads header bytes as a string; no valid identity contains such bytes, so a lossy read can
-    /// only name an identity the requester must still be allowed to impersonate).
-    pub fn parse(headers: &HeaderMap) -> Result<Option<Self>, ApiError> {
+    /// The impersonation the headers ask for: `Ok(None)` without any (an empty `Impersonate-User` alone,
+    /// or only unknown `Impersonate-*` headers, is none, as in the apiserver).
+    pub fn parse(headers: &HeaderMap) -> Result<Option<Self>, ParseError> {
         if !has_impersonation(headers) {
             return Ok(None);
         }
-        let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
-        // `Header.Get`: the first value; empty counts as absent.
-        let user = headers.get(USER).map(text).filter(|u| !u.is_empty());
-        let groups: Vec<String> = headers.get_all(GROUP).iter().map(text).collect();
-        let uid = headers.get(UID).map(text).filter(|u| !u.is_empty());
-        let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let text = |name: &str, v: &http::HeaderValue| {
+            String::from_utf8(v.as_bytes().to_vec())
+                .map_err(|_| ParseError::NotUtf8(format!("the {name} header value is not UTF-8")))
+        };
+        // `Header.Get`: the first value.
+        let first = |name: &str| headers.get(name).map(|v| text(name, v)).transpose();
+        let mut r = Requested {
+            name: first(USER)?.unwrap_or_default(),
+            uid: first(UID)?.unwrap_or_default(),
+            ..Requested::default()
+        };
+        for v in headers.get_all(GROUP) {
+            r.groups.get_or_insert_with(Vec::new).push(text(GROUP, v)?);
+        }
         for (name, value) in headers {
             if let Some(key) = name.as_str().strip_prefix(EXTRA_PREFIX) {
-                extra.entry(unescape_extra_key(key)).or_default().push(text(value));
+                let key = unescape_extra_key(key)
+                    .ok_or_else(|| ParseError::NotUtf8(format!("the extra key {key:?} is not UTF-8")))?;
+                r.extra
+                    .get_or_insert_with(BTreeMap::new)
+                    .entry(key)
+                    .or_default()
+                    .push(text(name.as_str(), value)?);
             }
         }
-        let groups_specified = !groups.is_empty();
-        let Some(user) = user else {
-            if groups_specified || !extra.is_empty() || uid.is_some() {
-                let refs = Self::references_without_user(&groups, &extra, uid.as_deref());
-                return Err(ApiError::InternalError(format!(
-                    "requested [{refs}] without impersonating a user"
-                )));
+        if r.name.is_empty() {
+            if !r.uid.is_empty() || r.groups.is_some() || r.extra.is_some() {
+                let message = format!("requested {} without impersonating a user name", r.go_sharp_v());
+                return Err(ParseError::Api(ApiError::BadRequest(message)));
             }
-            // Only unknown `Impersonate-*` headers (or an empty user): nothing is impersonated, as the apiserver.
             return Ok(None);
-        };
-        let user = match split_service_account(&user) {
-            Some((namespace, name)) => Target::ServiceAccount { namespace, name },
-            None => Target::User(user),
-        };
-        Ok(Some(Self { user, groups, groups_specified, extra, uid }))
+        }
+        Ok(Some(r))
     }
 
-    fn references_without_user(
-        groups: &[String],
-        extra: &BTreeMap<String, Vec<String>>,
-        uid: Option<&str>,
-    ) -> String {
-        let mut refs: Vec<String> = groups
-            .iter()
-            .map(|g| {
-                Reference { kind: "Group", namespace: "", name: g, api_version: "", field_path: "" }
-                    .to_string()
-            })
-            .collect();
-        for (key, values) in extra {
-            for v in values {
-                refs.push(
-                    Reference {
-                        kind: "UserExtra",
-                        namespace: "",
-                        name: v,
-                        api_version: "authentication.k8s.io/v1",
-                        field_path: key,
-                    }
-                    .to_string(),
-                );
+    /// Go's `%#v` of the `*user.DefaultInfo` the apiserver prints in its 400.
+    fn go_sharp_v(&self) -> String {
+        let list = |v: &[String]| v.iter().map(|s| go_quote(s)).collect::<Vec<_>>().join(", ");
+        let groups = match &self.groups {
+            None => "[]string(nil)".to_owned(),
+            Some(g) => format!("[]string{{{}}}", list(g)),
+        };
+        let extra = match &self.extra {
+            None => "map[string][]string(nil)".to_owned(),
+            Some(m) => {
+                let entries: Vec<String> =
+                    m.iter().map(|(k, v)| format!("{}:[]string{{{}}}", go_quote(k), list(v))).collect();
+                format!("map[string][]string{{{}}}", entries.join(", "))
+            }
+        };
+        format!(
+            "&user.DefaultInfo{{Name:{}, UID:{}, Groups:{groups}, Extra:{extra}}}",
+            go_quote(&self.name),
+            go_quote(&self.uid)
+        )
+    }
+
+    /// Whether kache may answer this impersonation from memory for a client whose requests otherwise
+    /// reach the upstream with its own credentials. Node usernames are not: the apiserver's choice
+    /// between its node modes and legacy impersonation (which give the node different groups) depends on
+    /// its per-requester history, so only the upstream knows which user the request runs as.
+    pub fn decidable_for_memory(&self) -> bool {
+        node_name(&self.name).is_none()
+    }
+
+    fn only_name(&self) -> bool {
+        self.uid.is_empty()
+            && self.groups.as_ref().is_none_or(Vec::is_empty)
+            && self.extra.as_ref().is_none_or(BTreeMap::is_empty)
+    }
+
+    /// The modes that apply, in the order the apiserver tries them, each with its checks. `request` is
+    /// the request being impersonated for (constrained modes authorize `impersonate-on:<mode>:<verb>` on
+    /// it); without one (a non-resource request) only legacy impersonation is considered, which is
+    /// stricter, never looser.
+    pub fn modes(&self, request: Option<&Attributes>, credential: Credential) -> Vec<ModeChecks> {
+        let mut out = Vec::with_capacity(2);
+        let node = node_name(&self.name);
+        let service_account = split_service_account(&self.name);
+        if let Some(request) = request {
+            if node.is_some() && self.only_name() {
+                out.push(self.constrained("arbitrary-node", request, credential));
+            }
+            if service_account.is_some() && self.only_name() {
+                out.push(self.constrained("serviceaccount", request, credential));
+            }
+            if node.is_none() && service_account.is_none() {
+                out.push(self.constrained("user-info", request, credential));
             }
         }
-        if let Some(uid) = uid {
-            refs.push(
-                Reference {
-                    kind: "UID",
-                    namespace: "",
-                    name: uid,
-                    api_version: "authentication.k8s.io/v1",
-                    field_path: "",
-                }
-                .to_string(),
-            );
-        }
-        refs.join(" ")
+        out.push(self.legacy(credential));
+        out
     }
 
-    /// What the requester must be allowed (verb `impersonate`), in the apiserver's order: the user or
-    /// service account, each group, each extra value, the uid.
-    pub fn checks(&self) -> Vec<Attributes> {
-        let attrs =
+    fn constrained(&self, mode: &'static str, request: &Attributes, credential: Credential) -> ModeChecks {
+        let verb = format!("impersonate:{mode}");
+        let check = |resource: &str, sub: &str, ns: &str, name: &str| Attributes {
+            verb: verb.clone(),
+            group: AUTHENTICATION_GROUP.to_owned(),
+            version: "v1".to_owned(),
+            resource: resource.to_owned(),
+            subresource: sub.to_owned(),
+            namespace: ns.to_owned(),
+            name: name.to_owned(),
+        };
+        let mut checks =
+            vec![Attributes { verb: format!("impersonate-on:{mode}:{}", request.verb), ..request.clone() }];
+        let wanted_groups = self.groups.clone().unwrap_or_default();
+        let mut groups = wanted_groups.clone();
+        if let Some(node) = node_name(&self.name) {
+            checks.push(check("nodes", "", "", node));
+            groups = vec![NODES_GROUP.to_owned()];
+        } else if let Some((ns, name)) = split_service_account(&self.name) {
+            checks.push(check("serviceaccounts", "", ns, name));
+            if wanted_groups.is_empty() {
+                groups = service_account_groups(ns);
+            }
+        } else {
+            checks.push(check("users", "", "", &self.name));
+        }
+        if !self.uid.is_empty() {
+            checks.push(check("uids", "", "", &self.uid));
+        }
+        let mut refused = None;
+        if wanted_groups.iter().any(String::is_empty) {
+            refused =
+                Some((check("groups", "", "", ""), "impersonating the empty string group is not allowed"));
+        } else if wanted_groups.iter().any(|g| g == MASTERS_GROUP) {
+            let reason = "impersonating the system:masters group is not allowed";
+            refused = Some((check("groups", "", "", MASTERS_GROUP), reason));
+        }
+        let mut refused = refused.map(|(a, r)| (a, r.to_owned()));
+        if refused.is_none() {
+            checks.extend(wanted_groups.iter().map(|g| check("groups", "", "", g)));
+            let extra = self.extra.clone().unwrap_or_default();
+            match validate_extra(&extra) {
+                Err(reason) => refused = Some((check("userextras", "", "", ""), reason)),
+                Ok(()) => {
+                    for (key, values) in &extra {
+                        checks.extend(values.iter().map(|v| check("userextras", key, "", v)));
+                    }
+                }
+            }
+        }
+        ModeChecks { name: mode, checks, refused, user: self.user(groups, credential) }
+    }
+
+    fn legacy(&self, credential: Credential) -> ModeChecks {
+        let check =
             |group: &str, version: &str, resource: &str, sub: &str, ns: &str, name: &str| Attributes {
                 verb: "impersonate".to_owned(),
                 group: group.to_owned(),
@@ -161,69 +258,133 @@ impl Requested {
                 namespace: ns.to_owned(),
                 name: name.to_owned(),
             };
-        let mut out = Vec::with_capacity(1 + self.groups.len() + self.extra.len() + 1);
-        out.push(match &self.user {
-            Target::User(name) => attrs("", "v1", "users", "", "", name),
-            Target::ServiceAccount { namespace, name } => {
-                attrs("", "v1", "serviceaccounts", "", namespace, name)
+        let wanted_groups = self.groups.clone().unwrap_or_default();
+        let mut groups = wanted_groups.clone();
+        let mut checks = Vec::new();
+        match split_service_account(&self.name) {
+            Some((ns, name)) => {
+                checks.push(check("", "", "serviceaccounts", "", ns, name));
+                if wanted_groups.is_empty() {
+                    groups = service_account_groups(ns);
+                }
             }
-        });
-        for g in &self.groups {
-            out.push(attrs("", "v1", "groups", "", "", g));
+            None => checks.push(check("", "", "users", "", "", &self.name)),
         }
-        for (key, values) in &self.extra {
-            for v in values {
-                out.push(attrs(AUTHENTICATION_GROUP, "v1", "userextras", key, "", v));
-            }
+        if !self.uid.is_empty() {
+            checks.push(check(AUTHENTICATION_GROUP, "v1", "uids", "", "", &self.uid));
         }
-        if let Some(uid) = &self.uid {
-            out.push(attrs(AUTHENTICATION_GROUP, "v1", "uids", "", "", uid));
+        checks.extend(wanted_groups.iter().map(|g| check("", "", "groups", "", "", g)));
+        for (key, values) in self.extra.iter().flatten() {
+            checks.extend(values.iter().map(|v| check(AUTHENTICATION_GROUP, "v1", "userextras", key, "", v)));
         }
-        out
+        ModeChecks { name: "legacy", checks, refused: None, user: self.user(groups, credential) }
     }
 
-    /// The user the request acts as once every check passed. `credential` is the requester's: it decides how
-    /// a forwarded request carries the new identity.
-    pub fn identity(&self, credential: Credential) -> Identity {
-        let (user, mut groups) = match &self.user {
-            Target::User(name) => (name.clone(), self.groups.clone()),
-            Target::ServiceAccount { namespace, name } => {
-                let groups = if self.groups_specified {
-                    self.groups.clone()
-                } else {
-                    vec![SERVICE_ACCOUNTS_GROUP.to_owned(), format!("{SERVICE_ACCOUNTS_GROUP}:{namespace}")]
-                };
-                (format!("{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}"), groups)
+    /// The new user: `system:anonymous` gets `system:unauthenticated`; anyone else `system:authenticated`
+    /// unless either group was asked for.
+    fn user(&self, mut groups: Vec<String>, credential: Credential) -> Identity {
+        if self.name == ANONYMOUS_USER {
+            if !groups.iter().any(|g| g == UNAUTHENTICATED_GROUP) {
+                groups.push(UNAUTHENTICATED_GROUP.to_owned());
             }
-        };
-        if user != ANONYMOUS_USER {
-            // Non-anonymous users are authenticated unless the request says they are not.
-            if !groups.iter().any(|g| g == super::AUTHENTICATED_GROUP || g == UNAUTHENTICATED_GROUP) {
-                groups.push(super::AUTHENTICATED_GROUP.to_owned());
-            }
-        } else if !groups.iter().any(|g| g == UNAUTHENTICATED_GROUP) {
-            groups.push(UNAUTHENTICATED_GROUP.to_owned());
+        } else if !groups.iter().any(|g| g == AUTHENTICATED_GROUP || g == UNAUTHENTICATED_GROUP) {
+            groups.push(AUTHENTICATED_GROUP.to_owned());
         }
         Identity {
-            user,
-            uid: self.uid.clone().unwrap_or_default(),
+            user: self.name.clone(),
+            uid: self.uid.clone(),
             groups,
-            extra: self.extra.clone(),
+            extra: self.extra.clone().unwrap_or_default(),
             credential,
         }
     }
 }
 
+fn service_account_groups(namespace: &str) -> Vec<String> {
+    vec![SERVICE_ACCOUNTS_GROUP.to_owned(), format!("{SERVICE_ACCOUNTS_GROUP}:{namespace}")]
+}
+
+/// Constrained modes refuse extras that legacy impersonation passes on (`validateExtra`).
+fn validate_extra(extra: &BTreeMap<String, Vec<String>>) -> Result<(), String> {
+    for (key, values) in extra {
+        if key.is_empty() {
+            return Err("impersonating the empty string key in extra is not allowed".to_owned());
+        }
+        if let Some(error) = domain_prefixed_path_error(key) {
+            return Err(format!("impersonating an invalid key in extra is not allowed: {error}"));
+        }
+        if *key != key.to_lowercase() {
+            return Err(format!(
+                "impersonating a non-lowercase key in extra is not allowed: {}",
+                go_quote(key)
+            ));
+        }
+        if values.is_empty() {
+            return Err("impersonating empty values in extra is not allowed".to_owned());
+        }
+        if values.iter().any(String::is_empty) {
+            return Err("impersonating the empty string value in extra is not allowed".to_owned());
+        }
+    }
+    Ok(())
+}
+
+/// `IsDomainPrefixedPath` for `extra.key`: a DNS-1123 subdomain, `/`, then an HTTP path. The first
+/// problem, worded as the apiserver's field error.
+fn domain_prefixed_path_error(key: &str) -> Option<String> {
+    let invalid =
+        |value: &str, detail: &str| format!("extra.key: Invalid value: {}: {detail}", go_quote(value));
+    let Some((host, path)) = key.split_once('/').filter(|(h, p)| !h.is_empty() && !p.is_empty()) else {
+        return Some(invalid(key, r#"must be a domain-prefixed path (such as "acme.io/foo")"#));
+    };
+    if !is_dns1123_subdomain(host) {
+        return Some(invalid(
+            host,
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
+             and must start and end with an alphanumeric character (e.g. 'example.com', regex used for \
+             validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        ));
+    }
+    let path_char = |c: char| c.is_ascii_alphanumeric() || "/-._~%!$&'()*+,;=:".contains(c);
+    if !path.chars().all(path_char) {
+        return Some(invalid(
+            path,
+            "Invalid path (regex used for validation is '[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+')",
+        ));
+    }
+    None
+}
+
+/// Go's `%q` for the strings kache prints (printable text; other characters escaped).
+fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// `serviceaccount.SplitUsername`: `system:serviceaccount:<namespace>:<name>` where the namespace is a
 /// DNS-1123 label and the name a DNS-1123 subdomain.
-fn split_service_account(user: &str) -> Option<(String, String)> {
-    let rest = user.strip_prefix(SERVICE_ACCOUNT_PREFIX)?;
-    let mut parts = rest.split(':');
-    let (namespace, name) = (parts.next()?, parts.next()?);
-    if parts.next().is_some() || !is_dns1123_label(namespace) || !is_dns1123_subdomain(name) {
-        return None;
-    }
-    Some((namespace.to_owned(), name.to_owned()))
+fn split_service_account(user: &str) -> Option<(&str, &str)> {
+    let (namespace, name) = user.strip_prefix(SERVICE_ACCOUNT_PREFIX)?.split_once(':')?;
+    (is_dns1123_label(namespace) && !name.contains(':') && is_dns1123_subdomain(name))
+        .then_some((namespace, name))
+}
+
+/// A node username's node name (a DNS-1123 subdomain).
+fn node_name(user: &str) -> Option<&str> {
+    user.strip_prefix(NODE_PREFIX).filter(|n| is_dns1123_subdomain(n))
 }
 
 fn is_dns1123_label(s: &str) -> bool {
@@ -236,18 +397,12 @@ fn is_dns1123_label(s: &str) -> bool {
 }
 
 fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253
-        && s.split('.').all(|label| {
-            let b = label.as_bytes();
-            !b.is_empty()
-                && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-                && b[0] != b'-'
-                && b[b.len() - 1] != b'-'
-        })
+    s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 
-/// `url.PathUnescape` of an extra key; a malformed escape keeps the key as sent (as the apiserver).
-pub(super) fn unescape_extra_key(key: &str) -> String {
+/// `url.PathUnescape` of an extra key; a malformed escape keeps the key as sent (as the apiserver);
+/// `None` when the decoded bytes are not UTF-8.
+pub(super) fn unescape_extra_key(key: &str) -> Option<String> {
     let b = key.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -260,14 +415,13 @@ pub(super) fn unescape_extra_key(key: &str) -> String {
                     i += 3;
                     continue;
                 }
-                _ => return key.to_owned(),
+                _ => return Some(key.to_owned()),
             }
         }
         out.push(b[i]);
         i += 1;
     }
-    // Go strings hold any bytes; invalid UTF-8 keeps the escaped form rather than losing bytes.
-    String::from_utf8(out).unwrap_or_else(|_| key.to_owned())
+    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

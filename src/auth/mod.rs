@@ -33,6 +33,7 @@ use crate::serve::server::ConnInfo;
 use crate::upstream::Upstream;
 
 pub use cache::TtlCache;
+pub(crate) use impersonate::strip_impersonation;
 pub use impersonate::{Requested as ImpersonationRequest, has_impersonation};
 pub use limits::{ClientKey, ClientLimitSettings, ClientLimits, MAX_TRACKED_CLIENTS, WatchSlot};
 pub use listen::{ListenCheck, ListenError, check_listen};
@@ -104,6 +105,19 @@ impl AuthSettings {
     pub fn delegated() -> Self {
         Self { mode: AuthMode::Delegated, ..Self::default() }
     }
+}
+
+/// The outcome of [`Auth::impersonate`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Impersonation {
+    /// The request impersonates nobody.
+    None,
+    /// The request acts as this user.
+    As(Identity),
+    /// The apiserver's answer to the request (400 malformed, 403 denied).
+    Refused(ApiError),
+    /// kache cannot decide it exactly (only when asked `for_memory`): forward it.
+    Undecided,
 }
 
 /// How a client proved who it is, which decides how its forwarded requests reach the upstream.
@@ -378,43 +392,81 @@ impl Auth {
         decision.map_err(|reason| forbidden(id, attrs, &reason))
     }
 
-    /// The identity a request acts as (the apiserver's impersonation filter): `id` itself, or the identity
-    /// its `Impersonate-*` headers name once `id` is allowed the verb `impersonate` on every part of it.
-    /// Errors are the apiserver's: 500 for groups/extras/uid without a user, 403 for the first part `id` may
-    /// not impersonate (a failed review included, as the filter treats an authorizer error as a denial).
+    /// The user a request with `Impersonate-*` headers acts as (kube-apiserver 1.36's impersonation,
+    /// see the `impersonate` module): [`Impersonation::As`] once `id` passed every check of one mode.
     ///
-    /// Under `--auth=none` nothing is reviewed and `id` is returned unchanged: the handler forwards every
-    /// request that carries `Impersonate-*` headers, so the upstream decides.
-    pub async fn impersonate(&self, id: Identity, headers: &HeaderMap) -> Result<Identity, ApiError> {
-        if self.settings.mode == AuthMode::None
-            || id.credential == Credential::Kache
-            || self.settings.control_ignore_impersonation
-        {
-            return Ok(id);
-        }
+    /// `request` is what the request does (`None` for a non-resource request). `for_memory`: the answer
+    /// only decides whether kache may serve a read from memory, and anything else is forwarded for the
+    /// upstream to decide with the client's own credentials; inputs kache does not model (node usernames,
+    /// bytes that are not UTF-8) and failed reviews are then [`Impersonation::Undecided`]. Otherwise
+    /// (certificate clients, whose forwarded requests carry kache's credentials) kache is the only judge:
+    /// denials are the apiserver's 403 (of an apiserver that has not seen the requester impersonate
+    /// before), malformed headers its 400.
+    pub async fn impersonate(
+        &self,
+        id: &Identity,
+        headers: &HeaderMap,
+        request: Option<&Attributes>,
+        for_memory: bool,
+    ) -> Impersonation {
+        let result = self.impersonate_inner(id, headers, request, for_memory).await;
+        let decision = match &result {
+            Impersonation::None => return result,
+            Impersonation::As(_) => AuthDecision::Allow,
+            Impersonation::Refused(e) if e.status_code() == 403 => AuthDecision::Deny,
+            Impersonation::Refused(_) | Impersonation::Undecided => AuthDecision::Error,
+        };
+        metrics::impersonation(decision);
+        result
+    }
+
+    async fn impersonate_inner(
+        &self,
+        id: &Identity,
+        headers: &HeaderMap,
+        request: Option<&Attributes>,
+        for_memory: bool,
+    ) -> Impersonation {
         let requested = match ImpersonationRequest::parse(headers) {
             Ok(Some(r)) => r,
-            Ok(None) => return Ok(id),
-            Err(e) => {
-                metrics::impersonation(AuthDecision::Error);
-                return Err(e);
+            Ok(None) => return Impersonation::None,
+            Err(impersonate::ParseError::Api(e)) => return Impersonation::Refused(e),
+            Err(impersonate::ParseError::NotUtf8(_)) if for_memory => return Impersonation::Undecided,
+            Err(impersonate::ParseError::NotUtf8(message)) => {
+                return Impersonation::Refused(ApiError::BadRequest(message));
             }
         };
-        for attrs in requested.checks() {
-            match self.authorize(&id, &attrs).await {
-                Ok(()) => {}
-                Err(ApiError::InternalError(reason)) => {
-                    metrics::impersonation(AuthDecision::Error);
-                    return Err(forbidden(&id, &attrs, &reason));
-                }
-                Err(e) => {
-                    metrics::impersonation(AuthDecision::Deny);
-                    return Err(e);
+        if for_memory && !requested.decidable_for_memory() {
+            return Impersonation::Undecided;
+        }
+        let mut first_denial = None;
+        'modes: for mode in requested.modes(request, id.credential) {
+            for attrs in &mode.checks {
+                match self.authorize(id, attrs).await {
+                    Ok(()) => {}
+                    Err(ApiError::InternalError(_)) if for_memory => return Impersonation::Undecided,
+                    // As the filter: an authorizer error is a denial, with the error as its reason.
+                    Err(ApiError::InternalError(reason)) => {
+                        first_denial.get_or_insert_with(|| forbidden(id, attrs, &reason));
+                        continue 'modes;
+                    }
+                    Err(e) => {
+                        first_denial.get_or_insert(e);
+                        continue 'modes;
+                    }
                 }
             }
+            if let Some((attrs, reason)) = &mode.refused {
+                first_denial.get_or_insert_with(|| forbidden(id, attrs, reason));
+                continue;
+            }
+            tracing::debug!(user = %id.user, as_user = %mode.user.user, mode = mode.name, "impersonating");
+            return Impersonation::As(mode.user);
         }
-        metrics::impersonation(AuthDecision::Allow);
-        Ok(requested.identity(id.credential))
+        match first_denial {
+            Some(e) => Impersonation::Refused(e),
+            None => Impersonation::Undecided,
+        }
     }
 
     async fn review(

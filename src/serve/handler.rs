@@ -16,7 +16,8 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{
-    Attributes, Auth, ClientLimits, Credential, ForwardVia, Identity, client_key, has_impersonation,
+    Attributes, Auth, ClientLimits, Credential, ForwardVia, Identity, Impersonation, client_key,
+    has_impersonation, strip_impersonation,
 };
 use crate::body::{self, Body};
 use crate::codec::list::View;
@@ -248,11 +249,28 @@ impl KacheHandler {
             Ok(id) => id,
             Err(e) => return error_response(&e, &req, false),
         };
-        // Impersonation (as the apiserver's filter, after authentication): from here on the request acts as
-        // the impersonated user, for its limits, its authorization and its forwarding.
-        let id = match self.auth.impersonate(id, req.headers()).await {
-            Ok(id) => id,
-            Err(e) => return error_response(&e, &req, false),
+        // Impersonation by certificate clients (as the apiserver's filter, after authentication): kache is
+        // the only judge, since what it forwards for them carries its own credentials. From here on the
+        // request acts as the impersonated user; the headers are consumed. (Bearer-token clients are decided
+        // in `dispatch_route`, only for reads served from memory.)
+        let mut req = req;
+        let ignore = self.auth.settings().control_ignore_impersonation;
+        let id = if id.credential == Credential::Certificate && has_impersonation(req.headers()) && !ignore {
+            let attrs = route.resource().map(Attributes::from_request);
+            match self.auth.impersonate(&id, req.headers(), attrs.as_ref(), false).await {
+                Impersonation::None => id,
+                Impersonation::As(user) => {
+                    strip_impersonation(req.headers_mut());
+                    user
+                }
+                Impersonation::Refused(e) => return error_response(&e, &req, false),
+                Impersonation::Undecided => {
+                    let e = ApiError::InternalError("the impersonation could not be decided".to_owned());
+                    return error_response(&e, &req, false);
+                }
+            }
+        } else {
+            id
         };
         // Per-client limits (k-sec): request rate, then concurrent watches (the slot lives as long as the
         // response body).
@@ -287,16 +305,29 @@ impl KacheHandler {
         id: &Identity,
     ) -> Response<Body> {
         let Some(r) = route.resource() else { return self.forward(req, id).await };
-        // Without authentication (`--auth=none`) nobody's impersonation is reviewed, so a request that asks to
-        // act as someone else is never answered from memory: the upstream decides. Under `--auth=delegated`
-        // `id` is already the impersonated user.
-        if id.credential == Credential::Kache
-            && has_impersonation(req.headers())
-            && !self.auth.settings().control_ignore_impersonation
-        {
+        // A request that still asks to act as someone else (certificate clients' impersonation is applied in
+        // `dispatch`): without authentication (`--auth=none`) nobody's impersonation can be reviewed, so the
+        // upstream decides; a bearer-token client is served from memory only as a user kache allowed it to
+        // impersonate, and everything else goes upstream unchanged, where the upstream decides exactly.
+        let impersonating =
+            has_impersonation(req.headers()) && !self.auth.settings().control_ignore_impersonation;
+        if impersonating && id.credential == Credential::Kache {
             return self.forward(req, id).await;
         }
         let Some(store) = self.servable_store(&req, r) else { return self.forward(req, id).await };
+        let impersonated;
+        let id = if impersonating {
+            match self.auth.impersonate(id, req.headers(), Some(&Attributes::from_request(r)), true).await {
+                Impersonation::As(user) => {
+                    impersonated = user;
+                    &impersonated
+                }
+                Impersonation::None => id,
+                Impersonation::Refused(_) | Impersonation::Undecided => return self.forward(req, id).await,
+            }
+        } else {
+            id
+        };
         // Authorization of a read served from memory (k-sec), before anything about the resource is looked
         // at, as the apiserver's filter chain orders it. Forwarded requests are authorized upstream.
         if let Err(e) = self.auth.authorize(id, &Attributes::from_request(r)).await {
