@@ -49,7 +49,11 @@ pub fn check(
     q: &Query,
     route: &Route,
 ) -> Result<UserInfo, ApiError> {
-    let header = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    // A header that is not visible ASCII cannot hold a known token: 401, never anonymous.
+    let header = match req.headers().get(http::header::AUTHORIZATION) {
+        Some(v) => Some(v.to_str().map_err(|_| ApiError::unauthorized())?),
+        None => None,
+    };
     let requester = auth.authenticate(header).ok_or_else(ApiError::unauthorized)?;
     let action = action(ctx, req, q, route);
     let user = match impersonation::parse_headers(req.headers()).map_err(impersonation_error)? {

@@ -150,6 +150,10 @@ async fn anonymous_requests_see_public_info_only() {
     let anonymous = UserInfo::new(ANONYMOUS_USER, &[UNAUTHENTICATED_GROUP]);
     assert_eq!(body["message"], forbidden_non_resource_status(&anonymous, "get", "/api")["message"]);
     assert_eq!(body["message"], "forbidden: User \"system:anonymous\" cannot get path \"/api\"");
+    // Credentials that are not ASCII are bad credentials, not missing ones.
+    let (status, _) =
+        env.send_with(Method::GET, "/version", None, &[("authorization", b"Bearer t\xe9")], None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
     env.sim.shutdown().await;
 }
 

@@ -4,7 +4,13 @@
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::*;
-use crate::auth::Rule;
+use crate::auth::{
+    ANONYMOUS_USER, AUTHENTICATED_GROUP, AuthConfig, MASTERS_GROUP, NODES_GROUP, Rule, UNAUTHENTICATED_GROUP,
+    UserInfo,
+};
+
+/// `serviceaccount.NodeNameKey`.
+const NODE_NAME_EXTRA: &str = "authentication.kubernetes.io/node-name";
 
 fn headers(pairs: &[(&str, &[u8])]) -> HeaderMap {
     let mut h = HeaderMap::new();
