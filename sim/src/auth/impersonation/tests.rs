@@ -389,3 +389,56 @@ fn node_impersonation() {
     assert_eq!(user.name, "system:node:n3");
     assert!(cfg.impersonate(&agent, &wanted("system:node:n4"), &list_pods("a")).is_err(), "not its node");
 }
+
+#[test]
+fn constrained_sanity_checks_word_their_reasons_as_the_apiserver() {
+    // Everything constrained is allowed, legacy nothing: the user-info mode's own refusals surface.
+    let rules = vec![
+        Rule::new("on")
+            .user("alice")
+            .verbs(&["impersonate-on:user-info:list"])
+            .api_groups(&[""])
+            .resources(&["pods"]),
+        Rule::new("who")
+            .user("alice")
+            .verbs(&["impersonate:user-info"])
+            .api_groups(&["authentication.k8s.io"])
+            .resources(&["*"]),
+    ];
+    let (cfg, alice) = impersonator(rules);
+    let refused = |h: HeaderMap| {
+        let w = parse_headers(&h).expect("valid").expect("impersonating");
+        message(cfg.impersonate(&alice, &w, &list_pods("x")).expect_err("refused"))
+    };
+    let prefix = |resource: &str| {
+        format!(
+            r#"{resource}.authentication.k8s.io is forbidden: User "alice" cannot impersonate:user-info resource "{resource}" in API group "authentication.k8s.io" at the cluster scope: "#
+        )
+    };
+    assert_eq!(
+        refused(headers(&[("impersonate-user", b"bob"), ("impersonate-group", b"")])),
+        prefix("groups") + "impersonating the empty string group is not allowed"
+    );
+    assert_eq!(
+        refused(headers(&[("impersonate-user", b"bob"), ("impersonate-extra-ex.com%2fa", b"")])),
+        prefix("userextras") + "impersonating the empty string value in extra is not allowed"
+    );
+    assert_eq!(
+        refused(headers(&[("impersonate-user", b"bob"), ("impersonate-extra-%41.com%2fa", b"v")])),
+        prefix("userextras")
+            + r#"impersonating an invalid key in extra is not allowed: extra.key: Invalid value: "A.com": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"#
+    );
+    // Four or more extra values: one wildcard check stands for all of them.
+    let h = headers(&[
+        ("impersonate-user", b"bob"),
+        ("impersonate-extra-a.com%2fa", b"v"),
+        ("impersonate-extra-b.com%2fa", b"v"),
+        ("impersonate-extra-c.com%2fa", b"v"),
+        ("impersonate-extra-d.com%2fa", b"v"),
+    ]);
+    let w = parse_headers(&h).expect("valid").expect("impersonating");
+    assert_eq!(cfg.impersonate(&alice, &w, &list_pods("x")).expect("allowed").extra.len(), 4);
+    // The 400 prints an empty extra key and value as Go does.
+    let err = parse_headers(&headers(&[("impersonate-extra-", b"")])).expect_err("no user");
+    assert!(err.to_string().contains(r#"Extra:map[string][]string{"":[]string{""}}"#), "{err}");
+}
