@@ -9,10 +9,12 @@
 //! - Authorization: RBAC-like allow rules (no deny rules, like RBAC). Members of `system:masters` are always
 //!   allowed, like the apiserver's privileged group. The apiserver's bootstrap policy for discovery and
 //!   self-reviews applies too unless turned off ([`bootstrap_rules`]).
+//! - Impersonation (`Impersonate-User`/`-Group`/`-Uid`/`-Extra-*`): after authentication, before
+//!   authorization, as 1.36's default (constrained) impersonation filter does it; see [`impersonation`].
 //! - Both tables live behind locks so that tests can add and revoke tokens and rules while the sim serves.
 
-use std::collections::HashMap;
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde_json::{Value, json};
 
@@ -23,30 +25,106 @@ pub const MASTERS_GROUP: &str = "system:masters";
 /// The anonymous user and its group.
 pub const ANONYMOUS_USER: &str = "system:anonymous";
 pub const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
+/// The prefix of ServiceAccount usernames (`system:serviceaccount:<namespace>:<name>`).
+pub const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+/// The group of all ServiceAccounts; each also gets `system:serviceaccounts:<namespace>`.
+pub const SERVICE_ACCOUNTS_GROUP: &str = "system:serviceaccounts";
+/// The prefix of node usernames and the group of all nodes.
+pub const NODE_PREFIX: &str = "system:node:";
+pub const NODES_GROUP: &str = "system:nodes";
 /// `--api-audiences` default of a kubeadm cluster.
 pub const DEFAULT_API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
 
+pub mod impersonation;
 mod review;
 mod rules;
 mod status;
 
+pub use impersonation::{Action, ImpersonationError};
 pub use review::ReviewError;
 pub use rules::{Rule, Subject};
-pub use status::{forbidden_message, forbidden_non_resource_status, forbidden_status, unauthorized_status};
+pub use status::{
+    forbidden_message, forbidden_non_resource_status, forbidden_status, forbidden_status_because,
+    unauthorized_status,
+};
 
 // === impl UserInfo ===
 
-/// Who a request is from.
+/// Who a request is from (`user.Info`): name, uid, groups and extra, as authentication or impersonation
+/// produced them. Only the name and groups take part in authorization (as in RBAC); uid and extra are
+/// carried through TokenReview, SubjectAccessReview and impersonation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UserInfo {
     pub name: String,
     pub groups: Vec<String>,
+    /// Empty when the user has none.
+    pub uid: String,
+    /// Keys are sorted (Go's maps are unordered; JSON encodes them sorted).
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl UserInfo {
     pub fn new(name: impl Into<String>, groups: &[&str]) -> Self {
-        UserInfo { name: name.into(), groups: groups.iter().map(|g| g.to_string()).collect() }
+        UserInfo {
+            name: name.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            ..UserInfo::default()
+        }
     }
+
+    /// A ServiceAccount's user as the apiserver authenticates its tokens: `system:serviceaccount:<ns>:<name>`
+    /// in `system:serviceaccounts` and `system:serviceaccounts:<ns>`.
+    pub fn service_account(namespace: &str, name: &str) -> Self {
+        UserInfo {
+            name: service_account_username(namespace, name),
+            groups: service_account_groups(namespace),
+            ..UserInfo::default()
+        }
+    }
+
+    /// Sets the uid.
+    pub fn with_uid(mut self, uid: impl Into<String>) -> Self {
+        self.uid = uid.into();
+        self
+    }
+
+    /// Adds values under an extra key (appending to values already there).
+    pub fn with_extra(mut self, key: impl Into<String>, values: &[&str]) -> Self {
+        self.extra.entry(key.into()).or_default().extend(values.iter().map(|v| v.to_string()));
+        self
+    }
+
+    /// Appends groups.
+    pub fn with_groups(mut self, groups: &[&str]) -> Self {
+        self.groups.extend(groups.iter().map(|g| g.to_string()));
+        self
+    }
+
+    /// The `status.user` / `userInfo` JSON of TokenReview: username, uid, groups, extra (empty ones left out).
+    pub fn to_json(&self) -> Value {
+        let mut m = serde_json::Map::new();
+        m.insert("username".into(), json!(self.name));
+        if !self.uid.is_empty() {
+            m.insert("uid".into(), json!(self.uid));
+        }
+        if !self.groups.is_empty() {
+            m.insert("groups".into(), json!(self.groups));
+        }
+        if !self.extra.is_empty() {
+            m.insert("extra".into(), json!(self.extra));
+        }
+        Value::Object(m)
+    }
+}
+
+/// `serviceaccount.MakeUsername`.
+pub fn service_account_username(namespace: &str, name: &str) -> String {
+    format!("{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}")
+}
+
+/// `serviceaccount.MakeGroupNames`.
+pub fn service_account_groups(namespace: &str) -> Vec<String> {
+    vec![SERVICE_ACCOUNTS_GROUP.to_string(), format!("{SERVICE_ACCOUNTS_GROUP}:{namespace}")]
 }
 
 /// What a request wants to do, as the apiserver's `RequestInfo` describes a resource request.
@@ -63,20 +141,16 @@ pub struct Attributes {
     pub name: String,
 }
 
-/// A static token's owner.
-#[derive(Clone, Debug)]
-struct TokenEntry {
-    user: UserInfo,
-    uid: String,
-}
-
 // === impl AuthConfig ===
 
 /// Static bearer tokens and allow rules; cheap to share behind an `Arc`, mutable through `&self`.
 #[derive(Debug)]
 pub struct AuthConfig {
-    tokens: RwLock<HashMap<String, TokenEntry>>,
+    /// Token → its user (uid and extra included), without `system:authenticated`.
+    tokens: RwLock<HashMap<String, UserInfo>>,
     rules: RwLock<Vec<Rule>>,
+    /// Per requester name, the impersonation mode that last succeeded (tried first next time).
+    impersonation_modes: Mutex<HashMap<String, usize>>,
     /// The bootstrap ClusterRoles and bindings; not touched by [`AuthConfig::set_rules`].
     bootstrap: Vec<Rule>,
     anonymous: bool,
@@ -88,6 +162,7 @@ impl Default for AuthConfig {
         AuthConfig {
             tokens: RwLock::new(HashMap::new()),
             rules: RwLock::new(Vec::new()),
+            impersonation_modes: Mutex::new(HashMap::new()),
             bootstrap: bootstrap_rules(),
             anonymous: false,
             api_audiences: vec![DEFAULT_API_AUDIENCE.to_string()],
@@ -160,18 +235,16 @@ impl AuthConfig {
             }
             let groups =
                 rest.first().map(|g| g.split(',').map(str::trim).filter(|g| !g.is_empty()).collect());
-            let user = UserInfo {
-                name: user.clone(),
-                groups: groups.unwrap_or_else(Vec::new).into_iter().map(String::from).collect(),
-            };
-            write(&self.tokens).insert(token.clone(), TokenEntry { user, uid: uid.clone() });
+            let user = UserInfo::new(user.clone(), &groups.unwrap_or_else(Vec::new)).with_uid(uid.clone());
+            write(&self.tokens).insert(token.clone(), user);
         }
         Ok(self)
     }
 
-    /// Adds or replaces a static token.
+    /// Adds or replaces a static token. The user's uid and extra are what authentication (and TokenReview)
+    /// report for it; `system:authenticated` is added at authentication.
     pub fn add_token(&self, token: impl Into<String>, user: UserInfo) {
-        write(&self.tokens).insert(token.into(), TokenEntry { user, uid: String::new() });
+        write(&self.tokens).insert(token.into(), user);
     }
 
     /// Removes a token; returns whether it existed.
@@ -200,18 +273,16 @@ impl AuthConfig {
         if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
             return None;
         }
-        self.lookup_token(token).map(|(user, _)| user)
+        self.lookup_token(token)
     }
 
-    /// A token's user (with `system:authenticated` added) and uid.
-    fn lookup_token(&self, token: &str) -> Option<(UserInfo, String)> {
-        let tokens = read(&self.tokens);
-        let entry = tokens.get(token)?;
-        let mut user = entry.user.clone();
+    /// A token's user, with `system:authenticated` added.
+    fn lookup_token(&self, token: &str) -> Option<UserInfo> {
+        let mut user = read(&self.tokens).get(token)?.clone();
         if !user.groups.iter().any(|g| g == AUTHENTICATED_GROUP) {
             user.groups.push(AUTHENTICATED_GROUP.to_string());
         }
-        Some((user, entry.uid.clone()))
+        Some(user)
     }
 
     /// Whether `user` may do `attrs` (a resource request).

@@ -11,7 +11,8 @@
 //! - [`write`]: create/update/patch/delete semantics shared by HTTP and the Rust API.
 //! - [`store`]: the etcd-like multi-version keyspace, global revision, history and watch broadcast;
 //!   objects are kept encoded ([`store::Obj`]) with the fields selectors need.
-//! - [`auth`]: static tokens and allow rules (TokenReview, SubjectAccessReview).
+//! - [`auth`]: static tokens, impersonation and allow rules (TokenReview, SubjectAccessReview,
+//!   SelfSubjectReview); applied by [`http::authz`] before routing.
 //! - [`workload`]: realistic objects and churn for the CLI and load tests.
 //! - [`kinds`]: the resource table (built-ins and declared custom resources).
 //! - [`status`], [`json`]: Status errors and Go-compatible JSON encoding.

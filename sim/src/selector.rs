@@ -16,7 +16,9 @@ mod validation;
 pub use fields::FieldSelector;
 pub use kinds::{convert_custom_fields, convert_fields, field_set, validate_fields};
 pub use labels::LabelSelector;
-pub(crate) use validation::go_quote;
+pub(crate) use validation::{
+    aggregate, dns1123_subdomain_errors, domain_prefixed_path_errors, go_quote, is_dns1123_label,
+};
 
 #[cfg(test)]
 mod tests;

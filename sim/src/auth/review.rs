@@ -87,13 +87,8 @@ pub(super) fn token_review(cfg: &AuthConfig, body: &[u8]) -> Result<Vec<u8>, Rev
     let targets = if requested.is_empty() { cfg.api_audiences.clone() } else { requested };
     let audiences: Vec<&String> = cfg.api_audiences.iter().filter(|a| targets.contains(a)).collect();
     let status = match cfg.lookup_token(token) {
-        Some((user, uid)) if targets.is_empty() || !audiences.is_empty() => {
-            let mut user_json = json!({"username": user.name});
-            if !uid.is_empty() {
-                user_json["uid"] = json!(uid);
-            }
-            user_json["groups"] = json!(user.groups);
-            let mut status = json!({"authenticated": true, "user": user_json});
+        Some(user) if targets.is_empty() || !audiences.is_empty() => {
+            let mut status = json!({"authenticated": true, "user": user.to_json()});
             if !audiences.is_empty() {
                 status["audiences"] = json!(audiences);
             }
@@ -148,7 +143,13 @@ pub(super) fn subject_access_review(cfg: &AuthConfig, body: &[u8]) -> Result<Vec
         });
     }
 
-    let user = UserInfo { name, groups };
+    // `spec.extra` is map[string][]string, `spec.uid` a string; both are kept on the user (RBAC matches
+    // neither, but they are part of who is asking).
+    let extra = spec["extra"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), string_list(v))).collect())
+        .unwrap_or_default();
+    let user = UserInfo { name, groups, uid: spec["uid"].as_str().unwrap_or("").to_string(), extra };
     let s = |v: &Value, k: &str| v[k].as_str().unwrap_or("").to_string();
     let reason = match (resource, non_resource) {
         (Some(ra), _) => {

@@ -1,5 +1,7 @@
 //! RBAC-like allow rules: one rule is a (Cluster)Role rule bound to subjects, with an optional namespace
-//! restriction standing in for a RoleBinding's namespace. Matching follows `rbac/v1` helpers
+//! restriction standing in for a RoleBinding's namespace. Verbs are free strings, so impersonation rules are
+//! ordinary rules: `impersonate` on `users`/`groups`/`serviceaccounts` (group "") or `uids`/`userextras/<key>`
+//! (group `authentication.k8s.io`), with `names` naming who may be impersonated. Matching follows `rbac/v1` helpers
 //! (`VerbMatches`, `APIGroupMatches`, `ResourceMatches`, `ResourceNameMatches`, `NonResourceURLMatches`).
 
 use super::{Attributes, UserInfo};
@@ -7,7 +9,8 @@ use super::{Attributes, UserInfo};
 /// Matches every value in a verbs/groups/resources/namespaces/names list.
 const ALL: &str = "*";
 
-/// Who a rule is bound to.
+/// Who a rule is bound to. A ServiceAccount is a `User` named `system:serviceaccount:<ns>:<name>`
+/// ([`Rule::service_account`]), which is how RBAC matches ServiceAccount subjects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Subject {
     User(String),
@@ -51,6 +54,13 @@ impl Rule {
     pub fn user(mut self, user: &str) -> Self {
         self.subjects.push(Subject::User(user.to_string()));
         self
+    }
+
+    /// Binds a ServiceAccount, as an RBAC `ServiceAccount` subject does: by its username
+    /// `system:serviceaccount:<namespace>:<name>`.
+    pub fn service_account(self, namespace: &str, name: &str) -> Self {
+        let user = super::service_account_username(namespace, name);
+        self.user(&user)
     }
 
     pub fn group(mut self, group: &str) -> Self {

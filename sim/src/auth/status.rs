@@ -31,15 +31,26 @@ pub fn forbidden_message(user: &UserInfo, attrs: &Attributes) -> String {
 /// `pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "default"`,
 /// details `{"kind":"pods"}` (plus `name` and `group` when set).
 pub fn forbidden_status(user: &UserInfo, attrs: &Attributes) -> Value {
+    forbidden_status_because(user, attrs, "")
+}
+
+/// [`forbidden_status`] with the authorizer's reason appended to the message as `: <reason>` when not empty
+/// (`responsewriters.ForbiddenStatusError`), e.g. for a denied impersonation
+/// `users "bob" is forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster scope`.
+pub fn forbidden_status_because(user: &UserInfo, attrs: &Attributes, reason: &str) -> Value {
     let qualified = if attrs.group.is_empty() {
         attrs.resource.clone()
     } else {
         format!("{}.{}", attrs.resource, attrs.group)
     };
+    let mut why = forbidden_message(user, attrs);
+    if !reason.is_empty() {
+        why = format!("{why}: {reason}");
+    }
     let message = if attrs.name.is_empty() {
-        format!("{qualified} is forbidden: {}", forbidden_message(user, attrs))
+        format!("{qualified} is forbidden: {why}")
     } else {
-        format!("{qualified} {} is forbidden: {}", q(&attrs.name), forbidden_message(user, attrs))
+        format!("{qualified} {} is forbidden: {why}", q(&attrs.name))
     };
     let mut details = serde_json::Map::new();
     if !attrs.name.is_empty() {

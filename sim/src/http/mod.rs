@@ -218,20 +218,29 @@ async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
         return out.error(&ApiError::not_acceptable(stream));
     }
     if let Some(auth) = ctx.state.auth.clone() {
-        if path == authz::TOKEN_REVIEW_PATH || path == authz::SUBJECT_ACCESS_REVIEW_PATH {
-            return authz::review(&ctx, &auth, req).await;
-        }
+        let mut req = req;
         let r = route(&ctx.state.store, &path);
-        if let Err(e) = authz::check(&ctx, &auth, &req, &q, &r) {
-            return out.error(&e);
+        let user = match authz::check(&ctx, &auth, &mut req, &q, &r) {
+            Ok(user) => user,
+            Err(e) => return out.error(&e),
+        };
+        if authz::is_review(&path) {
+            return authz::review(&ctx, &auth, &user, req).await;
         }
+        return routed(&ctx, req, &q, &path).await;
     }
-    match route(&ctx.state.store, &path) {
+    routed(&ctx, req, &q, &path).await
+}
+
+/// Serves a request that passed the filters.
+async fn routed(ctx: &Ctx, req: Request<Incoming>, q: &Query, path: &str) -> Response<Body> {
+    let out = ctx.out;
+    match route(&ctx.state.store, path) {
         Route::Health => response::text(200, "ok"),
-        Route::Discovery(doc) if req.method() == Method::GET => discovery::serve(&ctx, &doc),
+        Route::Discovery(doc) if req.method() == Method::GET => discovery::serve(ctx, &doc),
         Route::Discovery(_) => out.error(&ApiError::method_not_allowed()),
         Route::NotFound => out.error(&ApiError::path_not_found()),
-        Route::Resource(t) => match resource(&ctx, req, &q, t).await {
+        Route::Resource(t) => match resource(ctx, req, q, t).await {
             Ok(r) => r,
             Err(e) => out.error(&e),
         },

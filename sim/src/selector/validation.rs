@@ -101,6 +101,31 @@ pub(crate) fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
     errs
 }
 
+/// `IsDNS1123Label`: at most 63 characters of `[a-z0-9]([-a-z0-9]*[a-z0-9])?`.
+pub(crate) fn is_dns1123_label(value: &str) -> bool {
+    value.len() <= 63 && matches_dns1123_label(value)
+}
+
+/// `httpPathFmt`, printed in messages.
+const HTTP_PATH_FMT: &str = "[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+";
+
+/// `IsDomainPrefixedPath` at `path`: `<DNS-1123 subdomain>/<http path>`; the `field.Error` messages.
+pub(crate) fn domain_prefixed_path_errors(path: &str, value: &str) -> Vec<String> {
+    if value.is_empty() {
+        return vec![format!("{path}: Required value")];
+    }
+    let Some((host, rest)) = value.split_once('/').filter(|(h, r)| !h.is_empty() && !r.is_empty()) else {
+        return vec![field_invalid(path, value, "must be a domain-prefixed path (such as \"acme.io/foo\")")];
+    };
+    let mut errs: Vec<String> =
+        dns1123_subdomain_errors(host).iter().map(|e| field_invalid(path, host, e)).collect();
+    let path_char = |c: char| c.is_ascii_alphanumeric() || "/-._~%!$&'()*+,;=:".contains(c);
+    if !rest.chars().all(path_char) {
+        errs.push(field_invalid(path, rest, &regex_error("Invalid path", HTTP_PATH_FMT, &[])));
+    }
+    errs
+}
+
 /// `IsQualifiedName`: an optional DNS subdomain prefix and `/`, then a name of at most 63 characters.
 pub(crate) fn qualified_name_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();

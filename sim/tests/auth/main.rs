@@ -2,7 +2,11 @@
 //! change while serving, anonymous access, TokenReview and SubjectAccessReview, and 401/403 bodies worded as
 //! `kache_sim::auth`'s Status helpers word them.
 //!
+//! Impersonation (`Impersonate-*` headers) has its own module.
+//!
 //! Run: `cargo test -p kache-sim --test auth`.
+
+mod impersonation;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -16,13 +20,13 @@ use kache_sim::auth::{
 use kache_sim::{Sim, SimHandle};
 use serde_json::{Value, json};
 
-struct Env {
-    sim: SimHandle,
+pub struct Env {
+    pub sim: SimHandle,
     client: Client<HttpConnector, Full<Bytes>>,
 }
 
 impl Env {
-    async fn start(auth: AuthConfig) -> Env {
+    pub async fn start(auth: AuthConfig) -> Env {
         let sim = Sim::builder().auth(Some(auth)).start().await.expect("sim starts");
         for ns in ["team-a", "team-b"] {
             sim.create(
@@ -43,9 +47,25 @@ impl Env {
         token: Option<&str>,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
+        self.send_with(method, path, token, &[], body).await
+    }
+
+    /// [`Env::send`] with extra headers (raw bytes, so tests can send values that are not UTF-8).
+    pub async fn send_with(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &[u8])],
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
         let mut req = Request::builder().method(method).uri(format!("{}{path}", self.sim.url()));
         if let Some(token) = token {
             req = req.header("authorization", format!("Bearer {token}"));
+        }
+        for (name, value) in headers {
+            let value = http::HeaderValue::from_bytes(value).expect("test header values are valid");
+            req = req.header(*name, value);
         }
         let body = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
         let req = req.header("content-type", "application/json").body(Full::new(body)).expect("request");
@@ -130,6 +150,10 @@ async fn anonymous_requests_see_public_info_only() {
     let anonymous = UserInfo::new(ANONYMOUS_USER, &[UNAUTHENTICATED_GROUP]);
     assert_eq!(body["message"], forbidden_non_resource_status(&anonymous, "get", "/api")["message"]);
     assert_eq!(body["message"], "forbidden: User \"system:anonymous\" cannot get path \"/api\"");
+    // Credentials that are not ASCII are bad credentials, not missing ones.
+    let (status, _) =
+        env.send_with(Method::GET, "/version", None, &[("authorization", b"Bearer t\xe9")], None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
     env.sim.shutdown().await;
 }
 
