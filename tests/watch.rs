@@ -516,6 +516,19 @@ pub mod blackbox {
             tokio::task::yield_now().await;
         }
         let slow_before = kache::serve::watch::stats().closed_slow;
+        // The per-resource series move too (they stayed at zero once; a test keeps them honest).
+        let metric = |name: &str| {
+            let text = kache::metrics::install().render();
+            let series = format!("{name}{{group=\"\",resource=\"pods\"}}");
+            text.lines()
+                .find(|l| l.starts_with(&series))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        assert!(metric("kache_watchers") >= 2.0, "open watchers are counted");
+        let (slow_metric, terminated) =
+            (metric("kache_slow_watchers_closed_total"), metric("apiserver_terminated_watchers_total"));
         // ~1000 events of ~8 KiB: far more than socket buffers, hyper's write buffer and the ring hold.
         let padding = "x".repeat(8 << 10);
         let total = 1000;
@@ -553,6 +566,11 @@ pub mod blackbox {
         println!("stalled watcher: {events} of {total} events before it was closed");
         assert!(events < total, "the stalled watcher was cut off ({events} of {total} events)");
         assert!(kache::serve::watch::stats().closed_slow > slow_before, "counted as a slow watcher");
+        assert!(metric("kache_slow_watchers_closed_total") > slow_metric, "kache_slow_watchers_closed_total");
+        assert!(
+            metric("apiserver_terminated_watchers_total") > terminated,
+            "apiserver_terminated_watchers_total"
+        );
         env.stop().await;
     }
 

@@ -301,6 +301,12 @@ impl WatcherGuard {
         m.watchers(1);
         Self(m)
     }
+
+    /// The watcher is being closed because it could not keep up
+    /// (`kache_slow_watchers_closed_total`, `apiserver_terminated_watchers_total`).
+    pub fn slow_closed(&self) {
+        self.0.slow_watcher_closed();
+    }
 }
 
 impl Drop for WatcherGuard {

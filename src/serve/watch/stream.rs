@@ -108,6 +108,8 @@ pub struct Watcher {
     token: CancellationToken,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     _active: ActiveGuard,
+    /// This watcher in the resource's `kache_watchers`; closing it as slow counts there too.
+    metrics: crate::metrics::WatcherGuard,
 }
 
 // === impl Watcher ===
@@ -116,6 +118,7 @@ impl Watcher {
     /// Subscribes to the store now (before any history or snapshot read, see the module invariants).
     pub fn new(store: Arc<Store>, spec: WatchSpec, shutdown: CancellationToken) -> Self {
         let rx = store.subscribe();
+        let metrics = crate::metrics::WatcherGuard::new(store.info());
         let now = Instant::now();
         // `timeoutSeconds` is client input: an absurd value must not overflow the clock.
         let deadline = now.checked_add(spec.timeout.min(MAX_LIFETIME)).unwrap_or(now);
@@ -140,6 +143,7 @@ impl Watcher {
             token: shutdown,
             store,
             _active: ActiveGuard::new(),
+            metrics,
         };
         watcher.start(spec.start);
         watcher
@@ -377,6 +381,9 @@ impl Watcher {
 
     fn finish(&mut self, reason: EndReason) -> Option<Bytes> {
         stats::record_end(reason);
+        if reason == EndReason::Slow {
+            self.metrics.slow_closed();
+        }
         self.phase = Phase::Done;
         None
     }
