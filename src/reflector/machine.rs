@@ -222,7 +222,10 @@ impl Reflector {
         }
         let req = request::watch_list(&self.info.gvr, self.watch_timeout_secs());
         match request::open_watch(&*self.transport, req, &self.config).await {
-            Ok(stream) => State::InitialEvents { stream, side: HashMap::new(), progress: Progress::new() },
+            Ok((stream, warnings)) => {
+                self.writer.learn_warnings(warnings);
+                State::InitialEvents { stream, side: HashMap::new(), progress: Progress::new() }
+            }
             Err(e) if e.is_rejection() => self.fall_back(e),
             Err(e) => self.fail(e, State::Sync),
         }
@@ -301,7 +304,10 @@ impl Reflector {
     ) -> State {
         let req = request::list(&self.info.gvr, self.config.page_size, continue_token.as_deref());
         let page = match request::fetch(&*self.transport, req, &self.config).await {
-            Ok(body) => decode::decode_list(&body, &self.info).map_err(ReflectError::from),
+            Ok((body, warnings)) => {
+                self.writer.learn_warnings(warnings);
+                decode::decode_list(&body, &self.info).map_err(ReflectError::from)
+            }
             Err(e) => Err(e),
         };
         match page {
@@ -334,7 +340,10 @@ impl Reflector {
     async fn resume(&mut self, rv: u64) -> State {
         let req = request::watch(&self.info.gvr, rv, self.watch_timeout_secs());
         match request::open_watch(&*self.transport, req, &self.config).await {
-            Ok(stream) => State::Watching { stream, rv, opened: Instant::now(), events: 0 },
+            Ok((stream, warnings)) => {
+                self.writer.learn_warnings(warnings);
+                State::Watching { stream, rv, opened: Instant::now(), events: 0 }
+            }
             Err(e) if e.is_gone() => {
                 info!(resource = %self.info.gvr, rv, "resourceVersion expired; relisting");
                 State::Sync

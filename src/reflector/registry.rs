@@ -332,7 +332,7 @@ async fn learn_type_meta(transport: &dyn Transport, info: &ResourceInfo, config:
     for _ in 0..PROBE_ATTEMPTS {
         let req = request::list(&info.gvr, 1, None);
         let page = match request::fetch(transport, req, config).await {
-            Ok(body) => decode::decode_list(&body, info).map_err(ReflectError::from),
+            Ok((body, _)) => decode::decode_list(&body, info).map_err(ReflectError::from),
             Err(e) => Err(e),
         };
         match page {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 
 use super::config::ReflectorConfig;
 use super::decode::{ApiStatus, DecodeError, decode_status};
@@ -172,28 +172,48 @@ fn retry_after_header(headers: &HeaderMap) -> Option<Duration> {
     value.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
-/// GETs a whole (bounded) response body.
+/// At most this many `Warning` values are learned from an upstream response, each at most
+/// [`MAX_WARNING_BYTES`] (the apiserver itself truncates its warnings to a few KiB in all).
+pub(crate) const MAX_WARNINGS: usize = 8;
+pub(crate) const MAX_WARNING_BYTES: usize = 2048;
+
+/// The `Warning` headers of a successful list or watch of a whole resource: what the upstream says about
+/// every read of that resource version (a deprecation), which kache repeats on its own answers.
+pub(crate) fn warnings(headers: &HeaderMap) -> Vec<HeaderValue> {
+    headers
+        .get_all(header::WARNING)
+        .iter()
+        .filter(|v| v.len() <= MAX_WARNING_BYTES)
+        .take(MAX_WARNINGS)
+        .cloned()
+        .collect()
+}
+
+/// GETs a whole (bounded) response body, with the response's [`warnings`].
 pub(crate) async fn fetch(
     transport: &dyn Transport,
     req: Request<Body>,
     config: &ReflectorConfig,
-) -> Result<Bytes, ReflectError> {
+) -> Result<(Bytes, Vec<HeaderValue>), ReflectError> {
     let deadline = config.request_timeout;
     let read = async {
         let resp = send(transport, req, config).await?;
-        read_body(resp.into_body(), config.max_page_bytes).await.map_err(ReflectError::Body)
+        let warnings = warnings(resp.headers());
+        let body = read_body(resp.into_body(), config.max_page_bytes).await.map_err(ReflectError::Body)?;
+        Ok((body, warnings))
     };
     tokio::time::timeout(deadline, read).await.map_err(|_| ReflectError::Stalled(deadline))?
 }
 
-/// Opens a watch and returns its framed stream.
+/// Opens a watch and returns its framed stream, with the response's [`warnings`].
 pub(crate) async fn open_watch(
     transport: &dyn Transport,
     req: Request<Body>,
     config: &ReflectorConfig,
-) -> Result<WatchStream, ReflectError> {
+) -> Result<(WatchStream, Vec<HeaderValue>), ReflectError> {
     let resp = send(transport, req, config).await?;
-    Ok(WatchStream::new(resp.into_body(), config.stall_timeout, config.max_frame_bytes))
+    let warnings = warnings(resp.headers());
+    Ok((WatchStream::new(resp.into_body(), config.stall_timeout, config.max_frame_bytes), warnings))
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ use crate::upstream::{BoxFuture, Transport, UpstreamError};
 /// One scripted answer.
 pub(super) enum Reply {
     /// A complete response.
-    Full { status: u16, body: String, retry_after: Option<u64> },
+    Full { status: u16, body: String, retry_after: Option<u64>, warning: Option<&'static str> },
     /// A 200 whose body is fed by the test through the sender; it ends when the sender is dropped.
     Open(mpsc::UnboundedReceiver<Result<Bytes, BoxError>>),
     /// No response: the connection failed.
@@ -74,10 +74,13 @@ impl Transport for Scripted {
                 assert!(uri.contains(e), "request {uri} does not contain {e:?}");
             }
             match reply {
-                Reply::Full { status, body, retry_after } => {
+                Reply::Full { status, body, retry_after, warning } => {
                     let mut resp = Response::builder().status(StatusCode::from_u16(status).unwrap());
                     if let Some(s) = retry_after {
                         resp = resp.header("retry-after", s.to_string());
+                    }
+                    if let Some(w) = warning {
+                        resp = resp.header("warning", w);
                     }
                     Ok(resp.body(body::full(body)).unwrap())
                 }
@@ -96,11 +99,11 @@ impl Transport for Scripted {
 }
 
 pub(super) fn ok(body: impl Into<String>) -> Reply {
-    Reply::Full { status: 200, body: body.into(), retry_after: None }
+    Reply::Full { status: 200, body: body.into(), retry_after: None, warning: None }
 }
 
 pub(super) fn status(code: u16, reason: &str, retry_after: Option<u64>) -> Reply {
-    Reply::Full { status: code, body: status_json(code, reason), retry_after }
+    Reply::Full { status: code, body: status_json(code, reason), retry_after, warning: None }
 }
 
 /// A 200 watch body of these lines that then ends.
@@ -210,6 +213,27 @@ impl Harness {
 
 fn name(state: &State) -> SyncState {
     state.sync_state()
+}
+
+// === what the upstream says about the resource ===
+
+#[tokio::test(start_paused = true)]
+async fn warnings_of_whole_resource_reads_are_learned_and_follow_the_upstream() {
+    let mut h = harness();
+    let deprecated = r#"299 - "wardle.example.com/v1alpha1 Flunder is deprecated; use v1beta1""#;
+    h.upstream.push(&["sendInitialEvents=true"], status(422, "Invalid", None));
+    let state = h.step(State::Sync).await;
+    let page = list_page(20, None, &[pod_item("a", 5)]);
+    h.upstream.push(
+        &["limit=500"],
+        Reply::Full { status: 200, body: page, retry_after: None, warning: Some(deprecated) },
+    );
+    let state = h.step(state).await;
+    assert_eq!(h.store.warnings().as_slice(), [deprecated], "learned from the list");
+    // The next watch carries none (the upstream stopped deprecating): forgotten.
+    h.upstream.push(&["watch=1", "resourceVersion=20"], lines(&[]));
+    let _ = h.step(state).await;
+    assert!(h.store.warnings().is_empty());
 }
 
 // === streaming list ===

@@ -374,7 +374,7 @@ impl KacheHandler {
         }
         self.stats.count_encoding(encoding, from_memory);
         match outcome {
-            Ok(resp) => with_common_headers(resp, &req),
+            Ok(resp) => with_warnings(with_common_headers(resp, &req), &store),
             Err(NotServed::Forward(why)) => {
                 tracing::debug!(uri = %req.uri(), why, "forwarding read");
                 self.forward(req, id).await
@@ -629,6 +629,15 @@ pub fn error_response(err: &ApiError, req: &Request<Body>, pretty: bool) -> Resp
 fn with_common_headers(mut resp: Response<Body>, req: &Request<Body>) -> Response<Body> {
     let audit = audit_id(req.headers());
     resp.headers_mut().insert("audit-id", audit);
+    resp
+}
+
+/// The upstream's `Warning` headers for this resource (a deprecated version's notice, learned by the
+/// reflector), on an answer from memory, as the apiserver attaches them to every read of that version.
+fn with_warnings(mut resp: Response<Body>, store: &Store) -> Response<Body> {
+    for warning in store.warnings().iter() {
+        resp.headers_mut().append(header::WARNING, warning.clone());
+    }
     resp
 }
 

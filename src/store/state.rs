@@ -208,6 +208,9 @@ pub struct Store {
     /// What follows `metadata` in the upstream's own BOOKMARK objects of this kind (its typed zero value,
     /// e.g. `,"spec":{},"status":{}`), learned from the watch stream; `None` until one was seen.
     pub(super) bookmark_tail: arc_swap::ArcSwapOption<Bytes>,
+    /// The upstream's `Warning` headers on reads of this resource (a deprecated version's notice), learned
+    /// from the reflector's own lists and watches; repeated on answers from memory.
+    pub(super) warnings: ArcSwap<Vec<http::HeaderValue>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -228,6 +231,11 @@ impl Store {
     /// The upstream's BOOKMARK object tail for this kind, once learned (see [`Writer::learn_bookmark_tail`]).
     pub fn bookmark_tail(&self) -> Option<Bytes> {
         self.bookmark_tail.load_full().map(|b| (*b).clone())
+    }
+
+    /// The upstream's `Warning` headers on reads of this resource (see [`Writer::learn_warnings`]).
+    pub fn warnings(&self) -> Arc<Vec<http::HeaderValue>> {
+        self.warnings.load_full()
     }
 
     /// Creates an empty, unsynced store and its single writer.
@@ -257,6 +265,7 @@ impl Store {
             signals,
             counters: Counters::default(),
             bookmark_tail: arc_swap::ArcSwapOption::empty(),
+            warnings: ArcSwap::from_pointee(Vec::new()),
             indexed_field,
         });
         let writer = Writer::new(store.clone());

@@ -207,6 +207,14 @@ impl Writer {
         }
     }
 
+    /// Records the `Warning` headers the upstream attached to the latest list or watch of the whole
+    /// resource (bounded by the reflector); a no-op when unchanged.
+    pub fn learn_warnings(&self, warnings: Vec<http::HeaderValue>) {
+        if **self.store.warnings.load() != warnings {
+            self.store.warnings.store(Arc::new(warnings));
+        }
+    }
+
     pub fn progress(&mut self, rv: u64) {
         self.progress_at(rv, Instant::now())
     }
