@@ -542,12 +542,9 @@ fn bearer_token(value: &HeaderValue) -> Option<&str> {
 }
 
 fn token_key(token: &str) -> TokenKey {
-    let suite =
-        rustls::crypto::aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256.tls13().expect("a TLS 1.3 suite");
-    let digest = suite.common.hash_provider.hash(token.as_bytes());
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, token.as_bytes());
     let mut key = [0u8; 32];
-    let bytes = digest.as_ref();
-    key[..bytes.len().min(32)].copy_from_slice(&bytes[..bytes.len().min(32)]);
+    key.copy_from_slice(digest.as_ref());
     key
 }
 
