@@ -15,6 +15,9 @@ use serde_json::Value;
 use kache::app::{Config, Kache};
 use kache_sim::{Sim, SimHandle};
 
+pub mod real;
+pub mod tools;
+
 /// How long tests let reads wait for a resourceVersion (the apiserver's 3 s, shortened).
 pub const TEST_BLOCK_TIMEOUT: Duration = Duration::from_millis(300);
 
