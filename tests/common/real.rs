@@ -303,6 +303,16 @@ impl Watch {
         }
     }
 
+    /// Everything up to the end of the stream (an error answer's body).
+    pub async fn rest(&mut self) -> Bytes {
+        let mut out = BytesMut::new();
+        while let Some(line) = self.line().await {
+            out.extend_from_slice(&line);
+            out.extend_from_slice(b"\n");
+        }
+        out.freeze()
+    }
+
     /// The next `n` lines; panics when the stream ends first.
     pub async fn lines(&mut self, n: usize) -> Vec<Bytes> {
         let mut out = Vec::with_capacity(n);
