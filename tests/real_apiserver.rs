@@ -162,16 +162,7 @@ async fn start_kache(api: &RealApiserver) -> (Kache, Endpoint) {
 
 /// Waits until kache's flunders store has reached `rv` (a list with resourceVersion=0 says where it is).
 async fn caught_up(via: &Endpoint, rv: u64) {
-    let deadline = tokio::time::Instant::now() + SYNC_TIMEOUT;
-    loop {
-        let r = via.get(&format!("{FLUNDERS}?resourceVersion=0&limit=1")).await;
-        let at = rv_of(&r.json());
-        if at >= rv {
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "kache's flunders stay at {at}, not {rv}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    caught_up_at(via, FLUNDERS, rv).await;
 }
 
 // === Comparing ===
@@ -336,36 +327,9 @@ const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
 // === Tests ===
 
-/// Discovery of an upstream without the core group (`/api` is 404 there) finds and caches flunders in
-/// their preferred version and fischers in the only version serving them.
-#[test]
-fn kache_caches_the_resources_of_an_upstream_without_a_core_group() {
-    let _serial = serial();
-    let Some(api) = RealApiserver::start("discovery") else { return };
-    runtime().block_on(async {
-        let direct = Endpoint::from_kubeconfig("apiserver", &api.kubeconfig).await;
-        assert_eq!(
-            direct.get("/api").await.status,
-            StatusCode::NOT_FOUND,
-            "the sample apiserver has no core group"
-        );
-        let (kache, _via) = start_kache(&api).await;
-        let statuses = kache.registry().statuses();
-        let cached: Vec<(String, bool)> =
-            statuses.iter().filter(|s| s.configured).map(|s| (s.gvr.to_string(), s.synced)).collect();
-        assert_eq!(
-            cached,
-            [
-                ("wardle.example.com/v1alpha1/fischers".to_owned(), true),
-                ("wardle.example.com/v1beta1/flunders".to_owned(), true)
-            ],
-            "{statuses:?}"
-        );
-        kache.shutdown().await;
-    });
-}
-
-/// Lists in every resourceVersion mode, gets, pages with writes and foreign writes between them,
+/// Discovery of an upstream without the core group (`/api` is 404 there) caches flunders in their
+/// preferred version and fischers in the only version serving them. Then: lists in every resourceVersion
+/// mode, gets, pages with writes and foreign writes between them,
 /// selectors, error bodies, gzip, metadata views, Table pass-through.
 #[test]
 fn reads_match_the_apiserver() {
@@ -373,8 +337,18 @@ fn reads_match_the_apiserver() {
     let Some(api) = RealApiserver::start("reads") else { return };
     runtime().block_on(async {
         let direct = Endpoint::from_kubeconfig("apiserver", &api.kubeconfig).await;
+        assert_eq!(
+            direct.get("/api").await.status,
+            StatusCode::NOT_FOUND,
+            "the sample apiserver has no core group"
+        );
         let last = seed(&direct).await;
         let (kache, via) = start_kache(&api).await;
+        let statuses = kache.registry().statuses();
+        let cached: Vec<(String, bool)> =
+            statuses.iter().filter(|s| s.configured).map(|s| (s.gvr.to_string(), s.synced)).collect();
+        let want = ["wardle.example.com/v1alpha1/fischers", "wardle.example.com/v1beta1/flunders"];
+        assert_eq!(cached, want.map(|g| (g.to_owned(), true)), "discovered and synced: {statuses:?}");
         caught_up(&via, last).await;
         let mut d = Differential::new(&direct, &via, &kache);
         use Source::*;
@@ -797,7 +771,8 @@ async fn informer_check(
         "--sync-timeout".to_owned(),
         "60s".to_owned(),
     ];
-    let mut child = std::process::Command::new(&api.informer_check)
+    let program = api.informer_check.as_ref().expect("start.sh prints INFORMER_CHECK");
+    let mut child = std::process::Command::new(program)
         .args(&args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -874,4 +849,144 @@ fn client_go_informers_through_kache_match_the_apiserver() {
         assert!(kache.stats().memory() > memory, "kache served the informers from memory");
         kache.shutdown().await;
     });
+}
+
+// === Custom resources: the CRD apiserver ===
+
+const WIDGETS: &str = "/apis/example.com/v1/widgets";
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+/// Widgets per namespace (two namespaces).
+const WIDGETS_PER_NAMESPACE: usize = 60;
+
+fn widgets_in(ns: &str) -> String {
+    format!("/apis/example.com/v1/namespaces/{ns}/widgets")
+}
+
+/// A namespaced CRD with a `spec.color` selectable field and a printer column.
+fn widget_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                    "type": "object",
+                    "properties": {"color": {"type": "string"}, "size": {"type": "integer"}, "notes": {"type": "string"}},
+                }}}},
+                "selectableFields": [{"jsonPath": ".spec.color"}],
+                "additionalPrinterColumns": [{"name": "Color", "type": "string", "jsonPath": ".spec.color"}],
+            }],
+        },
+    })
+}
+
+fn widget(ns: &str, i: usize) -> Value {
+    let name = format!("w-{i:03}");
+    let notes: String = (0..40).map(|k| format!("line {k:02} of the notes of {name} in {ns}; ")).collect();
+    json!({
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": ns, "labels": {"tier": if i.is_multiple_of(4) { "gold" } else { "iron" }}},
+        "spec": {"color": if i.is_multiple_of(2) { "red" } else { "blue" }, "size": i, "notes": notes},
+    })
+}
+
+/// Creates the CRD and waits until its resource is served.
+async fn install_widget_crd(api: &Endpoint) {
+    create(api, CRDS, &widget_crd()).await;
+    let deadline = tokio::time::Instant::now() + SYNC_TIMEOUT;
+    loop {
+        let crd = api.get(&format!("{CRDS}/widgets.example.com")).await.json();
+        let established = crd["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
+        if established && api.get(WIDGETS).await.status == StatusCode::OK {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the widgets CRD is never established: {crd}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// kache in front of the CRD apiserver (no core group either): discovers the CRD's resource, serves custom
+/// resources byte-identically (unstructured lists: sorted keys, typed items), pages, selectors, metadata
+/// views, WatchList.
+#[test]
+fn custom_resources_match_the_crd_apiserver() {
+    let _serial = serial();
+    let Some(api) = RealApiserver::start_flavor(common::real::Flavor::Crd, "crd") else { return };
+    runtime().block_on(async {
+        let direct = Endpoint::from_kubeconfig("crd-apiserver", &api.kubeconfig).await;
+        assert_eq!(
+            direct.get("/api").await.status,
+            StatusCode::NOT_FOUND,
+            "the CRD apiserver has no core group"
+        );
+        install_widget_crd(&direct).await;
+        let mut last = 0;
+        for ns in ["team-a", "team-b"] {
+            for i in 0..WIDGETS_PER_NAMESPACE {
+                last = create(&direct, &widgets_in(ns), &widget(ns, i)).await;
+            }
+        }
+        let (kache, via) = start_kache(&api).await;
+        let cached: Vec<String> =
+            kache.registry().statuses().iter().filter(|s| s.configured).map(|s| s.gvr.to_string()).collect();
+        assert!(cached.contains(&"example.com/v1/widgets".to_owned()), "{cached:?}");
+        let deadline = tokio::time::Instant::now() + SYNC_TIMEOUT;
+        while rv_of(&via.get(&format!("{WIDGETS}?resourceVersion=0&limit=1")).await.json()) < last {
+            assert!(tokio::time::Instant::now() < deadline, "kache's widgets never reach {last}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut d = Differential::new(&direct, &via, &kache);
+        use Source::*;
+
+        d.same(WIDGETS, &[], Memory).await;
+        d.same(&format!("{WIDGETS}?resourceVersion=0"), &[], Memory).await;
+        d.same(&format!("{WIDGETS}?resourceVersion={last}&resourceVersionMatch=Exact"), &[], Memory).await;
+        d.same(&widgets_in("team-b"), &[], Memory).await;
+        d.same(&format!("{}/w-007", widgets_in("team-a")), &[], Memory).await;
+        d.same(&format!("{}/w-999", widgets_in("team-a")), &[], Memory).await;
+        let page = d.same(&format!("{WIDGETS}?limit=45"), &[], Memory).await;
+        let w = create(&direct, &widgets_in("team-b"), &widget("team-b", 500)).await;
+        d.same(&format!("{WIDGETS}?limit=45&continue={}", continue_token(&page)), &[], Memory).await;
+        caught_up_at(&via, WIDGETS, w).await;
+        for q in [
+            "labelSelector=tier%3Dgold",
+            "labelSelector=tier%3Dnone",
+            "fieldSelector=metadata.name%3Dw-010",
+            "fieldSelector=metadata.namespace%3Dteam-a&limit=7",
+            "limit=abc",
+        ] {
+            d.same(&format!("{WIDGETS}?{q}"), &[], Memory).await;
+        }
+        d.same(&format!("{WIDGETS}?resourceVersion=0"), &[("accept-encoding", "gzip")], Memory).await;
+        d.same(&format!("{WIDGETS}?resourceVersion=0&limit=5"), &[("accept", META_LIST)], Memory).await;
+        d.same(&format!("{}/w-003", widgets_in("team-b")), &[("accept", META)], Memory).await;
+        d.same(&format!("{}?resourceVersion=0", widgets_in("team-a")), &[("accept", TABLE)], Upstream).await;
+
+        let watch_list =
+            "watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan";
+        let mut wl = d.watch(&format!("{}?{watch_list}", widgets_in("team-a")), &[], Memory).await;
+        d.lines(&mut wl, WIDGETS_PER_NAMESPACE + 1).await;
+        create(&direct, &widgets_in("team-a"), &widget("team-a", 501)).await;
+        d.event(&mut wl).await;
+
+        d.finish();
+        kache.shutdown().await;
+    });
+}
+
+/// Waits until kache's store behind `path` has reached `rv`.
+async fn caught_up_at(via: &Endpoint, path: &str, rv: u64) {
+    let deadline = tokio::time::Instant::now() + SYNC_TIMEOUT;
+    while rv_of(&via.get(&format!("{path}?resourceVersion=0&limit=1")).await.json()) < rv {
+        assert!(tokio::time::Instant::now() < deadline, "kache's {path} never reaches {rv}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

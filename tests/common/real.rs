@@ -1,5 +1,6 @@
-//! The real Kubernetes 1.36 apiserver of `../shared/apiserver` (k8s.io/sample-apiserver on etcd: flunders and
-//! fischers), started and stopped with its own scripts, and HTTP clients for it and for kache in front of it.
+//! The real Kubernetes 1.36 apiservers of `../shared/apiserver` — k8s.io/sample-apiserver (flunders and
+//! fischers; `start.sh`) and the CustomResourceDefinition apiserver (`start-crd.sh`), each on its own etcd —
+//! started and stopped with their own scripts, and HTTP clients for them and for kache in front of them.
 //!
 //! Its run state lives under the cargo target dir (the shared directory is read-only in CI); the guard
 //! stops exactly what it started when dropped, also when the test fails. A missing `../shared/apiserver`
@@ -43,6 +44,32 @@ fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
+/// Which of the real apiservers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// k8s.io/sample-apiserver: flunders and fischers (`start.sh`).
+    Sample,
+    /// k8s.io/apiextensions-apiserver: CRDs and custom resources (`start-crd.sh`).
+    Crd,
+}
+
+impl Flavor {
+    fn script(self) -> &'static str {
+        match self {
+            Flavor::Sample => "start.sh",
+            Flavor::Crd => "start-crd.sh",
+        }
+    }
+
+    /// The prefix of the variables the script prints (`APISERVER_URL`, `CRD_APISERVER_URL`).
+    fn prefix(self) -> &'static str {
+        match self {
+            Flavor::Sample => "",
+            Flavor::Crd => "CRD_",
+        }
+    }
+}
+
 /// A running real apiserver; dropping it runs `stop.sh`.
 pub struct RealApiserver {
     scripts: PathBuf,
@@ -51,16 +78,21 @@ pub struct RealApiserver {
     pub url: String,
     /// A kubeconfig for it (insecure-skip-tls-verify, any token).
     pub kubeconfig: PathBuf,
-    /// The client-go informer checker.
-    pub informer_check: PathBuf,
+    /// The client-go informer checker (printed by `start.sh` only).
+    pub informer_check: Option<PathBuf>,
 }
 
 impl RealApiserver {
     /// Starts etcd and the sample apiserver in `<target>/real-apiserver/<name>`; `None` when the test must
     /// skip (after saying why; under `KACHE_REQUIRE_TOOLS=1` this panics instead).
     pub fn start(name: &str) -> Option<RealApiserver> {
+        Self::start_flavor(Flavor::Sample, name)
+    }
+
+    /// As [`RealApiserver::start`], for either apiserver.
+    pub fn start_flavor(flavor: Flavor, name: &str) -> Option<RealApiserver> {
         let scripts = scripts_dir();
-        if !scripts.join("start.sh").is_file() {
+        if !scripts.join(flavor.script()).is_file() {
             tools::missing(&format!(
                 "the real apiserver is not at {} (../shared/apiserver next to the repository; \
                  KACHE_APISERVER_DIR points elsewhere)",
@@ -85,31 +117,32 @@ impl RealApiserver {
             run_dir,
             url: String::new(),
             kubeconfig: PathBuf::new(),
-            informer_check: PathBuf::new(),
+            informer_check: None,
         };
         let out = Command::new("bash")
-            .arg(api.scripts.join("start.sh"))
+            .arg(api.scripts.join(flavor.script()))
             .arg(&api.run_dir)
             .output()
             .expect("run start.sh");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(
             out.status.success(),
-            "start.sh {} failed: {stdout}{}\napiserver.log: {}",
+            "{} {} failed: {stdout}{}\napiserver.log: {}",
+            flavor.script(),
             api.run_dir.display(),
             String::from_utf8_lossy(&out.stderr),
             api.log_tail()
         );
         let var = |name: &str| {
-            stdout
-                .lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
-                .unwrap_or_else(|| panic!("start.sh printed no {name}: {stdout}"))
-                .to_owned()
+            let name = format!("{}{name}", flavor.prefix());
+            stdout.lines().find_map(|l| l.strip_prefix(name.as_str())?.strip_prefix('=')).map(str::to_owned)
         };
-        api.url = var("APISERVER_URL");
-        api.kubeconfig = PathBuf::from(var("APISERVER_KUBECONFIG"));
-        api.informer_check = PathBuf::from(var("INFORMER_CHECK"));
+        let required = |name: &str| {
+            var(name).unwrap_or_else(|| panic!("{} printed no {name}: {stdout}", flavor.script()))
+        };
+        api.url = required("APISERVER_URL");
+        api.kubeconfig = PathBuf::from(required("APISERVER_KUBECONFIG"));
+        api.informer_check = var("INFORMER_CHECK").map(PathBuf::from);
         Some(api)
     }
 
