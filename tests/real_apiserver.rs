@@ -29,6 +29,7 @@
 
 mod common;
 
+use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -143,12 +144,28 @@ async fn seed(api: &Endpoint) -> u64 {
 /// kache with default settings in front of `api`, serving TLS with the apiserver's own certificate, and
 /// an endpoint that reaches it the way the apiserver is reached.
 async fn start_kache(api: &RealApiserver) -> (Kache, Endpoint) {
+    start_kache_on(api, SocketAddr::from(([127, 0, 0, 1], 0))).await
+}
+
+/// As [`start_kache`], on `addr` (a restarted kache takes its predecessor's port).
+async fn start_kache_on(api: &RealApiserver, addr: SocketAddr) -> (Kache, Endpoint) {
     let mut config = Config::for_url(String::new());
     config.upstream = UpstreamSource::Kubeconfig(Some(api.kubeconfig.clone()));
     let (cert, key) = api.serving_cert();
     config.tls =
         Some(TlsConfig::from_pem_files(&cert, &key).expect("the apiserver's certificate serves kache"));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let mut attempt = 0;
+    let listener = loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => break l,
+            // The previous kache's port may take a moment to be released.
+            Err(_) if attempt < 50 => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("binding {addr}: {e}"),
+        }
+    };
     let kache = Kache::start(config, listener).await.expect("kache starts");
     tokio::time::timeout(SYNC_TIMEOUT, kache.wait_synced())
         .await
@@ -763,20 +780,24 @@ async fn churn(api: &Endpoint, tag: &str, rounds: usize) {
 const CHURN_ROUNDS: usize = 15;
 /// How long each informer runs after its sync (the churn takes about a second of it).
 const INFORMER_DURATION: &str = "6s";
+/// The same with a kache restart in the middle (the informer backs off and re-watches).
+const INFORMER_DURATION_WITH_RESTART: &str = "12s";
 
-/// Runs `informer-check` through kache: waits for its sync line, writes [`CHURN_ROUNDS`] rounds, then
-/// requires exit 0 (its store equals a consistent list from the apiserver).
+/// Runs `informer-check` through kache: waits for its sync line, writes [`CHURN_ROUNDS`] rounds (with
+/// `restart_midway`, kache is stopped and started again on its port in the middle, with writes while it is
+/// down), then requires exit 0 (its store equals a consistent list from the apiserver).
 async fn informer_check(
     api: &RealApiserver,
     direct: &Endpoint,
-    kache_url: &str,
+    kache: &mut Option<Kache>,
+    restart_midway: bool,
     resource: &str,
     watchlist: bool,
 ) {
     use std::io::{BufRead, BufReader, Read};
     let args = [
         "--server".to_owned(),
-        kache_url.to_owned(),
+        kache.as_ref().expect("kache runs").url(),
         "--compare-server".to_owned(),
         api.url.clone(),
         "--insecure".to_owned(),
@@ -784,7 +805,7 @@ async fn informer_check(
         resource.to_owned(),
         format!("--watchlist={watchlist}"),
         "--duration".to_owned(),
-        INFORMER_DURATION.to_owned(),
+        if restart_midway { INFORMER_DURATION_WITH_RESTART } else { INFORMER_DURATION }.to_owned(),
         "--sync-timeout".to_owned(),
         "60s".to_owned(),
     ];
@@ -824,8 +845,19 @@ async fn informer_check(
     .await
     .unwrap_or(false);
     if synced {
-        let tag = format!("{}-{watchlist}", resource.rsplit('/').next().unwrap_or(resource));
-        churn(direct, &tag, CHURN_ROUNDS).await;
+        let tag = format!("{}-{watchlist}-{restart_midway}", resource.rsplit('/').next().unwrap_or(resource));
+        if restart_midway {
+            churn(direct, &format!("{tag}-a"), CHURN_ROUNDS / 2).await;
+            // Its watch ends with kache; it re-watches (or relists on 410) against the new one.
+            let old = kache.take().expect("kache runs");
+            let addr = old.addr();
+            old.shutdown().await;
+            churn(direct, &format!("{tag}-b"), CHURN_ROUNDS / 2).await;
+            *kache = Some(start_kache_on(api, addr).await.0);
+            churn(direct, &format!("{tag}-c"), CHURN_ROUNDS / 2).await;
+        } else {
+            churn(direct, &tag, CHURN_ROUNDS).await;
+        }
     }
     let status = tokio::task::spawn_blocking(move || child.wait())
         .await
@@ -835,6 +867,7 @@ async fn informer_check(
         seen.push(line);
     }
     let stderr = stderr.join().unwrap_or_default();
+    eprintln!("informer-check {args:?}:\n{}", seen.join("\n"));
     assert!(
         synced && status.success(),
         "informer-check {args:?} exited {:?} (synced: {synced})\nstdout:\n{}\nstderr:\n{stderr}",
@@ -844,7 +877,8 @@ async fn informer_check(
 }
 
 /// A client-go informer (`informer-check`) through kache, WatchList on and off, with writes and foreign
-/// writes after its sync: its store must equal a consistent list from the apiserver (exit 0).
+/// writes after its sync, and once with a kache restart in the middle: its store must equal a consistent
+/// list from the apiserver (exit 0).
 #[test]
 fn client_go_informers_through_kache_match_the_apiserver() {
     let _serial = serial();
@@ -852,19 +886,23 @@ fn client_go_informers_through_kache_match_the_apiserver() {
     runtime().block_on(async {
         let direct = Endpoint::from_kubeconfig("apiserver", &api.kubeconfig).await;
         let last = seed(&direct).await;
-        let (kache, via) = start_kache(&api).await;
+        let (first, via) = start_kache(&api).await;
         caught_up(&via, last).await;
-        let memory = kache.stats().memory();
+        let memory = first.stats().memory();
+        let mut kache = Some(first);
         for (resource, watchlist) in [
             ("wardle.example.com/v1beta1/flunders", true),
             ("wardle.example.com/v1beta1/flunders", false),
             ("fischers", true),
             ("fischers", false),
         ] {
-            informer_check(&api, &direct, &kache.url(), resource, watchlist).await;
+            informer_check(&api, &direct, &mut kache, false, resource, watchlist).await;
         }
-        assert!(kache.stats().memory() > memory, "kache served the informers from memory");
-        kache.shutdown().await;
+        let kache_stats = kache.as_ref().expect("kache runs").stats().clone();
+        assert!(kache_stats.memory() > memory, "kache served the informers from memory");
+        // A kache restart in the middle of an informer's run.
+        informer_check(&api, &direct, &mut kache, true, "wardle.example.com/v1beta1/flunders", true).await;
+        kache.expect("kache runs").shutdown().await;
     });
 }
 
