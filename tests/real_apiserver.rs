@@ -516,8 +516,19 @@ fn reads_match_the_apiserver() {
         d.same(&format!("{alpha}?labelSelector=app%3Ddb&limit=30"), &[], Memory).await;
         d.same("/apis/wardle.example.com/v1alpha1/namespaces/ns-a/flunders/f-001", &[], Memory).await;
 
-        // Table is the apiserver's: forwarded.
-        d.same(&format!("{}?resourceVersion=0", ns_path("ns-a")), &[("accept", TABLE)], Upstream).await;
+        // Table, YAML and protobuf are the apiserver's: forwarded (the sample kinds have no protobuf, so it
+        // answers 406, or JSON when the client also accepts it).
+        let ns_a0 = format!("{}?resourceVersion=0", ns_path("ns-a"));
+        d.same(&ns_a0, &[("accept", TABLE)], Upstream).await;
+        d.same(&ns_a0, &[("accept", "application/yaml")], Upstream).await;
+        d.same(&ns_a0, &[("accept", "application/vnd.kubernetes.protobuf")], Upstream).await;
+        d.same(&ns_a0, &[("accept", "application/vnd.kubernetes.protobuf, */*")], Upstream).await;
+        d.same(
+            &ns_a0,
+            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io, application/json")],
+            Upstream,
+        )
+        .await;
 
         // Last, a foreign write: the flunders store cannot prove itself fresh until the apiserver reports
         // progress (its periodic bookmark), so kache forwards consistent reads meanwhile; whichever it
