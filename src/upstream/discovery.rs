@@ -192,7 +192,8 @@ pub async fn discover_all(transport: &dyn Transport) -> Result<Discovery, Discov
     let core = core_versions(transport).await?;
     let groups: ApiGroupList = get_json(transport, "/apis").await?;
     // (group, version) in discovery order; each group's versions in its priority order (preferred first).
-    let mut targets: Vec<(String, String)> = core.versions.iter().map(|v| (String::new(), v.clone())).collect();
+    let mut targets: Vec<(String, String)> =
+        core.versions.iter().map(|v| (String::new(), v.clone())).collect();
     for group in groups.groups {
         let preferred =
             group.preferred_version.as_ref().or(group.versions.first()).map(|v| v.version.clone());
@@ -230,7 +231,11 @@ pub async fn discover_all(transport: &dyn Transport) -> Result<Discovery, Discov
 
 type GroupVersionResult = (String, String, Result<ApiResourceList, DiscoveryError>);
 
-async fn fetch_group_version(transport: &dyn Transport, group: String, version: String) -> GroupVersionResult {
+async fn fetch_group_version(
+    transport: &dyn Transport,
+    group: String,
+    version: String,
+) -> GroupVersionResult {
     let path = Gvr::new(&group, &version, "").path_prefix();
     let list = get_json::<ApiResourceList>(transport, &path).await;
     (group, version, list)

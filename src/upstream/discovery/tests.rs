@@ -183,11 +183,16 @@ async fn an_upstream_without_the_core_group_is_discovered() {
     assert_eq!(gvrs(&found), ["wardle.example.com/v1beta1/flunders", "wardle.example.com/v1alpha1/fischers"]);
     let all = discover_all(&sample_apiserver()).await.unwrap();
     assert!(all.failed.is_empty());
-    let alpha_flunders = all.resources.iter().find(|r| r.info.gvr.to_string() == "wardle.example.com/v1alpha1/flunders");
+    let alpha_flunders =
+        all.resources.iter().find(|r| r.info.gvr.to_string() == "wardle.example.com/v1alpha1/flunders");
     assert!(alpha_flunders.is_some_and(|r| !r.preferred), "served, not preferred");
-    let named = Selection { include: Some(parse_resource_specs("fischers,flunders").unwrap()), exclude: Vec::new() };
+    let named =
+        Selection { include: Some(parse_resource_specs("fischers,flunders").unwrap()), exclude: Vec::new() };
     let (chosen, unresolved) = named.select(&all.resources);
-    assert_eq!(gvrs(&chosen), ["wardle.example.com/v1alpha1/fischers", "wardle.example.com/v1beta1/flunders"]);
+    assert_eq!(
+        gvrs(&chosen),
+        ["wardle.example.com/v1alpha1/fischers", "wardle.example.com/v1beta1/flunders"]
+    );
     assert!(unresolved.is_empty());
 }
 
