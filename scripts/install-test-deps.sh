@@ -4,8 +4,10 @@
 # - kubernetes-validate from PyPI, in a venv under the cargo target dir: offline manifest validation;
 # - kubectl (Debian's kubernetes-client) for tests/kubectl.rs;
 # - the Python `kubernetes` client (tests/python/requirements.txt) in target/py-venv for tests/python.rs.
+# - bash, curl, python3 and xz for the real apiserver in ../shared/apiserver (tests/real_apiserver.rs).
 # Each step that cannot run (no apt, no network, no python venv) says why; the tests that need it then
-# print SKIPPED with the reason. Nothing else on the machine is changed.
+# print SKIPPED with the reason, or fail under KACHE_REQUIRE_TOOLS=1 (CI), and so does this script.
+# Nothing else on the machine is changed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
@@ -86,6 +88,38 @@ else
     status=1
 fi
 
-# A missing tool only skips its tests; report but do not fail the caller.
-[ "$status" -eq 0 ] || echo "install-test-deps: finished with missing tools (see above)" >&2
+# What ../shared/apiserver's scripts run (tests/real_apiserver.rs): bash, curl, python3, xz.
+missing_debs=""
+for tool in bash:bash curl:curl python3:python3 xz:xz-utils; do
+    command -v "${tool%%:*}" >/dev/null || missing_debs="$missing_debs ${tool#*:}"
+done
+if [ -z "$missing_debs" ]; then
+    echo "install-test-deps: bash, curl, python3, xz present (../shared/apiserver)"
+elif command -v apt-get >/dev/null; then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo"
+    # shellcheck disable=SC2086 # a list of package names
+    if $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing_debs >/dev/null; then
+        echo "install-test-deps: installed$missing_debs (../shared/apiserver)"
+    else
+        echo "install-test-deps: apt-get could not install$missing_debs; tests/real_apiserver.rs will skip" >&2
+        status=1
+    fi
+else
+    echo "install-test-deps: missing$missing_debs and no apt-get; tests/real_apiserver.rs will skip" >&2
+    status=1
+fi
+if [ ! -x ../shared/apiserver/start.sh ] && [ ! -x "${KACHE_APISERVER_DIR:-/nonexistent}/start.sh" ]; then
+    echo "install-test-deps: no ../shared/apiserver (nor KACHE_APISERVER_DIR); tests/real_apiserver.rs will skip" >&2
+    status=1
+fi
+
+# A missing tool only skips its tests; report, and fail the caller only when tools are required (CI).
+if [ "$status" -ne 0 ]; then
+    echo "install-test-deps: finished with missing tools (see above)" >&2
+    case "${KACHE_REQUIRE_TOOLS:-}" in
+        "" | 0 | false | FALSE | False) ;;
+        *) echo "install-test-deps: KACHE_REQUIRE_TOOLS is set: failing" >&2; exit 1 ;;
+    esac
+fi
 exit 0

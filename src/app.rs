@@ -84,6 +84,8 @@ pub enum AppError {
 /// A running kache.
 pub struct Kache {
     addr: SocketAddr,
+    /// Whether the API listener serves TLS (`--tls-cert`/`--tls-key`): the scheme of [`Kache::url`].
+    tls: bool,
     metrics_addr: Option<SocketAddr>,
     registry: Arc<Registry>,
     stats: Arc<HandlerStats>,
@@ -195,7 +197,8 @@ impl Kache {
             config.limits.clone(),
             async move { stop.cancelled().await },
         ));
-        Ok(Kache { addr, metrics_addr, registry, stats, shutdown, server, background })
+        let tls = config.tls.is_some();
+        Ok(Kache { addr, tls, metrics_addr, registry, stats, shutdown, server, background })
     }
 
     /// The address kache listens on.
@@ -203,9 +206,10 @@ impl Kache {
         self.addr
     }
 
-    /// `http://ADDR`.
+    /// `https://ADDR` when the API listener serves TLS, else `http://ADDR`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// `http://ADDR` of the metrics and health listener, when there is one.

@@ -3,7 +3,8 @@
 //! from the clock at print time, so two runs a second apart may differ).
 //!
 //! kubectl comes from the machine (`scripts/install-test-deps.sh` installs Debian's kubernetes-client where
-//! it is missing); a test prints SKIPPED only when kubectl cannot be had at all.
+//! it is missing); a test prints SKIPPED only when kubectl cannot be had at all, and fails instead under
+//! `KACHE_REQUIRE_TOOLS=1` (CI).
 
 mod common;
 
@@ -46,8 +47,8 @@ fn kubectl_available() -> bool {
 macro_rules! require_kubectl {
     () => {
         if !kubectl_available() {
-            eprintln!(
-                "SKIPPED: kubectl is not installed and scripts/install-test-deps.sh could not install it"
+            common::tools::missing(
+                "kubectl is not installed and scripts/install-test-deps.sh could not install it",
             );
             return;
         }

@@ -1,7 +1,8 @@
 //! The official Kubernetes Python client through kache: runs tests/python/client_test.py (paginated lists,
 //! watch resumed by resourceVersion after a dropped connection and across a kache restart, 410 handling)
 //! against kache in front of a seeded sim. The client lives in a venv under the cargo target dir that
-//! `scripts/install-test-deps.sh` creates; the test prints SKIPPED only when that venv cannot be had.
+//! `scripts/install-test-deps.sh` creates; the test prints SKIPPED only when that venv cannot be had (and
+//! fails instead under `KACHE_REQUIRE_TOOLS=1`, as in CI).
 
 mod common;
 
@@ -72,10 +73,10 @@ async fn python_client_through_kache() {
     if !client_installed(&python) {
         let _ = Command::new(manifest_dir().join("scripts/install-test-deps.sh")).status();
         if !client_installed(&python) {
-            eprintln!(
-                "SKIPPED: the Python kubernetes client is not in {} and could not be installed",
+            common::tools::missing(&format!(
+                "the Python kubernetes client is not in {} and could not be installed",
                 python.display()
-            );
+            ));
             return;
         }
     }

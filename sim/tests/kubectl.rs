@@ -3,7 +3,8 @@
 //!
 //! Every test starts its own sim on an ephemeral port, seeds it with the workload generator, and drives
 //! kubectl through a temporary kubeconfig (plain http, no credentials) and a private discovery cache.
-//! When `kubectl` is not on PATH the tests print a notice and pass. (Authentication is tested over HTTP in
+//! When `kubectl` is not on PATH the tests print a notice and pass, or fail under `KACHE_REQUIRE_TOOLS=1`
+//! (CI; the workspace's one rule, `tests/common/tools.rs`). (Authentication is tested over HTTP in
 //! `tests/auth.rs`: client-go does not send bearer tokens to a plain-http server.)
 //!
 //! Run: `cargo test -p kache-sim --test kubectl`.
@@ -21,6 +22,10 @@ use serde_json::{Value, json};
 
 /// Upper bound on waiting for a line from `kubectl get -w` (a guard against hangs, not a synchronisation).
 const WATCH_LINE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The workspace's rule for missing tools (a plain source file; the sim still does not depend on kache).
+#[path = "../../tests/common/tools.rs"]
+mod tools;
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
@@ -43,7 +48,7 @@ impl Env {
             .map(|o| !o.status.success())
             .unwrap_or(true)
         {
-            eprintln!("NOTICE: kubectl is not on PATH; skipping the kubectl tests");
+            tools::missing("kubectl is not on PATH (scripts/install-test-deps.sh installs it)");
             return None;
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()

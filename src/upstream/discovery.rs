@@ -1,9 +1,16 @@
 //! What the upstream can serve: discovery of list+watch resources, and `--resources` / `--exclude` selection.
 //!
-//! Reads `/api`, `/api/v1`, `/apis` and `/apis/{group}/{version}` for every served version (the preferred one
-//! is marked; "everything" caches preferred versions only, while an explicit spec or a client's read may pick
-//! another served version).
+//! Reads `/api`, `/api/v1`, `/apis` and `/apis/{group}/{version}` for every served version. A resource's
+//! preferred version is the first of its group's versions, in the group's priority order (the preferred
+//! version, then the rest as listed), that serves it — client-go's `ServerPreferredResources`: a resource
+//! that only an older version serves (the sample apiserver's v1alpha1 fischers) is still preferred there.
+//! "Everything" caches preferred versions only, while an explicit spec or a client's read may pick another
+//! served version.
+//!
+//! An upstream without the core group is valid: `/api` answering 404 (an aggregated apiserver such as
+//! k8s.io/sample-apiserver, or the apiextensions-apiserver on its own) means no core versions.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_util::{StreamExt, stream};
@@ -58,7 +65,7 @@ pub enum DiscoveryError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DiscoveredResource {
     pub info: ResourceInfo,
-    /// The group's preferred version.
+    /// This version is the resource's preferred one (see the module doc).
     pub preferred: bool,
     pub singular: String,
     pub short_names: Vec<String>,
@@ -134,6 +141,14 @@ pub fn is_builtin_group(group: &str) -> bool {
     group.is_empty() || !group.contains('.') || group.ends_with(".k8s.io")
 }
 
+/// `/api`, or no core versions when the upstream has no core group (404).
+async fn core_versions(transport: &dyn Transport) -> Result<ApiVersions, DiscoveryError> {
+    match get_json(transport, "/api").await {
+        Err(DiscoveryError::Status { code: 404, .. }) => Ok(ApiVersions { versions: Vec::new() }),
+        other => other,
+    }
+}
+
 async fn get_json<T: serde::de::DeserializeOwned>(
     transport: &dyn Transport,
     path: &str,
@@ -174,50 +189,60 @@ pub async fn discover(transport: &dyn Transport) -> Result<Vec<ResourceInfo>, Di
 
 /// Every cacheable resource of every served group version.
 pub async fn discover_all(transport: &dyn Transport) -> Result<Discovery, DiscoveryError> {
-    let core: ApiVersions = get_json(transport, "/api").await?;
+    let core = core_versions(transport).await?;
     let groups: ApiGroupList = get_json(transport, "/apis").await?;
-    // (group, version, preferred) in discovery order.
-    let mut targets: Vec<(String, String, bool)> =
-        core.versions.iter().enumerate().map(|(i, v)| (String::new(), v.clone(), i == 0)).collect();
+    // (group, version) in discovery order; each group's versions in its priority order (preferred first).
+    let mut targets: Vec<(String, String)> =
+        core.versions.iter().map(|v| (String::new(), v.clone())).collect();
     for group in groups.groups {
         let preferred =
             group.preferred_version.as_ref().or(group.versions.first()).map(|v| v.version.clone());
-        for v in &group.versions {
-            targets.push((group.name.clone(), v.version.clone(), Some(&v.version) == preferred.as_ref()));
+        let (first, rest): (Vec<_>, Vec<_>) =
+            group.versions.iter().partition(|v| Some(&v.version) == preferred.as_ref());
+        for v in first.into_iter().chain(rest) {
+            targets.push((group.name.clone(), v.version.clone()));
         }
     }
-    let fetches: Vec<_> = targets
-        .into_iter()
-        .map(|(g, v, preferred)| fetch_group_version(transport, g, v, preferred))
-        .collect();
+    let fetches: Vec<_> = targets.into_iter().map(|(g, v)| fetch_group_version(transport, g, v)).collect();
     let results: Vec<_> = stream::iter(fetches).buffered(DISCOVERY_CONCURRENCY).collect().await;
     let mut out = Discovery::default();
-    for (group, version, preferred, list) in results {
+    // Per group: the resources an earlier (higher-priority) version serves, and whether one failed (then
+    // a later version cannot know whether it is a resource's preferred one: not preferred this round).
+    let mut seen: HashSet<(String, String)> = HashSet::new();
+    let mut group_failed: HashSet<String> = HashSet::new();
+    for (group, version, list) in results {
         match list {
-            Ok(list) => out.resources.extend(cacheable(&group, &version, preferred, list)),
+            Ok(list) => {
+                for mut r in cacheable(&group, &version, list) {
+                    let first = seen.insert((group.clone(), r.info.gvr.resource.clone()));
+                    r.preferred = first && !group_failed.contains(&group);
+                    out.resources.push(r);
+                }
+            }
             Err(error) => {
                 warn!(%error, "group version not discovered this round");
                 out.failed.push(Gvr::new(&group, &version, "").api_version());
+                group_failed.insert(group);
             }
         }
     }
     Ok(out)
 }
 
-type GroupVersionResult = (String, String, bool, Result<ApiResourceList, DiscoveryError>);
+type GroupVersionResult = (String, String, Result<ApiResourceList, DiscoveryError>);
 
 async fn fetch_group_version(
     transport: &dyn Transport,
     group: String,
     version: String,
-    preferred: bool,
 ) -> GroupVersionResult {
     let path = Gvr::new(&group, &version, "").path_prefix();
     let list = get_json::<ApiResourceList>(transport, &path).await;
-    (group, version, preferred, list)
+    (group, version, list)
 }
 
-fn cacheable(group: &str, version: &str, preferred: bool, list: ApiResourceList) -> Vec<DiscoveredResource> {
+/// The list+watch resources of one group version (`preferred` is decided by the caller).
+fn cacheable(group: &str, version: &str, list: ApiResourceList) -> Vec<DiscoveredResource> {
     list.resources
         .into_iter()
         .filter(|r| !r.name.contains('/') && !r.name.is_empty() && !r.kind.is_empty())
@@ -233,7 +258,7 @@ fn cacheable(group: &str, version: &str, preferred: bool, list: ApiResourceList)
                 namespaced: r.namespaced,
                 list_items_have_type_meta: !is_builtin_group(group),
             },
-            preferred,
+            preferred: false,
             singular: r.singular_name,
             short_names: r.short_names.unwrap_or_default(),
         })

@@ -17,6 +17,9 @@ use kache::app::{Config, Kache};
 pub mod tls;
 use kache_sim::{Sim, SimHandle};
 
+pub mod real;
+pub mod tools;
+
 /// How long tests let reads wait for a resourceVersion (the apiserver's 3 s, shortened).
 pub const TEST_BLOCK_TIMEOUT: Duration = Duration::from_millis(300);
 

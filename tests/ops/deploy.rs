@@ -363,10 +363,10 @@ fn sidecar_kubeconfig_points_at_the_sidecar() {
 fn manifests_validate_against_kubernetes_schemas() {
     let validator = target_dir().join("ops-venv").join("bin").join("kubernetes-validate");
     if !validator.is_file() {
-        eprintln!(
-            "SKIPPED: {} not found (run scripts/install-test-deps.sh to install kubernetes-validate)",
+        crate::common::tools::missing(&format!(
+            "{} not found (run scripts/install-test-deps.sh to install kubernetes-validate)",
             validator.display()
-        );
+        ));
         return;
     }
     let out = Command::new(&validator)
@@ -398,7 +398,7 @@ fn kustomization_builds() {
         assert!(deploy_dir().join(file).is_file(), "kustomization lists missing {file}");
     }
     let Some(kubectl) = find_program("kubectl", &[]) else {
-        eprintln!("SKIPPED kubectl kustomize: kubectl not installed");
+        crate::common::tools::missing("kubectl kustomize: kubectl is not installed");
         return;
     };
     let out =
@@ -443,7 +443,9 @@ fn alert_rules_query_exported_metrics() {
 #[test]
 fn alert_rules_pass_promtool() {
     let Some(promtool) = find_program("promtool", &["/usr/bin/promtool"]) else {
-        eprintln!("SKIPPED: promtool is not installed (it comes with Debian's prometheus package)");
+        crate::common::tools::missing(
+            "promtool is not installed (it comes with Debian's prometheus package)",
+        );
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");

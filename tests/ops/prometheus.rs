@@ -111,8 +111,8 @@ fn single_value(result: &[Value]) -> Option<f64> {
 #[tokio::test]
 async fn prometheus_scrapes_kache() {
     let Some(binary) = find_program("prometheus", &["/usr/bin/prometheus"]) else {
-        eprintln!(
-            "SKIPPED: prometheus is not installed (scripts/install-test-deps.sh installs Debian's package)"
+        crate::common::tools::missing(
+            "prometheus is not installed (scripts/install-test-deps.sh installs Debian's package)",
         );
         return;
     };
@@ -154,7 +154,9 @@ async fn prometheus_scrapes_kache() {
 #[tokio::test]
 async fn exposition_passes_promtool_lint() {
     let Some(promtool) = find_program("promtool", &["/usr/bin/promtool"]) else {
-        eprintln!("SKIPPED: promtool is not installed (it comes with Debian's prometheus package)");
+        crate::common::tools::missing(
+            "promtool is not installed (it comes with Debian's prometheus package)",
+        );
         return;
     };
     let running = RunningKache::start(1).await;

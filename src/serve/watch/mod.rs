@@ -93,6 +93,8 @@ pub fn respond(store: Arc<Store>, spec: WatchSpec, shutdown: CancellationToken) 
     *response.status_mut() = StatusCode::OK;
     // JSON watches are `application/json` even when the client asked for `;stream=watch` (`watch.go:98`).
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    // Every apiserver response carries it (`filters.WithCacheControl`), watches included.
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     response
 }
 

@@ -107,6 +107,7 @@ fn error_response(e: &ApiError) -> Response<Body> {
     *response.status_mut() =
         StatusCode::from_u16(e.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     if let Some(secs) = e.retry_after() {
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }

@@ -132,6 +132,78 @@ async fn core_discovery_failure_is_an_error() {
     assert!(matches!(discover(&c).await, Err(DiscoveryError::Status { code: 500, .. })));
     c.0.insert("/api", (200, "not json".into()));
     assert!(matches!(discover(&c).await, Err(DiscoveryError::Decode { .. })));
+    c.0.insert("/api", (403, String::new()));
+    assert!(matches!(discover(&c).await, Err(DiscoveryError::Status { code: 403, .. })));
+}
+
+/// The shape of k8s.io/sample-apiserver (../shared/apiserver): no core group, flunders in the preferred
+/// v1beta1 and in v1alpha1, fischers only in v1alpha1.
+fn sample_apiserver() -> Paths {
+    let mut m = HashMap::new();
+    m.insert("/api", (404, r#"{"paths":["/apis","/healthz"]}"#.to_owned()));
+    m.insert(
+        "/apis",
+        (
+            200,
+            r#"{"kind":"APIGroupList","groups":[{"name":"wardle.example.com","versions":[
+            {"groupVersion":"wardle.example.com/v1beta1","version":"v1beta1"},
+            {"groupVersion":"wardle.example.com/v1alpha1","version":"v1alpha1"}],
+            "preferredVersion":{"groupVersion":"wardle.example.com/v1beta1","version":"v1beta1"}}]}"#
+                .to_owned(),
+        ),
+    );
+    let verbs = r#"["create","delete","deletecollection","get","list","patch","update","watch"]"#;
+    m.insert(
+        "/apis/wardle.example.com/v1alpha1",
+        (
+            200,
+            format!(
+                r#"{{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"wardle.example.com/v1alpha1","resources":[
+                {{"name":"fischers","singularName":"fischer","namespaced":false,"kind":"Fischer","verbs":{verbs}}},
+                {{"name":"flunders","singularName":"flunder","namespaced":true,"kind":"Flunder","verbs":{verbs}}}]}}"#
+            ),
+        ),
+    );
+    m.insert(
+        "/apis/wardle.example.com/v1beta1",
+        (
+            200,
+            format!(
+                r#"{{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"wardle.example.com/v1beta1","resources":[
+                {{"name":"flunders","singularName":"flunder","namespaced":true,"kind":"Flunder","verbs":{verbs}}}]}}"#
+            ),
+        ),
+    );
+    Paths(m)
+}
+
+#[tokio::test]
+async fn an_upstream_without_the_core_group_is_discovered() {
+    let found = discover(&sample_apiserver()).await.expect("no core group is a valid upstream");
+    assert_eq!(gvrs(&found), ["wardle.example.com/v1beta1/flunders", "wardle.example.com/v1alpha1/fischers"]);
+    let all = discover_all(&sample_apiserver()).await.unwrap();
+    assert!(all.failed.is_empty());
+    let alpha_flunders =
+        all.resources.iter().find(|r| r.info.gvr.to_string() == "wardle.example.com/v1alpha1/flunders");
+    assert!(alpha_flunders.is_some_and(|r| !r.preferred), "served, not preferred");
+    let named =
+        Selection { include: Some(parse_resource_specs("fischers,flunders").unwrap()), exclude: Vec::new() };
+    let (chosen, unresolved) = named.select(&all.resources);
+    assert_eq!(
+        gvrs(&chosen),
+        ["wardle.example.com/v1alpha1/fischers", "wardle.example.com/v1beta1/flunders"]
+    );
+    assert!(unresolved.is_empty());
+}
+
+#[tokio::test]
+async fn a_resource_is_not_preferred_in_an_older_version_while_the_preferred_one_failed() {
+    let mut c = sample_apiserver();
+    c.0.insert("/apis/wardle.example.com/v1beta1", (503, String::new()));
+    let all = discover_all(&c).await.unwrap();
+    assert_eq!(all.failed, ["wardle.example.com/v1beta1"]);
+    // v1beta1 might serve fischers too: nothing of the group is preferred until it answers.
+    assert!(all.resources.iter().all(|r| !r.preferred), "{:?}", all.resources);
 }
 
 #[test]

@@ -1,0 +1,360 @@
+//! The real Kubernetes 1.36 apiservers of `../shared/apiserver` — k8s.io/sample-apiserver (flunders and
+//! fischers; `start.sh`) and the CustomResourceDefinition apiserver (`start-crd.sh`), each on its own etcd —
+//! started and stopped with their own scripts, and HTTP clients for them and for kache in front of them.
+//!
+//! Its run state lives under the cargo target dir (the shared directory is read-only in CI); the guard
+//! stops exactly what it started when dropped, also when the test fails. A missing `../shared/apiserver`
+//! (or bash, curl, python3, xz) skips the test, or fails it under `KACHE_REQUIRE_TOOLS=1` (see `tools`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, Method, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::Resp;
+use super::tools;
+use kache::upstream::Upstream;
+
+/// Where the scripts are unless `KACHE_APISERVER_DIR` says otherwise.
+const DEFAULT_DIR: &str = "../shared/apiserver";
+/// What start.sh, stop.sh and compact.sh run (their README).
+const NEEDED: [&str; 4] = ["bash", "curl", "python3", "xz"];
+/// Bound on one whole response or one watch line: a hang guard, not a timing assertion.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The directory holding start.sh, stop.sh, compact.sh.
+pub fn scripts_dir() -> PathBuf {
+    match std::env::var_os("KACHE_APISERVER_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_DIR),
+    }
+}
+
+/// The cargo target dir this test binary was built into (`target/debug/deps/<test>` → `target`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.ancestors().nth(3).map(PathBuf::from).expect("the test binary lives under the target dir")
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
+
+/// Which of the real apiservers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// k8s.io/sample-apiserver: flunders and fischers (`start.sh`).
+    Sample,
+    /// k8s.io/apiextensions-apiserver: CRDs and custom resources (`start-crd.sh`).
+    Crd,
+}
+
+impl Flavor {
+    fn script(self) -> &'static str {
+        match self {
+            Flavor::Sample => "start.sh",
+            Flavor::Crd => "start-crd.sh",
+        }
+    }
+
+    /// The prefix of the variables the script prints (`APISERVER_URL`, `CRD_APISERVER_URL`).
+    fn prefix(self) -> &'static str {
+        match self {
+            Flavor::Sample => "",
+            Flavor::Crd => "CRD_",
+        }
+    }
+}
+
+/// A running real apiserver; dropping it runs `stop.sh`.
+pub struct RealApiserver {
+    scripts: PathBuf,
+    run_dir: PathBuf,
+    /// `https://127.0.0.1:PORT`.
+    pub url: String,
+    /// A kubeconfig for it (insecure-skip-tls-verify, any token).
+    pub kubeconfig: PathBuf,
+    /// The client-go informer checker (printed by `start.sh` only).
+    pub informer_check: Option<PathBuf>,
+}
+
+impl RealApiserver {
+    /// Starts etcd and the sample apiserver in `<target>/real-apiserver/<name>`; `None` when the test must
+    /// skip (after saying why; under `KACHE_REQUIRE_TOOLS=1` this panics instead).
+    pub fn start(name: &str) -> Option<RealApiserver> {
+        Self::start_flavor(Flavor::Sample, name)
+    }
+
+    /// As [`RealApiserver::start`], for either apiserver.
+    pub fn start_flavor(flavor: Flavor, name: &str) -> Option<RealApiserver> {
+        let scripts = scripts_dir();
+        if !scripts.join(flavor.script()).is_file() {
+            tools::missing(&format!(
+                "the real apiserver is not at {} (../shared/apiserver next to the repository; \
+                 KACHE_APISERVER_DIR points elsewhere)",
+                scripts.display()
+            ));
+            return None;
+        }
+        if let Some(tool) = NEEDED.iter().find(|t| !on_path(t)) {
+            tools::missing(&format!(
+                "{tool} is not installed (../shared/apiserver needs bash, curl, python3, xz)"
+            ));
+            return None;
+        }
+        let run_dir = target_dir().join("real-apiserver").join(name);
+        // A run killed before its guard dropped may have left servers behind, and start.sh would reuse them.
+        stop(&scripts, &run_dir);
+        let _ = std::fs::remove_dir_all(&run_dir);
+        std::fs::create_dir_all(&run_dir).expect("create the run dir");
+        // The guard exists before start.sh runs: whatever it started is stopped if it fails half-way.
+        let mut api = RealApiserver {
+            scripts,
+            run_dir,
+            url: String::new(),
+            kubeconfig: PathBuf::new(),
+            informer_check: None,
+        };
+        let out = Command::new("bash")
+            .arg(api.scripts.join(flavor.script()))
+            .arg(&api.run_dir)
+            .output()
+            .expect("run start.sh");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{} {} failed: {stdout}{}\napiserver.log: {}",
+            flavor.script(),
+            api.run_dir.display(),
+            String::from_utf8_lossy(&out.stderr),
+            api.log_tail()
+        );
+        let var = |name: &str| {
+            let name = format!("{}{name}", flavor.prefix());
+            stdout.lines().find_map(|l| l.strip_prefix(name.as_str())?.strip_prefix('=')).map(str::to_owned)
+        };
+        let required = |name: &str| {
+            var(name).unwrap_or_else(|| panic!("{} printed no {name}: {stdout}", flavor.script()))
+        };
+        api.url = required("APISERVER_URL");
+        api.kubeconfig = PathBuf::from(required("APISERVER_KUBECONFIG"));
+        api.informer_check = var("INFORMER_CHECK").map(PathBuf::from);
+        Some(api)
+    }
+
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    /// The apiserver's serving certificate and key (self-signed for 127.0.0.1): kache serves TLS with them.
+    pub fn serving_cert(&self) -> (PathBuf, PathBuf) {
+        (self.run_dir.join("certs/apiserver.crt"), self.run_dir.join("certs/apiserver.key"))
+    }
+
+    /// Compacts etcd at `revision` as kube-apiserver's compactor does (`compact.sh`).
+    pub fn compact(&self, revision: u64) {
+        let out = Command::new("bash")
+            .arg(self.scripts.join("compact.sh"))
+            .arg(&self.run_dir)
+            .arg(revision.to_string())
+            .output()
+            .expect("run compact.sh");
+        assert!(
+            out.status.success(),
+            "compact.sh {revision}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The last lines of the apiserver's log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.run_dir.join("apiserver.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for RealApiserver {
+    fn drop(&mut self) {
+        stop(&self.scripts, &self.run_dir);
+    }
+}
+
+fn stop(scripts: &Path, run_dir: &Path) {
+    if run_dir.is_dir() {
+        let _ = Command::new("bash").arg(scripts.join("stop.sh")).arg(run_dir).status();
+    }
+}
+
+/// A kubeconfig for `server` that skips TLS verification and carries no credentials.
+pub fn write_kubeconfig(path: &Path, server: &str) {
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{server}\", \
+         insecure-skip-tls-verify: true}}}}]\nusers: [{{name: u, user: {{}}}}]\n\
+         contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n"
+    );
+    std::fs::write(path, text).expect("write kubeconfig");
+}
+
+// === Endpoint ===
+
+/// One side of a differential test: the apiserver directly, or kache. Both are reached the same way, with
+/// kache's own upstream client (HTTP/2 over TLS, built from a kubeconfig).
+#[derive(Clone)]
+pub struct Endpoint {
+    pub name: &'static str,
+    client: Upstream,
+}
+
+impl Endpoint {
+    pub async fn from_kubeconfig(name: &'static str, kubeconfig: &Path) -> Endpoint {
+        kache::upstream::install_crypto_provider();
+        let client = Upstream::from_kubeconfig(Some(kubeconfig)).await.expect("client from kubeconfig");
+        Endpoint { name, client }
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&serde_json::Value>,
+    ) -> http::Response<Incoming> {
+        let mut req = Request::builder().method(method).uri(path);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let body = match body {
+            Some(v) => {
+                if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+                    req = req.header(header::CONTENT_TYPE, "application/json");
+                }
+                kache::body::full(serde_json::to_vec(v).expect("JSON"))
+            }
+            None => kache::body::empty(),
+        };
+        let req = req.body(body).expect("request");
+        tokio::time::timeout(RESPONSE_TIMEOUT, self.client.send(req))
+            .await
+            .unwrap_or_else(|_| panic!("{}: no response to {path} within {RESPONSE_TIMEOUT:?}", self.name))
+            .unwrap_or_else(|e| panic!("{}: {path}: {e}", self.name))
+    }
+
+    /// A request, its response read whole.
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&serde_json::Value>,
+    ) -> Resp {
+        let resp = self.send(method, path, headers, body).await;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let body = tokio::time::timeout(RESPONSE_TIMEOUT, resp.into_body().collect())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{}: body of {path} not complete within {RESPONSE_TIMEOUT:?}", self.name)
+            })
+            .unwrap_or_else(|e| panic!("{}: body of {path}: {e}", self.name))
+            .to_bytes();
+        Resp { status, headers, body }
+    }
+
+    /// A write with a JSON body of `content_type` (`application/json`, `application/merge-patch+json`).
+    pub async fn write(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: &serde_json::Value,
+    ) -> Resp {
+        self.request(method, path, &[("content-type", content_type)], Some(body)).await
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.request(Method::GET, path, &[], None).await
+    }
+
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Resp {
+        self.request(Method::GET, path, headers, None).await
+    }
+
+    /// Starts a watch; its lines are read with [`Watch::line`].
+    pub async fn watch(&self, path: &str, headers: &[(&str, &str)]) -> Watch {
+        let resp = self.send(Method::GET, path, headers, None).await;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        Watch {
+            side: self.name,
+            path: path.to_owned(),
+            status,
+            headers,
+            body: resp.into_body(),
+            buf: BytesMut::new(),
+        }
+    }
+}
+
+/// A watch response being read line by line (one JSON event per line).
+pub struct Watch {
+    side: &'static str,
+    path: String,
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    body: Incoming,
+    buf: BytesMut,
+}
+
+impl Watch {
+    /// The next line (without its newline); `None` when the stream ended.
+    pub async fn line(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let line = self.buf.split_to(i + 1);
+                return Some(line.freeze().slice(..i));
+            }
+            let frame =
+                tokio::time::timeout(RESPONSE_TIMEOUT, self.body.frame()).await.unwrap_or_else(|_| {
+                    panic!("{}: no watch event on {} within {RESPONSE_TIMEOUT:?}", self.side, self.path)
+                });
+            match frame {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buf.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(e)) => panic!("{}: watch {} broke: {e}", self.side, self.path),
+                None if self.buf.is_empty() => return None,
+                None => return Some(self.buf.split().freeze()),
+            }
+        }
+    }
+
+    /// Everything up to the end of the stream (an error answer's body).
+    pub async fn rest(&mut self) -> Bytes {
+        let mut out = BytesMut::new();
+        while let Some(line) = self.line().await {
+            out.extend_from_slice(&line);
+            out.extend_from_slice(b"\n");
+        }
+        out.freeze()
+    }
+
+    /// The next `n` lines; panics when the stream ends first.
+    pub async fn lines(&mut self, n: usize) -> Vec<Bytes> {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            match self.line().await {
+                Some(line) => out.push(line),
+                None => panic!("{}: watch {} ended after {} of {n} lines", self.side, self.path, out.len()),
+            }
+        }
+        out
+    }
+}
