@@ -14,12 +14,9 @@
 //!   watch's initial events the comparison skips BOOKMARK lines; the initial-events-end bookmark is
 //!   compared in place.
 //!
-//! Known differences (issue 17), tolerated only in exactly this form and printed as `KNOWN:` so they stay
-//! visible; once kache matches, the comparison is byte-exact again with no change here:
-//! - the deprecation `Warning` the apiserver attaches to v1alpha1 reads is missing on kache's answers from
-//!   memory (README, "Where kache knowingly differs"; issue 17 item 6);
-//! - the object of kache's BOOKMARK events lacks the kind's empty `"spec":{},"status":{}` that the
-//!   apiserver's carries for flunders (issue 17).
+//! No difference is tolerated: the deprecation `Warning` of v1alpha1 reads and the kind's empty
+//! `"spec":{},"status":{}` in BOOKMARK objects, once known differences, are now learned from the upstream
+//! and compared like everything else.
 //!
 //! A read that kache must answer from memory is checked through its handler stats (one more read served
 //! from memory); a read it must forward (Table, a continue token from before it started) likewise.
@@ -199,8 +196,6 @@ struct Differential<'a> {
     via: &'a Endpoint,
     kache: &'a Kache,
     failures: Vec<String>,
-    /// Differences of the known forms (module doc), printed at the end.
-    known: Vec<String>,
     compared: usize,
 }
 
@@ -226,7 +221,7 @@ const COMPARED_HEADERS: [&str; 5] =
 
 impl<'a> Differential<'a> {
     fn new(api: &'a Endpoint, via: &'a Endpoint, kache: &'a Kache) -> Self {
-        Differential { api, via, kache, failures: Vec::new(), known: Vec::new(), compared: 0 }
+        Differential { api, via, kache, failures: Vec::new(), compared: 0 }
     }
 
     /// GET `path` from both; compares; checks where kache answered from. Returns the apiserver's answer.
@@ -266,12 +261,6 @@ impl<'a> Differential<'a> {
             return;
         }
         for h in COMPARED_HEADERS {
-            let deprecation =
-                want.headers.get(h).and_then(|v| v.to_str().ok()).filter(|v| v.contains("is deprecated"));
-            if let (Some(warning), None) = (deprecation.filter(|_| h == "warning"), got.headers.get(h)) {
-                self.known.push(format!("{what}: kache omits the apiserver's `Warning: {warning}`"));
-                continue;
-            }
             if want.headers.get(h) != got.headers.get(h) {
                 self.failures.push(format!(
                     "{what}: header {h}: apiserver {:?} / kache {:?}",
@@ -287,14 +276,6 @@ impl<'a> Differential<'a> {
         } else {
             (want.body.to_vec(), got.body.to_vec())
         };
-        if a != b && is_bookmark(&a) && without_empty_spec_status(&a) == b {
-            self.known.push(format!(
-                "{what}: kache's BOOKMARK object lacks `\"spec\":{{}},\"status\":{{}}`\n  apiserver: {}\n  kache:     {}",
-                text(&a),
-                text(&b)
-            ));
-            return;
-        }
         if a != b {
             let at = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
             let from = at.saturating_sub(200);
@@ -309,9 +290,6 @@ impl<'a> Differential<'a> {
     }
 
     fn finish(self) {
-        for k in &self.known {
-            eprintln!("KNOWN: {k}");
-        }
         assert!(
             self.failures.is_empty(),
             "{} of {} reads differ between the apiserver and kache:\n\n{}",
@@ -320,15 +298,6 @@ impl<'a> Differential<'a> {
             self.failures.join("\n\n")
         );
         assert!(self.compared > 0, "nothing compared");
-    }
-}
-
-/// A bookmark line with the kind's empty `"spec":{},"status":{}` (after metadata) taken out.
-fn without_empty_spec_status(line: &[u8]) -> Vec<u8> {
-    const EMPTY: &[u8] = br#","spec":{},"status":{}}}"#;
-    match line.strip_suffix(EMPTY) {
-        Some(head) => [head, b"}}"].concat(),
-        None => line.to_vec(),
     }
 }
 

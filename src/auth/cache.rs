@@ -1,58 +1,70 @@
-//! A small bounded cache with a time-to-live per entry, for authentication and authorization decisions.
+//! A bounded cache with a time-to-live per entry, for authentication and authorization decisions, over
+//! `moka` (concurrent, O(1), TinyLFU admission and eviction).
 //!
-//! Bounded by entry count: when full, expired entries are dropped first, then the oldest inserted ones
-//! (insertion order kept in a queue). Lookups never extend an entry's life: a revoked permission takes
-//! effect at most one TTL after it was cached.
+//! Bounded by entry count. TinyLFU admits a new key only when it is likely to be used more than the entry it
+//! would evict, so a flood of distinct junk tokens cannot push out the decisions real clients keep using.
+//! Lookups never extend an entry's life: a revoked permission takes effect at most one TTL after it was
+//! cached. Expiry is checked against the caller's clock (`now`) on every read, and moka drops expired
+//! entries on its own.
 
-use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use moka::Expiry;
+use moka::sync::Cache;
+
+#[derive(Clone)]
 struct Entry<V> {
     value: V,
     expires: Instant,
+    ttl: Duration,
 }
 
-struct Inner<K, V> {
-    map: HashMap<K, Entry<V>>,
-    /// Keys in insertion order (may hold keys already replaced or removed; skipped on eviction).
-    order: VecDeque<(K, Instant)>,
+/// Each entry lives for its own TTL from its (last) insertion; reads change nothing.
+struct PerEntry;
+
+impl<K, V> Expiry<K, Entry<V>> for PerEntry {
+    fn expire_after_create(&self, _key: &K, value: &Entry<V>, _now: Instant) -> Option<Duration> {
+        Some(value.ttl)
+    }
+
+    fn expire_after_update(
+        &self,
+        _key: &K,
+        value: &Entry<V>,
+        _now: Instant,
+        _remaining: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(value.ttl)
+    }
 }
 
 /// A bounded TTL cache shared between requests.
 pub struct TtlCache<K, V> {
-    inner: Mutex<Inner<K, V>>,
-    capacity: usize,
+    inner: Cache<K, Entry<V>>,
 }
 
 // === impl TtlCache ===
 
-impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
+impl<K, V> TtlCache<K, V>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
     /// A cache of at most `capacity` entries (at least one).
     pub fn new(capacity: usize) -> Self {
-        Self {
-            inner: Mutex::new(Inner { map: HashMap::new(), order: VecDeque::new() }),
-            capacity: capacity.max(1),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<K, V>> {
-        // A poisoned lock only means a panic elsewhere while holding it; the map is still consistent.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        let capacity = u64::try_from(capacity.max(1)).unwrap_or(u64::MAX);
+        Self { inner: Cache::builder().max_capacity(capacity).expire_after(PerEntry).build() }
     }
 
     /// The cached value, if present and not expired at `now`.
     pub fn get(&self, key: &K, now: Instant) -> Option<V> {
-        let mut inner = self.lock();
-        match inner.map.get(key) {
-            Some(e) if e.expires > now => Some(e.value.clone()),
-            Some(_) => {
-                inner.map.remove(key);
-                None
-            }
-            None => None,
+        let entry = self.inner.get(key)?;
+        if entry.expires > now {
+            return Some(entry.value);
         }
+        self.inner.invalidate(key);
+        None
     }
 
     /// Caches `value` for `ttl` from `now`; a zero TTL caches nothing.
@@ -60,30 +72,13 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
         if ttl.is_zero() {
             return;
         }
-        let mut inner = self.lock();
-        if !inner.map.contains_key(&key) && inner.map.len() >= self.capacity {
-            inner.map.retain(|_, e| e.expires > now);
-            while inner.map.len() >= self.capacity {
-                let Some((old, inserted)) = inner.order.pop_front() else { break };
-                // Only evict the entry this queue slot stands for, not a later re-insert of the same key.
-                if inner.map.get(&old).is_some_and(|e| e.expires == inserted) {
-                    inner.map.remove(&old);
-                }
-            }
-        }
-        let expires = now + ttl;
-        inner.map.insert(key.clone(), Entry { value, expires });
-        inner.order.push_back((key, expires));
-        // Keep the queue bounded too: drop slots whose entries are gone or were replaced.
-        if inner.order.len() > self.capacity.saturating_mul(2) {
-            let Inner { map, order } = &mut *inner;
-            order.retain(|(k, at)| map.get(k).is_some_and(|e| e.expires == *at));
-        }
+        self.inner.insert(key, Entry { value, expires: now + ttl, ttl });
     }
 
-    /// Number of entries (expired ones included until touched).
+    /// Number of entries, after pending evictions and expirations are applied.
     pub fn len(&self) -> usize {
-        self.lock().map.len()
+        self.inner.run_pending_tasks();
+        usize::try_from(self.inner.entry_count()).unwrap_or(usize::MAX)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -113,27 +108,25 @@ mod tests {
     }
 
     #[test]
-    fn bounded_evicting_expired_then_oldest() {
-        let c = TtlCache::new(3);
+    fn bounded_and_a_flood_does_not_evict_what_is_used() {
+        let c = TtlCache::new(100);
         let t0 = Instant::now();
-        c.insert(1, 'a', Duration::from_secs(1), t0);
-        c.insert(2, 'b', Duration::from_secs(100), t0);
-        c.insert(3, 'c', Duration::from_secs(100), t0);
-        // Full; 1 has expired by now and goes first.
-        let t1 = t0 + Duration::from_secs(2);
-        c.insert(4, 'd', Duration::from_secs(100), t1);
-        assert_eq!(c.len(), 3);
-        assert_eq!(c.get(&2, t1), Some('b'));
-        // Full again, nothing expired: the oldest insert (2) goes.
-        c.insert(5, 'e', Duration::from_secs(100), t1);
-        assert_eq!(c.len(), 3);
-        assert_eq!(c.get(&2, t1), None);
-        assert_eq!(c.get(&5, t1), Some('e'));
-        for i in 0..1000 {
-            c.insert(i, 'x', Duration::from_secs(100), t1);
+        for i in 0..50u32 {
+            c.insert(i, 'k', Duration::from_secs(100), t0);
         }
-        assert_eq!(c.len(), 3);
-        assert!(c.lock().order.len() <= 6, "the order queue stays bounded");
+        // The kept entries are in use.
+        for _ in 0..5 {
+            for i in 0..50u32 {
+                assert_eq!(c.get(&i, t0), Some('k'));
+            }
+        }
+        // A flood of one-off keys.
+        for i in 1_000..21_000u32 {
+            c.insert(i, 'x', Duration::from_secs(100), t0);
+        }
+        assert!(c.len() <= 100, "bounded: {}", c.len());
+        let kept = (0..50u32).filter(|i| c.get(i, t0).is_some()).count();
+        assert!(kept >= 45, "entries in use survive a flood of one-off keys ({kept} of 50)");
     }
 
     #[test]
