@@ -99,6 +99,13 @@ struct AuthArgs {
     /// Concurrent watches per client; 0 = unlimited.
     #[arg(long, default_value_t = 0)]
     client_max_watches: usize,
+    /// TokenReviews per second one source address may cause with tokens kache has not seen (429 above);
+    /// 0 = unlimited.
+    #[arg(long, default_value_t = kache::auth::DEFAULT_REVIEWS_PER_ADDRESS.qps)]
+    auth_reviews_per_address_qps: f64,
+    /// Burst of TokenReviews per source address.
+    #[arg(long, default_value_t = kache::auth::DEFAULT_REVIEWS_PER_ADDRESS.burst)]
+    auth_reviews_per_address_burst: u32,
 }
 
 impl AuthArgs {
@@ -115,6 +122,11 @@ impl AuthArgs {
                 qps: self.client_qps,
                 burst: self.client_burst,
                 max_watches: self.client_max_watches,
+            },
+            reviews_per_address: kache::auth::ClientLimitSettings {
+                qps: self.auth_reviews_per_address_qps,
+                burst: self.auth_reviews_per_address_burst,
+                max_watches: 0,
             },
             control_ignore_impersonation: false,
         }

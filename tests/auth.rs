@@ -403,3 +403,32 @@ async fn per_client_rate_and_watch_limits_answer_429_with_retry_after() {
     kache.shutdown().await;
     sim.shutdown().await;
 }
+
+/// Each token kache has not seen costs an upstream TokenReview: a flood of distinct junk tokens from one
+/// address is refused (429) before it reaches the upstream, while tokens already reviewed keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junk_token_floods_are_budgeted_per_address_before_review() {
+    kache::upstream::install_crypto_provider();
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = kubeconfig(dir.path(), &sim);
+    let mut settings = AuthSettings::delegated();
+    settings.reviews_per_address = kache::auth::ClientLimitSettings { qps: 0.01, burst: 3, max_watches: 0 };
+    let kache = start_kache(&kubeconfig, "pods", settings).await;
+    let path = "/api/v1/namespaces/a/pods?resourceVersion=0";
+    let alice = user_token("alice");
+    assert_eq!(request(&kache.url(), path, Some(&alice)).await.status, StatusCode::OK, "review 1 of 3");
+    for junk in ["junk-1", "junk-2"] {
+        assert_eq!(request(&kache.url(), path, Some(junk)).await.status, StatusCode::UNAUTHORIZED);
+    }
+    let refused = request(&kache.url(), path, Some("junk-3")).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS, "the budget is spent");
+    assert_eq!(refused.json()["reason"], "TooManyRequests");
+    assert!(refused.headers.contains_key("retry-after"));
+    // A rejected token is cached as rejected: no review, still 401.
+    assert_eq!(request(&kache.url(), path, Some("junk-1")).await.status, StatusCode::UNAUTHORIZED);
+    // A reviewed token needs no review: still served.
+    assert_eq!(request(&kache.url(), path, Some(&alice)).await.status, StatusCode::OK);
+    kache.shutdown().await;
+    sim.shutdown().await;
+}

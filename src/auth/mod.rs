@@ -49,6 +49,10 @@ pub const DEFAULT_TOKEN_FAILURE_TTL: Duration = Duration::from_secs(10);
 pub const DEFAULT_ALLOW_TTL: Duration = Duration::from_secs(300);
 /// Default TTL of a denying SubjectAccessReview (the webhook authorizer default, 30 s).
 pub const DEFAULT_DENY_TTL: Duration = Duration::from_secs(30);
+/// Default TokenReview budget per source address: 10 reviews/s, bursts of 50 (a client presents one token,
+/// reviewed once per `--auth-token-ttl`; only floods of distinct tokens reach this).
+pub const DEFAULT_REVIEWS_PER_ADDRESS: ClientLimitSettings =
+    ClientLimitSettings { qps: 10.0, burst: 50, max_watches: 0 };
 /// Default bound of each decision cache.
 pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
 /// The apiserver's answer to a request it cannot authenticate.
@@ -78,6 +82,10 @@ pub struct AuthSettings {
     pub cache_entries: usize,
     /// Per-client request rate and watch limits (any mode).
     pub clients: ClientLimitSettings,
+    /// TokenReviews per second (and burst) one source address may cause, before authentication: each
+    /// token kache has not seen costs a review upstream, so a flood of distinct junk tokens from one
+    /// address is refused with 429 instead of being passed on. Zero turns it off.
+    pub reviews_per_address: ClientLimitSettings,
     /// Test control only, never a flag: treat `Impersonate-*` headers as kache did before it implemented
     /// impersonation (authorize the requester and serve from memory). It reproduces that leak so the
     /// tests can prove they detect it.
@@ -96,6 +104,7 @@ impl Default for AuthSettings {
             deny_ttl: DEFAULT_DENY_TTL,
             cache_entries: DEFAULT_CACHE_ENTRIES,
             clients: ClientLimitSettings::default(),
+            reviews_per_address: DEFAULT_REVIEWS_PER_ADDRESS,
             control_ignore_impersonation: false,
         }
     }
@@ -262,6 +271,8 @@ pub struct Auth {
     upstream: Option<Upstream>,
     /// `None`: the token was rejected (cached for the shorter failure TTL).
     tokens: TtlCache<TokenKey, Option<Arc<Identity>>>,
+    /// TokenReviews per source address ([`AuthSettings::reviews_per_address`]).
+    reviews: ClientLimits,
     /// `Ok(())` allowed, `Err(reason)` denied.
     decisions: TtlCache<DecisionKey, Result<(), String>>,
 }
@@ -274,7 +285,14 @@ impl Auth {
     pub fn new(settings: AuthSettings, upstream: Upstream) -> Self {
         let entries = settings.cache_entries;
         let upstream = Some(upstream);
-        Self { settings, upstream, tokens: TtlCache::new(entries), decisions: TtlCache::new(entries) }
+        let reviews = ClientLimits::new(settings.reviews_per_address);
+        Self {
+            settings,
+            upstream,
+            tokens: TtlCache::new(entries),
+            reviews,
+            decisions: TtlCache::new(entries),
+        }
     }
 
     /// `--auth=none`: everyone is kache; nothing is reviewed.
@@ -286,7 +304,14 @@ impl Auth {
     pub fn none_with(settings: AuthSettings) -> Self {
         let settings = AuthSettings { mode: AuthMode::None, ..settings };
         let entries = 1;
-        Self { settings, upstream: None, tokens: TtlCache::new(entries), decisions: TtlCache::new(entries) }
+        let reviews = ClientLimits::new(ClientLimitSettings::default());
+        Self {
+            settings,
+            upstream: None,
+            tokens: TtlCache::new(entries),
+            reviews,
+            decisions: TtlCache::new(entries),
+        }
     }
 
     fn review_upstream(&self) -> Result<&Upstream, ReviewError> {
@@ -325,6 +350,13 @@ impl Auth {
             let decision = if cached.is_some() { AuthDecision::Allow } else { AuthDecision::Deny };
             metrics::auth_cache(AuthResult::Hit, decision);
             return cached.map(|id| (*id).clone()).ok_or_else(unauthorized);
+        }
+        // A token not seen before costs a review upstream: budgeted per source address.
+        if let Some(conn) = conn
+            && let Err(e) = self.reviews.check_rate(&ClientKey::Ip(conn.peer.ip()), now)
+        {
+            metrics::limit_rejected(metrics::Limit::TokenReviews);
+            return Err(e);
         }
         let reviewed = match self.review_upstream() {
             Ok(up) => review::token_review(up, token, &self.settings.audiences).await,

@@ -92,6 +92,8 @@ pub enum Limit {
     RequestBody,
     /// Request header size or count.
     Headers,
+    /// TokenReviews per source address (unseen tokens).
+    TokenReviews,
     /// Concurrent consistent reads falling back upstream.
     Fallbacks,
     /// Size of an upstream response kache buffers.
@@ -140,6 +142,7 @@ label_values!(AuthDecision { Allow => "allow", Deny => "deny", Error => "error" 
 label_values!(Limit {
     Connections => "connections", Inflight => "inflight", Watchers => "watchers", RequestBody => "request_body",
     Headers => "headers", Fallbacks => "fallbacks", ResponseBody => "response_body",
+    TokenReviews => "token_reviews",
 });
 label_values!(Encoding { Json => "json", Protobuf => "protobuf", Cbor => "cbor", Other => "other" });
 label_values!(Served { Memory => "memory", Forwarded => "forwarded" });
