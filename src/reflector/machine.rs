@@ -381,14 +381,9 @@ impl Reflector {
                 self.status.add_watch_restart();
                 State::Resume { rv }
             }
-            Err(e @ (ReflectError::FrameTooLarge(_) | ReflectError::Truncated)) => {
-                self.status.add_bad_frames(1);
-                warn!(resource = %self.info.gvr, rv, error = %e, "watch broken; re-watching from the last resourceVersion");
-                self.status.set_error(e.to_string());
-                self.status.add_watch_restart();
-                State::Resume { rv }
-            }
             Err(e) => {
+                // Unusable bytes (an oversized or truncated frame) count as bad frames and back off like any
+                // failure: an upstream that sends the same broken frame again must not be re-watched in a loop.
                 self.status.add_watch_restart();
                 self.fail(e, State::Resume { rv })
             }
@@ -396,8 +391,8 @@ impl Reflector {
     }
 
     /// Handles live watch lines: changes are batched into one store publish, a bookmark flushes the batch and
-    /// advances the resourceVersion, an ERROR or an unparseable frame ends the stream (the returned state;
-    /// `None`: keep reading).
+    /// advances the resourceVersion, an ERROR or an unparseable frame ends the stream (the returned state, a
+    /// backoff unless the ERROR is a 410; `None`: keep reading).
     fn live_lines(
         &mut self,
         lines: impl Iterator<Item = Bytes>,
@@ -436,11 +431,10 @@ impl Reflector {
                 }
                 Err(DecodeError::Object(e)) => self.skip_object(&e.to_string()),
                 Err(e) => {
-                    self.status.add_bad_frames(1);
+                    // Counted as a bad frame by `fail`; backed off, since the upstream may send it again.
                     self.status.add_watch_restart();
                     warn!(resource = %self.info.gvr, rv = *rv, error = %e, "unparseable watch frame; re-watching from the last good resourceVersion");
-                    self.status.set_error(e.to_string());
-                    outcome = Some(State::Resume { rv: *rv });
+                    outcome = Some(self.fail(e.into(), State::Resume { rv: *rv }));
                     break;
                 }
             }

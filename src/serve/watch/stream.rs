@@ -7,7 +7,8 @@
 //!   store progress). A BOOKMARK always carries `position`, so it never claims an RV whose events are still
 //!   unsent: bookmarks travel in the same ordered stream as events.
 //! - Memory per watcher is O(1): a lagging receiver is closed (the shared ring overwrote what it did not
-//!   send), initial events are read from the snapshot in bounded batches.
+//!   send), initial events are read from the snapshot in bounded batches, and a resume replays the history
+//!   through a cursor into the store's shared log (never a copy of the tail, however far back it starts).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use super::filter::{Filter, Transition};
 use super::frame::{self, FrameType, WatchView};
 use super::shared::{self, Variant};
 use super::stats::{self, ActiveGuard, EndReason};
-use crate::store::{Event, Key, Signal, Snapshot, Store};
+use crate::store::{Cursor, Event, Key, Signal, Snapshot, Store};
 
 /// Initial events are sent in frames of about this size (one object may exceed it). The apiserver does not
 /// flush between initial events either; batching saves a chunk header and a poll per object.
@@ -77,8 +78,9 @@ enum Phase {
         cursor: Option<Key>,
         end_bookmark: bool,
     },
+    /// Replaying the history after the start RV, lazily from the shared log.
     Replay {
-        events: std::vec::IntoIter<Arc<Event>>,
+        events: Cursor<Arc<Event>>,
     },
     Live,
     Done,
@@ -157,14 +159,14 @@ impl Watcher {
                 self.phase = Phase::Wait { rv, end_bookmark };
             }
             Start::Snapshot { end_bookmark, .. } => self.take_snapshot(end_bookmark),
-            Start::Resume { rv: Some(rv) } => match self.store.events_after(rv) {
+            Start::Resume { rv: Some(rv) } => match self.store.history_after(rv) {
                 Ok((events, generation)) => self.resume(rv, events, generation),
                 Err(too_old) => self.phase = Phase::Failed(too_old.into()),
             },
             Start::Resume { rv: None } => {
                 // "Start anywhere": at the current state, with nothing to replay.
                 let state = self.store.load();
-                self.resume(state.snapshot.rv, Vec::new(), state.generation);
+                self.resume(state.snapshot.rv, Cursor::default(), state.generation);
             }
         }
     }
@@ -234,11 +236,11 @@ impl Watcher {
         }
     }
 
-    fn resume(&mut self, rv: u64, events: Vec<Arc<Event>>, generation: u64) {
+    fn resume(&mut self, rv: u64, events: Cursor<Arc<Event>>, generation: u64) {
         self.generation = generation;
         self.position = rv;
         self.floor = rv;
-        self.phase = Phase::Replay { events: events.into_iter() };
+        self.phase = Phase::Replay { events };
     }
 
     /// One frame of initial events, or the end of them (the initial-events-end bookmark, if due).
