@@ -31,6 +31,12 @@ use crate::store::{Cursor, Event, Key, Signal, Snapshot, Store};
 /// flush between initial events either; batching saves a chunk header and a poll per object.
 const INITIAL_FRAME_BYTES: usize = 64 << 10;
 
+/// While replaying the history, a watcher checks every this many replayed events whether the live ring already
+/// overwrote a signal it has not received: such a watcher would be closed as slow on reaching the live phase,
+/// so it is closed at once instead of replaying the rest for nothing (in a reconnect storm, that is the work
+/// of watchers that cannot keep up). Amortises the ring's lock over many events.
+const REPLAY_LAG_CHECK: u32 = 64;
+
 /// Upper bound on a watch's lifetime, whatever `timeoutSeconds` says (a week: far beyond any client's).
 const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 
@@ -81,6 +87,8 @@ enum Phase {
     /// Replaying the history after the start RV, lazily from the shared log.
     Replay {
         events: Cursor<Arc<Event>>,
+        /// Events replayed since the last lag check (see [`REPLAY_LAG_CHECK`]).
+        unchecked: u32,
     },
     Live,
     Done,
@@ -210,11 +218,21 @@ impl Watcher {
                         return Some(frame);
                     }
                 }
-                Phase::Replay { mut events } => {
+                Phase::Replay { mut events, unchecked } => {
+                    if unchecked >= REPLAY_LAG_CHECK && self.lagged() {
+                        return self.finish(EndReason::Slow);
+                    }
+                    let before = events.remaining();
                     let frame = events.by_ref().find_map(|event| self.on_event(&event));
+                    let replayed = u32::try_from(before - events.remaining()).unwrap_or(u32::MAX);
+                    let unchecked = if unchecked >= REPLAY_LAG_CHECK {
+                        replayed
+                    } else {
+                        unchecked.saturating_add(replayed)
+                    };
                     match frame {
                         Some(frame) => {
-                            self.phase = Phase::Replay { events };
+                            self.phase = Phase::Replay { events, unchecked };
                             stats::record_events(1);
                             return Some(frame);
                         }
@@ -240,7 +258,7 @@ impl Watcher {
         self.generation = generation;
         self.position = rv;
         self.floor = rv;
-        self.phase = Phase::Replay { events };
+        self.phase = Phase::Replay { events, unchecked: 0 };
     }
 
     /// One frame of initial events, or the end of them (the initial-events-end bookmark, if due).
@@ -305,6 +323,12 @@ impl Watcher {
         }
         stats::record_bookmark();
         Some(shape.frame(self.position, false))
+    }
+
+    /// Whether the live ring overwrote a signal this watcher has not received yet (it can only be closed as
+    /// slow now). The ring holds its capacity rounded up to a power of two (tokio's `broadcast`).
+    fn lagged(&self) -> bool {
+        self.rx.len() > self.store.config().broadcast_capacity.max(1).next_power_of_two()
     }
 
     /// Waits for the next live frame. `None` with the phase still `Live` means "loop again" (a timer fired
