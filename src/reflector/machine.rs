@@ -38,7 +38,8 @@ pub(crate) enum State {
     Listing { continue_token: Option<String>, side: Vec<Arc<Object>>, progress: Progress },
     /// The store is complete at `rv`; open a watch from there.
     Resume { rv: u64 },
-    /// Following a watch; the store is at `rv`.
+    /// Following a watch; the store is at `rv`; `events` counts the events and bookmarks of this stream that
+    /// advanced it.
     Watching { stream: WatchStream, rv: u64, opened: Instant, events: u64 },
     /// Waiting `delay` after a failure, then `then`.
     Backoff { delay: Duration, then: Box<State> },
@@ -404,8 +405,12 @@ impl Reflector {
         for line in lines {
             match decode::decode_event(line, &self.info) {
                 Ok(WatchEvent::Change(kind, object)) => {
-                    *rv = (*rv).max(object.resource_version);
-                    *events += 1;
+                    // Only progress counts: an upstream replaying stale events and closing at once is a short
+                    // watch (backed off), not a live one to re-open immediately.
+                    if object.resource_version > *rv {
+                        *rv = object.resource_version;
+                        *events += 1;
+                    }
                     batch.push((kind, object));
                 }
                 Ok(WatchEvent::Bookmark { rv: at, tail, .. }) => {
@@ -415,8 +420,10 @@ impl Reflector {
                     self.flush(&mut batch);
                     self.writer.progress(at);
                     self.status.add_events(0);
-                    *rv = (*rv).max(at);
-                    *events += 1;
+                    if at > *rv {
+                        *rv = at;
+                        *events += 1;
+                    }
                 }
                 Ok(WatchEvent::Error(status)) => {
                     let error = ReflectError::Api(status);

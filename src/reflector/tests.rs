@@ -478,6 +478,21 @@ async fn very_short_empty_watch_backs_off() {
     assert!(matches!(*then, State::Resume { rv: 7 }));
 }
 
+/// A watch that only replays what the store already has and closes at once made no progress: backed off like
+/// an empty short watch, so such an upstream cannot make the reflector spin.
+#[tokio::test(start_paused = true)]
+async fn very_short_watch_of_stale_events_backs_off() {
+    let mut h = harness();
+    let (state, tx) = synced_watching(&mut h, 10).await;
+    drop((state, tx));
+    h.upstream.push(&["resourceVersion=10"], lines(&[ev("MODIFIED", &pod("a", 2)), bookmark(10, false)]));
+    let state = h.step(State::Resume { rv: 10 }).await;
+    let state = h.step(state).await;
+    let state = h.step(state).await;
+    let State::Backoff { then, .. } = state else { panic!("expected backoff, got {state:?}") };
+    assert!(matches!(*then, State::Resume { rv: 10 }));
+}
+
 #[tokio::test(start_paused = true)]
 async fn gone_mid_watch_relists_to_the_side_then_swaps() {
     let mut h = harness();
