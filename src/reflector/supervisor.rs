@@ -57,7 +57,7 @@ pub(super) async fn run_resource(resource: Resource) {
             return;
         }
         let delay = restart.next_delay(None);
-        error!(resource = %resource.info.gvr, why, ?delay, "reflector {why}; its reads are forwarded until it has restarted and resynced");
+        error!(resource = %resource.info.gvr, why, ?delay, "reflector died; its reads are forwarded until it has restarted and resynced");
         resource.status.add_restart();
         resource.status.set_state(SyncState::Restarting);
         resource.status.set_error(format!("reflector {why}; restarting"));
