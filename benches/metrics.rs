@@ -37,6 +37,7 @@ fn snapshot(i: usize) -> ResourceSnapshot {
         watch_restarts: 2,
         events_received: 5000,
         bad_frames: 0,
+        restarts: 0,
         since_last_event: Some(Duration::from_secs(1)),
         last_error: None,
     }

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! - [`upstream`]: the connection to the kube-apiserver (kubeconfig, in-cluster, plain URL), discovery.
-//! - [`reflector`]: one task per cached resource; list+watch state machine that feeds the store.
+//! - [`reflector`]: one supervised task per cached resource (restarted with backoff if it panics); list+watch
+//!   state machine that feeds the store.
 //! - [`store`]: per-resource immutable snapshots (arc-swap), retained snapshots, bounded event history.
 //! - [`codec`]: bytes in and out: field extraction, list/watch assembly, Status errors, tokens, gzip.
 //! - [`serve`]: the HTTP front: routing, parameter validation, selectors, list/get/watch from memory.

@@ -63,6 +63,7 @@ pub const SECONDS_SINCE_LAST_EVENT: &str = "kache_seconds_since_last_event";
 pub const RELISTS_TOTAL: &str = "kache_relists_total";
 pub const WATCH_RESTARTS_TOTAL: &str = "kache_watch_restarts_total";
 pub const BAD_FRAMES_TOTAL: &str = "kache_upstream_bad_frames_total";
+pub const REFLECTOR_RESTARTS_TOTAL: &str = "kache_reflector_restarts_total";
 pub const UPSTREAM_ERRORS_TOTAL: &str = "kache_upstream_errors_total";
 // --- watch fan-out (kache) ---
 pub const WATCHERS: &str = "kache_watchers";
@@ -183,7 +184,7 @@ pub const ALL: &[MetricDef] = &[
     gauge(
         REFLECTOR_STATE,
         &["group", "resource", "state"],
-        "1 for the state the resource's reflector is in (starting, listing, watching, backoff, ...), 0 for the others.",
+        "1 for the state the resource's reflector is in (starting, listing, watching, backoff, restarting, ...), 0 for the others.",
     ),
     gauge(
         SECONDS_SINCE_LAST_EVENT,
@@ -203,7 +204,12 @@ pub const ALL: &[MetricDef] = &[
     counter(
         BAD_FRAMES_TOTAL,
         GR,
-        "Upstream bytes that could not be used (invalid JSON, objects without metadata, truncated frames).",
+        "Upstream bytes that could not be used (invalid JSON, objects without metadata, truncated or oversized frames); each broken watch stream is re-opened after a backoff.",
+    ),
+    counter(
+        REFLECTOR_RESTARTS_TOTAL,
+        GR,
+        "Reflector tasks restarted after they panicked or ended; until the restarted one has resynced, the resource is not ready and its reads are forwarded.",
     ),
     counter(
         UPSTREAM_ERRORS_TOTAL,

@@ -134,6 +134,7 @@ pub struct ResourceMetrics {
     pub(crate) relists: Counter,
     pub(crate) watch_restarts: Counter,
     pub(crate) bad_frames: Counter,
+    pub(crate) restarts: Counter,
     /// Request series are keyed by verb × code × source: created on first use (bounded: 15 × 501 × 2).
     requests: ArcSwap<HashMap<RequestKey, Counter>>,
     durations: ArcSwap<HashMap<(&'static str, Source), Histogram>>,
@@ -205,6 +206,7 @@ impl ResourceMetrics {
             relists: counter(RELISTS_TOTAL, gr()),
             watch_restarts: counter(WATCH_RESTARTS_TOTAL, gr()),
             bad_frames: counter(BAD_FRAMES_TOTAL, gr()),
+            restarts: counter(REFLECTOR_RESTARTS_TOTAL, gr()),
             requests: ArcSwap::default(),
             durations: ArcSwap::default(),
             dynamic: Mutex::new(DynamicSeries::default()),

@@ -22,6 +22,7 @@ const REFLECTOR_STATES: &[SyncState] = &[
     SyncState::Resuming,
     SyncState::Watching,
     SyncState::Backoff,
+    SyncState::Restarting,
     SyncState::Stopped,
 ];
 
@@ -41,6 +42,8 @@ pub struct ResourceSnapshot {
     pub watch_restarts: u64,
     pub events_received: u64,
     pub bad_frames: u64,
+    /// Times the reflector task was restarted after it panicked or ended.
+    pub restarts: u64,
     pub since_last_event: Option<Duration>,
     /// Why the resource is not synced (for logs; never shown on the public health endpoints).
     pub last_error: Option<String>,
@@ -124,6 +127,7 @@ impl StatsSource for Registry {
                 watch_restarts: s.watch_restarts,
                 events_received: s.events_applied,
                 bad_frames: s.bad_frames,
+                restarts: s.restarts,
                 since_last_event: s.since_last_event,
                 last_error: s.last_error,
                 gvr: s.gvr,
@@ -166,6 +170,7 @@ pub fn refresh(source: &dyn StatsSource) -> Vec<ResourceSnapshot> {
         m.relists.absolute(snap.relists);
         m.watch_restarts.absolute(snap.watch_restarts);
         m.bad_frames.absolute(snap.bad_frames);
+        m.restarts.absolute(snap.restarts);
         m.events_received_absolute(snap.events_received);
         set_dynamic(&m, Some(snap));
     }

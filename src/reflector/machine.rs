@@ -38,7 +38,8 @@ pub(crate) enum State {
     Listing { continue_token: Option<String>, side: Vec<Arc<Object>>, progress: Progress },
     /// The store is complete at `rv`; open a watch from there.
     Resume { rv: u64 },
-    /// Following a watch; the store is at `rv`.
+    /// Following a watch; the store is at `rv`; `events` counts the events and bookmarks of this stream that
+    /// advanced it.
     Watching { stream: WatchStream, rv: u64, opened: Instant, events: u64 },
     /// Waiting `delay` after a failure, then `then`.
     Backoff { delay: Duration, then: Box<State> },
@@ -381,14 +382,9 @@ impl Reflector {
                 self.status.add_watch_restart();
                 State::Resume { rv }
             }
-            Err(e @ (ReflectError::FrameTooLarge(_) | ReflectError::Truncated)) => {
-                self.status.add_bad_frames(1);
-                warn!(resource = %self.info.gvr, rv, error = %e, "watch broken; re-watching from the last resourceVersion");
-                self.status.set_error(e.to_string());
-                self.status.add_watch_restart();
-                State::Resume { rv }
-            }
             Err(e) => {
+                // Unusable bytes (an oversized or truncated frame) count as bad frames and back off like any
+                // failure: an upstream that sends the same broken frame again must not be re-watched in a loop.
                 self.status.add_watch_restart();
                 self.fail(e, State::Resume { rv })
             }
@@ -396,8 +392,8 @@ impl Reflector {
     }
 
     /// Handles live watch lines: changes are batched into one store publish, a bookmark flushes the batch and
-    /// advances the resourceVersion, an ERROR or an unparseable frame ends the stream (the returned state;
-    /// `None`: keep reading).
+    /// advances the resourceVersion, an ERROR or an unparseable frame ends the stream (the returned state, a
+    /// backoff unless the ERROR is a 410; `None`: keep reading).
     fn live_lines(
         &mut self,
         lines: impl Iterator<Item = Bytes>,
@@ -409,8 +405,12 @@ impl Reflector {
         for line in lines {
             match decode::decode_event(line, &self.info) {
                 Ok(WatchEvent::Change(kind, object)) => {
-                    *rv = (*rv).max(object.resource_version);
-                    *events += 1;
+                    // Only progress counts: an upstream replaying stale events and closing at once is a short
+                    // watch (backed off), not a live one to re-open immediately.
+                    if object.resource_version > *rv {
+                        *rv = object.resource_version;
+                        *events += 1;
+                    }
                     batch.push((kind, object));
                 }
                 Ok(WatchEvent::Bookmark { rv: at, tail, .. }) => {
@@ -420,8 +420,10 @@ impl Reflector {
                     self.flush(&mut batch);
                     self.writer.progress(at);
                     self.status.add_events(0);
-                    *rv = (*rv).max(at);
-                    *events += 1;
+                    if at > *rv {
+                        *rv = at;
+                        *events += 1;
+                    }
                 }
                 Ok(WatchEvent::Error(status)) => {
                     let error = ReflectError::Api(status);
@@ -436,11 +438,10 @@ impl Reflector {
                 }
                 Err(DecodeError::Object(e)) => self.skip_object(&e.to_string()),
                 Err(e) => {
-                    self.status.add_bad_frames(1);
+                    // Counted as a bad frame by `fail`; backed off, since the upstream may send it again.
                     self.status.add_watch_restart();
                     warn!(resource = %self.info.gvr, rv = *rv, error = %e, "unparseable watch frame; re-watching from the last good resourceVersion");
-                    self.status.set_error(e.to_string());
-                    outcome = Some(State::Resume { rv: *rv });
+                    outcome = Some(self.fail(e.into(), State::Resume { rv: *rv }));
                     break;
                 }
             }

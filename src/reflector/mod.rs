@@ -8,6 +8,8 @@
 //! - `backoff`, `config`: retry delays and every tunable with its reason.
 //! - `status`: per-reflector state and counters ([`ReflectorStatus`]) for readiness and metrics.
 //! - [`registry`]: which resources are cached, lazily started reflectors, lock-free lookup of their stores.
+//! - `supervisor`: one resource's task; restarts a reflector that panicked or ended, with backoff (its store
+//!   is down meanwhile: not synced, reads forwarded, readiness failing).
 //!
 //! # The loop (see `machine`)
 //!
@@ -16,7 +18,8 @@
 //!    │  rejected (4xx, ERROR, no end bookmark)                            │ closed/stalled │
 //!    └──────────────▶ Listing (pages of 500) ──last page──▶ Resume{rv} ◀──┘ ─────────────▶┘
 //!   410 (watch or ERROR event) ─▶ Sync: the new state is built to the side and swapped in once
-//!   other errors ─▶ Backoff (800 ms → 30 s, jitter, Retry-After as a floor) ─▶ the state that failed
+//!   other errors, and unusable frames (oversized, truncated, unparseable) ─▶ Backoff (800 ms → 30 s, jitter,
+//!   Retry-After as a floor) ─▶ the state that failed
 //! ```
 //!
 //! Tests: `tests.rs` (every transition against a scripted upstream, paused time), `model_tests.rs` (property
@@ -30,6 +33,7 @@ pub mod registry;
 mod request;
 mod status;
 mod stream;
+mod supervisor;
 
 #[cfg(test)]
 mod model_tests;

@@ -11,23 +11,17 @@ use arc_swap::ArcSwap;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use super::backoff::Backoff;
 use super::config::ReflectorConfig;
-use super::decode;
-use super::machine::Reflector;
-use super::request::{self, ReflectError};
 use super::status::{ReflectorStatus, StatusCell};
+use super::supervisor;
 use crate::resource::{Gvr, ResourceInfo};
 use crate::store::Store;
 use crate::upstream::discovery::{self, DiscoveredResource, Discovery, DiscoveryError, Selection};
 use crate::upstream::{Transport, Upstream};
 
-/// Attempts of the `limit=1` probe that learns whether list items carry type meta, before guessing by group.
-const PROBE_ATTEMPTS: usize = 3;
-
 /// Stores by resource, shared with the reflector tasks (which publish their store once it exists).
 #[derive(Default)]
-struct StoreMap {
+pub(super) struct StoreMap {
     map: ArcSwap<HashMap<Gvr, Arc<Store>>>,
     /// Serialises inserts against removals so a stopped reflector cannot re-insert its store.
     write: Mutex<()>,
@@ -69,7 +63,7 @@ impl StoreMap {
     }
 
     /// Publishes a store unless its reflector was stopped meanwhile.
-    fn insert(&self, gvr: Gvr, store: Arc<Store>, status: &StatusCell) {
+    pub(super) fn insert(&self, gvr: Gvr, store: Arc<Store>, status: &StatusCell) {
         let _guard = self.lock();
         if status.is_stopped() {
             return;
@@ -287,13 +281,13 @@ impl Registry {
     fn spawn_locked(&self, inner: &mut Inner, info: ResourceInfo, configured: bool) {
         let gvr = info.gvr.clone();
         let status = Arc::new(StatusCell::new(gvr.clone(), configured));
-        let task = tokio::spawn(run_resource(
-            self.transport.clone(),
-            self.config.clone(),
+        let task = tokio::spawn(supervisor::run_resource(supervisor::Resource {
+            transport: self.transport.clone(),
+            config: self.config.clone(),
             info,
-            status.clone(),
-            self.stores.clone(),
-        ));
+            status: status.clone(),
+            stores: self.stores.clone(),
+        }));
         inner.running.insert(gvr, Running { status, task });
     }
 }
@@ -306,47 +300,4 @@ impl Drop for Registry {
             running.task.abort();
         }
     }
-}
-
-/// One resource's task: learn how the upstream lists it, create its store, then reflect forever.
-async fn run_resource(
-    transport: Arc<dyn Transport>,
-    config: Arc<ReflectorConfig>,
-    mut info: ResourceInfo,
-    status: Arc<StatusCell>,
-    stores: Arc<StoreMap>,
-) {
-    info.list_items_have_type_meta = learn_type_meta(&*transport, &info, &config).await;
-    let gvr = info.gvr.clone();
-    let (store, writer) = Store::new(info, config.store.clone());
-    status.set_store(store.clone());
-    stores.insert(gvr, store, &status);
-    Reflector::new(transport, writer, config, status).run().await;
-}
-
-/// Whether list items of the resource carry `kind`/`apiVersion`, from a `limit=1` list; guessed by group when
-/// the list is empty or the upstream keeps failing.
-async fn learn_type_meta(transport: &dyn Transport, info: &ResourceInfo, config: &ReflectorConfig) -> bool {
-    let guess = !discovery::is_builtin_group(&info.gvr.group);
-    let mut backoff = Backoff::new(config);
-    for _ in 0..PROBE_ATTEMPTS {
-        let req = request::list(&info.gvr, 1, None);
-        let page = match request::fetch(transport, req, config).await {
-            Ok((body, _)) => decode::decode_list(&body, info).map_err(ReflectError::from),
-            Err(e) => Err(e),
-        };
-        match page {
-            Ok(page) => return page.items_have_type_meta.unwrap_or(guess),
-            Err(error) if error.is_rejection() => {
-                warn!(resource = %info.gvr, %error, "cannot probe the list format; guessing by group");
-                break;
-            }
-            Err(error) => {
-                let delay = backoff.next_delay(error.retry_after());
-                warn!(resource = %info.gvr, %error, ?delay, "list format probe failed");
-                tokio::time::sleep(delay).await;
-            }
-        }
-    }
-    guess
 }

@@ -1,12 +1,18 @@
 //! The registry against a scripted upstream: probe, lazy start, readiness, discovery changes.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
 
 use super::config::ReflectorConfig;
 use super::registry::Registry;
 use super::status::SyncState;
-use super::tests::{Scripted, bookmark, ev, lines, list_page, ok, pod, pod_item, pods_info, status};
+use super::tests::{
+    Scripted, bookmark, ev, lines, list_page, ok, panicking, pod, pod_item, pods_info, status,
+};
 use crate::resource::{Gvr, ResourceInfo};
+use crate::store::Signal;
 use crate::upstream::discovery::{DiscoveredResource, Discovery, Selection, parse_resource_specs};
 
 /// Polls `cond` while letting the spawned reflector tasks run (bounded, so a broken reflector fails the test).
@@ -166,4 +172,69 @@ async fn resources_the_upstream_refuses_do_not_gate_readiness() {
     assert!(registry.all_synced(), "a forbidden resource does not keep kache unready");
     assert!(!registry.get(&pods_info().gvr).unwrap().is_synced());
     assert!(registry.statuses()[0].last_error.as_deref().unwrap_or("").contains("403"));
+}
+
+/// Issue 18: a reflector whose transport panics mid-stream used to leave its store synced and frozen (served
+/// as ready, stale for ever). Now the store goes down at once (not synced: reads are forwarded; readiness names
+/// the resource; watchers end), and the reflector is restarted after a backoff and resyncs from scratch.
+#[tokio::test(start_paused = true)]
+async fn reflector_whose_transport_panics_is_restarted_and_resyncs() {
+    let upstream = Arc::new(Scripted::default());
+    let (reply, tx) = panicking();
+    upstream.push(&["limit=1"], ok(list_page(5, None, &[pod_item("a", 2)])));
+    upstream.push(&["sendInitialEvents=true"], reply);
+    let registry = Registry::with_transport(upstream.clone(), ReflectorConfig::default());
+    let gvr = pods_info().gvr;
+    registry.start(vec![pods_info()]);
+    let lines_of = |events: &[String]| Some(Bytes::from(events.join("\n") + "\n"));
+    tx.send(lines_of(&[ev("ADDED", &pod("a", 2)), bookmark(5, true)])).unwrap();
+    eventually(|| registry.get(&gvr).is_some_and(|s| s.is_synced())).await;
+    let store = registry.get(&gvr).unwrap();
+    let mut signals = store.subscribe();
+
+    // The restarted reflector syncs again (no new probe: the store is kept), at a later RV.
+    upstream.push(
+        &["sendInitialEvents=true"],
+        lines(&[ev("ADDED", &pod("a", 2)), ev("ADDED", &pod("b", 7)), bookmark(8, true)]),
+    );
+    tx.send(None).unwrap();
+    eventually(|| registry.statuses()[0].state == SyncState::Restarting).await;
+    assert!(!store.is_synced(), "a dead reflector's store is not served");
+    assert!(!registry.all_synced());
+    let checks = crate::metrics::readiness(&*registry);
+    let (name, result) = checks.last().expect("one check per configured resource");
+    assert_eq!(name, "informer-sync-pods");
+    assert!(result.as_ref().is_err_and(|e| e.contains("panicked")), "{result:?}");
+    assert!(matches!(signals.try_recv(), Ok(Signal::Reset { .. })), "its watchers are ended");
+    assert_eq!(registry.statuses()[0].restarts, 1);
+
+    // Restarted after the backoff (at most 1.6 s for a first failure), on the same store.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    eventually(|| store.is_synced()).await;
+    assert!(Arc::ptr_eq(&store, &registry.get(&gvr).unwrap()));
+    assert_eq!(store.resource_version(), 8);
+    assert_eq!(store.current().objects.len(), 2);
+    assert!(registry.all_synced());
+    assert_eq!(upstream.seen().iter().filter(|u| u.contains("limit=1")).count(), 1, "probed once");
+    assert_eq!(upstream.remaining(), 0);
+    let status = &registry.statuses()[0];
+    assert_eq!((status.restarts, status.synced), (1, true));
+}
+
+/// A stopped resource's reflector is not restarted, and its store is taken down with it.
+#[tokio::test(start_paused = true)]
+async fn stopped_reflectors_stay_stopped_and_take_their_store_down() {
+    let upstream = Arc::new(Scripted::default());
+    script_pods(&upstream);
+    let registry = Registry::with_transport(upstream.clone(), ReflectorConfig::default());
+    let gvr = pods_info().gvr;
+    registry.start(vec![pods_info()]);
+    eventually(|| registry.get(&gvr).is_some_and(|s| s.is_synced())).await;
+    let store = registry.get(&gvr).unwrap();
+    registry.stop(&gvr);
+    eventually(|| !store.is_synced()).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(registry.get(&gvr).is_none());
+    assert!(store.reopen().is_some(), "no reflector holds a writer any more");
+    assert_eq!(upstream.seen().len(), 2, "nothing restarted");
 }

@@ -24,6 +24,8 @@ pub enum SyncState {
     Watching,
     /// Waiting after a failure.
     Backoff,
+    /// The reflector task panicked or ended; it is restarted after a backoff (its store is not synced).
+    Restarting,
     /// The reflector ended (the resource disappeared or kache is shutting down).
     Stopped,
 }
@@ -37,6 +39,7 @@ impl SyncState {
             Self::Resuming => "resuming",
             Self::Watching => "watching",
             Self::Backoff => "backoff",
+            Self::Restarting => "restarting",
             Self::Stopped => "stopped",
         }
     }
@@ -61,6 +64,8 @@ pub struct ReflectorStatus {
     /// Watches re-opened from the last resourceVersion (closed, stalled or broken streams).
     pub watch_restarts: u64,
     pub events_applied: u64,
+    /// Times the reflector task was restarted after it panicked or ended.
+    pub restarts: u64,
     /// Upstream bytes that could not be used (invalid JSON, objects without metadata, truncated frames).
     pub bad_frames: u64,
     /// Time since the last event or bookmark (`None` before the first).
@@ -78,6 +83,7 @@ struct Inner {
     relists: u64,
     watch_restarts: u64,
     events_applied: u64,
+    restarts: u64,
     bad_frames: u64,
     last_event: Option<Instant>,
     rejected: bool,
@@ -103,6 +109,7 @@ impl StatusCell {
             relists: 0,
             watch_restarts: 0,
             events_applied: 0,
+            restarts: 0,
             bad_frames: 0,
             last_event: None,
             rejected: false,
@@ -167,6 +174,10 @@ impl StatusCell {
         self.with(|i| i.watch_restarts += 1);
     }
 
+    pub(crate) fn add_restart(&self) {
+        self.with(|i| i.restarts += 1);
+    }
+
     pub(crate) fn add_bad_frames(&self, n: u64) {
         self.with(|i| i.bad_frames += n);
     }
@@ -194,6 +205,7 @@ impl StatusCell {
                 relists: i.relists,
                 watch_restarts: i.watch_restarts,
                 events_applied: i.events_applied,
+                restarts: i.restarts,
                 bad_frames: i.bad_frames,
                 since_last_event: i.last_event.map(|t| t.elapsed()),
                 rejected: i.rejected,

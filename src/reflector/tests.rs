@@ -6,7 +6,8 @@
 //! - paginated list: pages with continue; 410 on a continue page restarts the list
 //! - watch: bookmark-only progress; closed stream → re-watch from the last RV; 410 → relist built to the side;
 //!   HTTP 410 on re-watch; 5xx with Retry-After → backoff; very short watch → backoff; stall → re-watch
-//! - bad bytes: invalid JSON mid-stream, object without metadata, truncated frame, oversized frame
+//! - bad bytes: invalid JSON mid-stream, object without metadata, truncated frame, oversized frame (each
+//!   re-watched after a backoff), a repeating bad frame never re-watched in a tight loop
 //! - registry: lazy start, probe of the list format, readiness, statuses
 
 use std::collections::VecDeque;
@@ -37,6 +38,9 @@ pub(super) enum Reply {
     Open(mpsc::UnboundedReceiver<Result<Bytes, BoxError>>),
     /// No response: the connection failed.
     Refused,
+    /// A 200 whose body is fed by the test: `Some` chunks are data, `None` makes the transport panic (a bug
+    /// in a dependency, mid-stream).
+    Panicking(mpsc::UnboundedReceiver<Option<Bytes>>),
 }
 
 /// An upstream that answers requests in script order; each expected request is checked by URI substrings.
@@ -90,6 +94,14 @@ impl Transport for Scripted {
                     });
                     Ok(Response::new(StreamBody::new(stream).boxed()))
                 }
+                Reply::Panicking(rx) => {
+                    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+                        let chunk = rx.recv().await?;
+                        let data = chunk.expect("scripted: the transport panics mid-stream");
+                        Some((Ok::<_, BoxError>(Frame::data(data)), rx))
+                    });
+                    Ok(Response::new(StreamBody::new(stream).boxed()))
+                }
                 Reply::Refused => Err(UpstreamError::Transport(Box::new(std::io::Error::from(
                     std::io::ErrorKind::ConnectionRefused,
                 )))),
@@ -117,6 +129,12 @@ pub(super) fn lines(lines: &[String]) -> Reply {
 pub(super) fn open() -> (Reply, mpsc::UnboundedSender<Result<Bytes, BoxError>>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (Reply::Open(rx), tx)
+}
+
+/// A 200 watch body the test keeps feeding, whose transport panics when the test sends `None`.
+pub(super) fn panicking() -> (Reply, mpsc::UnboundedSender<Option<Bytes>>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Reply::Panicking(rx), tx)
 }
 
 pub(super) fn send_lines(tx: &mpsc::UnboundedSender<Result<Bytes, BoxError>>, lines: &[String]) {
@@ -460,6 +478,21 @@ async fn very_short_empty_watch_backs_off() {
     assert!(matches!(*then, State::Resume { rv: 7 }));
 }
 
+/// A watch that only replays what the store already has and closes at once made no progress: backed off like
+/// an empty short watch, so such an upstream cannot make the reflector spin.
+#[tokio::test(start_paused = true)]
+async fn very_short_watch_of_stale_events_backs_off() {
+    let mut h = harness();
+    let (state, tx) = synced_watching(&mut h, 10).await;
+    drop((state, tx));
+    h.upstream.push(&["resourceVersion=10"], lines(&[ev("MODIFIED", &pod("a", 2)), bookmark(10, false)]));
+    let state = h.step(State::Resume { rv: 10 }).await;
+    let state = h.step(state).await;
+    let state = h.step(state).await;
+    let State::Backoff { then, .. } = state else { panic!("expected backoff, got {state:?}") };
+    assert!(matches!(*then, State::Resume { rv: 10 }));
+}
+
 #[tokio::test(start_paused = true)]
 async fn gone_mid_watch_relists_to_the_side_then_swaps() {
     let mut h = harness();
@@ -535,6 +568,13 @@ async fn stalled_watch_is_reopened() {
 
 // === bad bytes ===
 
+/// The state a backoff leads to (fails unless `state` is a backoff).
+fn backed_off(state: State) -> State {
+    let State::Backoff { delay, then } = state else { panic!("expected a backoff, got {state:?}") };
+    assert!(delay >= ReflectorConfig::default().backoff_initial, "{delay:?}");
+    *then
+}
+
 #[tokio::test(start_paused = true)]
 async fn invalid_json_mid_stream_rewatches_from_last_good_rv() {
     let mut h = harness();
@@ -547,7 +587,7 @@ async fn invalid_json_mid_stream_rewatches_from_last_good_rv() {
             ev("ADDED", &pod("c", 12)),
         ],
     );
-    let state = h.step(state).await;
+    let state = backed_off(h.step(state).await);
     assert!(matches!(state, State::Resume { rv: 11 }), "{state:?}");
     assert_eq!(h.keys(), vec![("default/a".into(), 2), ("default/b".into(), 11)]);
     assert_eq!(h.status.snapshot().bad_frames, 1);
@@ -587,6 +627,7 @@ async fn truncated_final_frame_is_counted_and_rewatched() {
     while matches!(state, State::Watching { .. }) {
         state = h.step(state).await;
     }
+    let state = backed_off(state);
     assert!(matches!(state, State::Resume { rv: 11 }), "{state:?}");
     assert_eq!(h.status.snapshot().bad_frames, 1);
     assert_eq!(h.keys().len(), 2);
@@ -597,7 +638,7 @@ async fn oversized_frame_is_rejected_without_buffering_more() {
     let mut h = harness_with(ReflectorConfig { max_frame_bytes: 1024, ..Default::default() });
     let (state, tx) = synced_watching(&mut h, 10).await;
     tx.send(Ok(Bytes::from(vec![b'x'; 4096]))).unwrap();
-    let state = h.step(state).await;
+    let state = backed_off(h.step(state).await);
     assert!(matches!(state, State::Resume { rv: 10 }), "{state:?}");
     assert_eq!(h.status.snapshot().bad_frames, 1);
 }
@@ -626,4 +667,31 @@ async fn many_ready_events_are_applied_in_one_batch() {
     assert_eq!(h.keys().len(), 51);
     assert_eq!(h.status.snapshot().events_applied, 50);
     assert_eq!(h.upstream.remaining(), 0);
+}
+
+/// Issue 18: an upstream that sends the same unparseable frame on every watch from an RV used to be re-watched
+/// at once, in a tight loop. Now each broken stream is counted and backed off (800 ms doubling to 30 s), so
+/// in a minute the upstream sees a handful of watches, never hundreds.
+#[tokio::test(start_paused = true)]
+async fn repeating_bad_frame_is_rewatched_with_backoff_not_in_a_loop() {
+    let mut h = harness();
+    let (watching, tx) = synced_watching(&mut h, 10).await;
+    drop((watching, tx));
+    let broken = "{\"type\":\"ADDED\",\"object\":{\"kind\":".to_owned();
+    for _ in 0..200 {
+        h.upstream.push(&["watch=1", "resourceVersion=10"], lines(std::slice::from_ref(&broken)));
+    }
+    let start = tokio::time::Instant::now();
+    let mut state = State::Resume { rv: 10 };
+    while start.elapsed() < Duration::from_secs(60) {
+        state = h.step(state).await;
+    }
+    let watches = h.upstream.seen().iter().filter(|u| !u.contains("sendInitialEvents")).count();
+    // Delays are in [d, 2d) for d = 0.8, 1.6, 3.2, 6.4, 12.8, 25.6 s: 6 or 7 watches fit in 60 s.
+    assert!((5..=8).contains(&watches), "{watches} watches in 60 s: {:?}", h.upstream.seen());
+    let status = h.status.snapshot();
+    assert_eq!(status.bad_frames, watches as u64, "every broken stream is counted");
+    assert_eq!(status.watch_restarts, watches as u64);
+    assert!(status.last_error.is_some_and(|e| !e.is_empty()));
+    assert!(h.store.is_synced(), "a broken stream does not take the store down");
 }

@@ -11,6 +11,10 @@
 //!
 //! Memory: an evicted entry is dropped when its whole segment is released, so up to `SEGMENT_LEN - 1`
 //! evicted entries may outlive their eviction.
+//!
+//! A [`Cursor`] reads a log lazily from some entry on: it holds the log's window (one shared pointer and
+//! three positions), never a copy of the entries, so a watcher resuming far back costs what one resuming
+//! at the head costs. The segments it shares stay alive while it reads (shared by every cursor over them).
 
 use std::sync::{Arc, OnceLock};
 
@@ -105,6 +109,12 @@ impl<T> Log<T> {
         self.iter_from(0)
     }
 
+    /// A lazy reader of the live entries from the `from`th on, oldest first (see [`Cursor`]).
+    pub fn cursor_from(&self, from: usize) -> Cursor<T> {
+        let next = self.start.saturating_add(from as u64).min(self.end);
+        Cursor { log: self.clone(), next }
+    }
+
     /// The index of the first entry for which `pred` is false, given that `pred` is true for a prefix of
     /// the log and false for the rest (binary search).
     pub fn partition_point(&self, mut pred: impl FnMut(&T) -> bool) -> usize {
@@ -172,6 +182,60 @@ impl<T> Log<T> {
         let mut segments = self.segments.to_vec();
         segments[last] = fresh;
         self.segments = segments.into();
+    }
+}
+
+/// Owned, lazy iteration over a [`Log`]'s window from some entry on. O(1) memory whatever the number of
+/// entries left: the window it reads is fixed when it is made (entries appended later are not seen).
+pub struct Cursor<T> {
+    log: Log<T>,
+    /// Absolute position of the next entry; `log.end` once exhausted.
+    next: u64,
+}
+
+impl<T> Clone for Cursor<T> {
+    fn clone(&self) -> Self {
+        Self { log: self.log.clone(), next: self.next }
+    }
+}
+
+impl<T> Default for Cursor<T> {
+    /// An exhausted cursor.
+    fn default() -> Self {
+        Self { log: Log::default(), next: 0 }
+    }
+}
+
+impl<T> std::fmt::Debug for Cursor<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cursor").field("remaining", &self.remaining()).finish()
+    }
+}
+
+// === impl Cursor ===
+
+impl<T> Cursor<T> {
+    /// Entries not read yet.
+    pub fn remaining(&self) -> usize {
+        // Within the window, which fits in memory.
+        (self.log.end - self.next) as usize
+    }
+}
+
+impl<T: Clone> Iterator for Cursor<T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        if self.next >= self.log.end {
+            return None;
+        }
+        let value = self.log.slot(self.next).get().cloned();
+        self.next += 1;
+        value
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining(), Some(self.remaining()))
     }
 }
 
@@ -249,5 +313,33 @@ mod tests {
         assert_eq!(log.partition_point(|v| *v <= 10_000), 700);
         assert_eq!(log.iter_from(698).copied().collect::<Vec<_>>(), [1996, 1998]);
         assert_eq!(log.iter_from(5000).count(), 0);
+    }
+
+    #[test]
+    fn cursors_read_their_window_lazily_and_hold_no_copy() {
+        let mut log = Log::new();
+        for i in 0..(SEGMENT_LEN as u64 * 4) {
+            log.push(i);
+        }
+        for _ in 0..10 {
+            log.pop_front();
+        }
+        let mut cursor = log.cursor_from(3);
+        assert_eq!(cursor.remaining(), log.len() - 3);
+        // The cursor shares the log's segment list: no entry is copied, however many are left.
+        assert!(Arc::ptr_eq(&cursor.log.segments, &log.segments));
+        assert_eq!(std::mem::size_of::<Cursor<u64>>(), std::mem::size_of::<Log<u64>>() + 8);
+        assert_eq!(cursor.next(), Some(13));
+        // Later appends and evictions by the writer do not change what the cursor reads.
+        let expected: Vec<u64> = log.iter_from(4).copied().collect();
+        for i in 0..(SEGMENT_LEN as u64 * 2) {
+            log.push(10_000 + i);
+            log.pop_front();
+        }
+        assert_eq!(cursor.clone().collect::<Vec<_>>(), expected);
+        assert_eq!(cursor.by_ref().count(), expected.len());
+        assert_eq!((cursor.next(), cursor.remaining()), (None, 0));
+        assert_eq!(log.cursor_from(log.len() + 5).next(), None);
+        assert_eq!(Cursor::<u64>::default().next(), None);
     }
 }

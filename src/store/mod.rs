@@ -29,7 +29,7 @@ pub use config::{
     DEFAULT_BROADCAST_CAPACITY, DEFAULT_HISTORY_MAX_BYTES, DEFAULT_HISTORY_MAX_EVENTS,
     DEFAULT_HISTORY_WINDOW, DEFAULT_RETAIN_MAX, DEFAULT_RETAIN_WINDOW, StoreConfig, path_copy_bytes,
 };
-pub use log::Log;
+pub use log::{Cursor, Log};
 pub use object::{Key, Labels, Object, make_key};
 pub use snapshot::{FieldIndex, Snapshot, namespace_bounds};
 pub use state::{Event, EventType, Signal, State, Store, StoreStats, TooOld, WaitError};

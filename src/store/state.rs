@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -12,7 +12,7 @@ use imbl::OrdMap;
 use tokio::sync::{broadcast, watch};
 
 use super::config::{SNAPSHOT_OVERHEAD, StoreConfig, path_copy_bytes};
-use super::log::Log;
+use super::log::{Cursor, Log};
 use super::object::Object;
 use super::snapshot::{FieldIndex, Snapshot};
 use super::writer::Writer;
@@ -68,7 +68,7 @@ pub enum Signal {
 pub struct State {
     /// Bumped on every relist ([`Writer::replace`]).
     pub generation: u64,
-    /// True once the first full state was published.
+    /// True from the first full state published by the live writer; false again once that writer is gone.
     pub synced: bool,
     pub snapshot: Arc<Snapshot>,
     /// Events in ascending RV order, all with RV > `history_floor`.
@@ -211,6 +211,8 @@ pub struct Store {
     /// The upstream's `Warning` headers on reads of this resource (a deprecated version's notice), learned
     /// from the reflector's own lists and watches; repeated on answers from memory.
     pub(super) warnings: ArcSwap<Vec<http::HeaderValue>>,
+    /// Whether a [`Writer`] exists: at most one does (see [`Store::reopen`]).
+    pub(super) writer_alive: AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -266,10 +268,19 @@ impl Store {
             counters: Counters::default(),
             bookmark_tail: arc_swap::ArcSwapOption::empty(),
             warnings: ArcSwap::from_pointee(Vec::new()),
+            writer_alive: AtomicBool::new(true),
             indexed_field,
         });
         let writer = Writer::new(store.clone());
         (store, writer)
+    }
+
+    /// A new writer for a store whose writer was dropped (its reflector panicked or ended and is being
+    /// restarted); `None` while a writer exists, so there is never more than one. The store stays unsynced
+    /// until the new writer publishes a full state ([`Writer::replace`]).
+    pub fn reopen(self: &Arc<Self>) -> Option<Writer> {
+        self.writer_alive.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).ok()?;
+        Some(Writer::new(self.clone()))
     }
 
     pub fn info(&self) -> &ResourceInfo {
@@ -300,6 +311,8 @@ impl Store {
         *self.rv.borrow()
     }
 
+    /// Whether the store holds a full state kept up to date by its writer: false before the first sync and
+    /// from the moment its writer is dropped (its reflector died) until a new one synced it again.
     pub fn is_synced(&self) -> bool {
         self.state.load().synced
     }
@@ -355,8 +368,10 @@ impl Store {
         Some(state.retained.front().map_or(state.snapshot.rv, |s| s.rv))
     }
 
-    /// Every history event with RV > `rv`, for a watch resuming at `rv`, plus the state's generation.
-    pub fn events_after(&self, rv: u64) -> Result<(Vec<Arc<Event>>, u64), TooOld> {
+    /// A lazy reader of every history event with RV > `rv`, for a watch resuming at `rv`, plus the state's
+    /// generation. The cursor shares the history's segments (O(1) memory however far back `rv` is); it reads
+    /// the history as published now, so the caller subscribes first (see [`Store::subscribe`]).
+    pub fn history_after(&self, rv: u64) -> Result<(Cursor<Arc<Event>>, u64), TooOld> {
         let state = self.state.load();
         if rv < state.history_floor {
             // Like the apiserver, name the RV just before the oldest event still held.
@@ -364,7 +379,13 @@ impl Store {
             return Err(TooOld { requested: rv, oldest: oldest.max(state.history_floor) });
         }
         let from = state.history.partition_point(|e| e.rv <= rv);
-        Ok((state.history.iter_from(from).cloned().collect(), state.generation))
+        Ok((state.history.cursor_from(from), state.generation))
+    }
+
+    /// [`Store::history_after`], collected (tests compare whole replays).
+    #[cfg(test)]
+    pub(crate) fn events_after(&self, rv: u64) -> Result<(Vec<Arc<Event>>, u64), TooOld> {
+        self.history_after(rv).map(|(events, generation)| (events.collect(), generation))
     }
 
     /// Current sizes and counters, for metrics.

@@ -77,6 +77,31 @@ fn relist_bumps_generation_and_resets_watchers() {
     assert!(store.events_after(11).is_err(), "history before the relist is gone");
 }
 
+/// Issue 18: a store whose writer is gone (its reflector panicked) is not served from and ends its watchers;
+/// a new writer (the restarted reflector) brings it back with a full state.
+#[test]
+fn a_dropped_writer_takes_the_store_down_until_a_new_one_resyncs() {
+    let (store, writer) = new_store(StoreConfig::default());
+    assert!(store.reopen().is_none(), "one writer at a time");
+    drop(writer);
+    assert_eq!(store.load().generation, 0, "a store that never synced has nothing to take down");
+    let mut writer = store.reopen().expect("the first writer is gone");
+    writer.replace([pod("a/x", 3, None)], 10);
+    writer.apply([(Added, pod("a/y", 11, None))]);
+    let mut signals = store.subscribe();
+    drop(writer);
+    assert!(!store.is_synced());
+    assert_eq!(store.oldest_retained_rv(), None, "exact reads are not served either");
+    assert!(matches!(signals.try_recv(), Ok(Signal::Reset { generation: 2 })), "watchers end");
+    let mut writer = store.reopen().expect("the writer is gone");
+    assert!(store.reopen().is_none());
+    writer.replace([pod("a/x", 3, None), pod("a/y", 11, None)], 12);
+    assert!(store.is_synced());
+    assert!(matches!(signals.try_recv(), Ok(Signal::Reset { generation: 3 })));
+    assert_eq!(store.stats().relists, 1);
+    assert!(store.events_after(11).is_err(), "history from before the restart is gone");
+}
+
 #[test]
 fn stale_and_duplicate_events_are_skipped() {
     let (store, mut writer) = new_store(StoreConfig::default());

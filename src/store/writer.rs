@@ -13,6 +13,10 @@ use super::snapshot::{FieldIndex, Snapshot};
 use super::state::{Counters, Event, EventType, Signal, State, Store, retained_cost};
 
 /// The store's single writer. Not `Clone`: only the reflector holds it.
+///
+/// Dropping it (the reflector stopped, panicked or ended) takes the store down: it stops counting as synced,
+/// so reads are forwarded and readiness fails, and its watchers are ended, since nothing keeps the state equal
+/// to the upstream any more. [`Store::reopen`] hands out a new writer for the same store.
 pub struct Writer {
     store: Arc<Store>,
 }
@@ -48,6 +52,13 @@ fn event_cost(event: &Event) -> usize {
 }
 
 // === impl Writer ===
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.abandon();
+        self.store.writer_alive.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
 
 impl Writer {
     pub(super) fn new(store: Arc<Store>) -> Self {
@@ -98,10 +109,28 @@ impl Writer {
         };
         self.store.state.store(Arc::new(state));
         self.store.rv.send_replace(rv);
-        if old.synced {
+        // Any earlier state (synced, or taken down when a previous writer was dropped) is replaced: its
+        // watchers end.
+        if old.generation > 0 {
             Counters::add(&self.store.counters.relists, 1);
             let _ = self.store.signals.send(Signal::Reset { generation });
         }
+    }
+
+    /// Takes the store down (see the type's doc): publishes it unsynced under a new generation and ends
+    /// every watcher. A store that never synced has nothing to take down.
+    fn abandon(&mut self) {
+        let cur = self.store.state.load_full();
+        if !cur.synced {
+            return;
+        }
+        let mut state = (*cur).clone();
+        state.synced = false;
+        state.generation += 1;
+        state.updated_at = Instant::now();
+        let generation = state.generation;
+        self.store.state.store(Arc::new(state));
+        let _ = self.store.signals.send(Signal::Reset { generation });
     }
 
     /// Applies a batch of changes in order and publishes once. Each item is the event type and the object

@@ -39,6 +39,7 @@ pub(crate) fn snapshot(gvr: Gvr, synced: bool, state: &'static str, objects: usi
         watch_restarts: 5,
         events_received: 11,
         bad_frames: 0,
+        restarts: 1,
         since_last_event: Some(Duration::from_secs(4)),
         last_error: None,
     }
@@ -69,6 +70,7 @@ fn refresh_exports_store_and_reflector_state() {
     assert_eq!(value(&text, &format!("apiserver_watch_cache_events_received_total{{{gr}}}")), Some(11.0));
     assert_eq!(value(&text, &format!("kache_relists_total{{{gr}}}")), Some(2.0));
     assert_eq!(value(&text, &format!("kache_watch_restarts_total{{{gr}}}")), Some(5.0));
+    assert_eq!(value(&text, &format!("kache_reflector_restarts_total{{{gr}}}")), Some(1.0));
     assert_eq!(value(&text, &format!("kache_reflector_state{{{gr},state=\"watching\"}}")), Some(1.0));
     assert_eq!(value(&text, &format!("kache_reflector_state{{{gr},state=\"backoff\"}}")), Some(0.0));
     assert_eq!(value(&text, &format!("kache_resource_synced{{{gr},configured=\"true\"}}")), Some(1.0));

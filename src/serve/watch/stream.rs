@@ -7,7 +7,8 @@
 //!   store progress). A BOOKMARK always carries `position`, so it never claims an RV whose events are still
 //!   unsent: bookmarks travel in the same ordered stream as events.
 //! - Memory per watcher is O(1): a lagging receiver is closed (the shared ring overwrote what it did not
-//!   send), initial events are read from the snapshot in bounded batches.
+//!   send), initial events are read from the snapshot in bounded batches, and a resume replays the history
+//!   through a cursor into the store's shared log (never a copy of the tail, however far back it starts).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -24,11 +25,17 @@ use super::filter::{Filter, Transition};
 use super::frame::{self, FrameType, WatchView};
 use super::shared::{self, Variant};
 use super::stats::{self, ActiveGuard, EndReason};
-use crate::store::{Event, Key, Signal, Snapshot, Store};
+use crate::store::{Cursor, Event, Key, Signal, Snapshot, Store};
 
 /// Initial events are sent in frames of about this size (one object may exceed it). The apiserver does not
 /// flush between initial events either; batching saves a chunk header and a poll per object.
 const INITIAL_FRAME_BYTES: usize = 64 << 10;
+
+/// While replaying the history, a watcher checks every this many replayed events whether the live ring already
+/// overwrote a signal it has not received: such a watcher would be closed as slow on reaching the live phase,
+/// so it is closed at once instead of replaying the rest for nothing (in a reconnect storm, that is the work
+/// of watchers that cannot keep up). Amortises the ring's lock over many events.
+const REPLAY_LAG_CHECK: u32 = 64;
 
 /// Upper bound on a watch's lifetime, whatever `timeoutSeconds` says (a week: far beyond any client's).
 const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -77,8 +84,11 @@ enum Phase {
         cursor: Option<Key>,
         end_bookmark: bool,
     },
+    /// Replaying the history after the start RV, lazily from the shared log.
     Replay {
-        events: std::vec::IntoIter<Arc<Event>>,
+        events: Cursor<Arc<Event>>,
+        /// Events replayed since the last lag check (see [`REPLAY_LAG_CHECK`]).
+        unchecked: u32,
     },
     Live,
     Done,
@@ -157,14 +167,14 @@ impl Watcher {
                 self.phase = Phase::Wait { rv, end_bookmark };
             }
             Start::Snapshot { end_bookmark, .. } => self.take_snapshot(end_bookmark),
-            Start::Resume { rv: Some(rv) } => match self.store.events_after(rv) {
+            Start::Resume { rv: Some(rv) } => match self.store.history_after(rv) {
                 Ok((events, generation)) => self.resume(rv, events, generation),
                 Err(too_old) => self.phase = Phase::Failed(too_old.into()),
             },
             Start::Resume { rv: None } => {
                 // "Start anywhere": at the current state, with nothing to replay.
                 let state = self.store.load();
-                self.resume(state.snapshot.rv, Vec::new(), state.generation);
+                self.resume(state.snapshot.rv, Cursor::default(), state.generation);
             }
         }
     }
@@ -208,11 +218,21 @@ impl Watcher {
                         return Some(frame);
                     }
                 }
-                Phase::Replay { mut events } => {
+                Phase::Replay { mut events, unchecked } => {
+                    if unchecked >= REPLAY_LAG_CHECK && self.lagged() {
+                        return self.finish(EndReason::Slow);
+                    }
+                    let before = events.remaining();
                     let frame = events.by_ref().find_map(|event| self.on_event(&event));
+                    let replayed = u32::try_from(before - events.remaining()).unwrap_or(u32::MAX);
+                    let unchecked = if unchecked >= REPLAY_LAG_CHECK {
+                        replayed
+                    } else {
+                        unchecked.saturating_add(replayed)
+                    };
                     match frame {
                         Some(frame) => {
-                            self.phase = Phase::Replay { events };
+                            self.phase = Phase::Replay { events, unchecked };
                             stats::record_events(1);
                             return Some(frame);
                         }
@@ -234,11 +254,11 @@ impl Watcher {
         }
     }
 
-    fn resume(&mut self, rv: u64, events: Vec<Arc<Event>>, generation: u64) {
+    fn resume(&mut self, rv: u64, events: Cursor<Arc<Event>>, generation: u64) {
         self.generation = generation;
         self.position = rv;
         self.floor = rv;
-        self.phase = Phase::Replay { events: events.into_iter() };
+        self.phase = Phase::Replay { events, unchecked: 0 };
     }
 
     /// One frame of initial events, or the end of them (the initial-events-end bookmark, if due).
@@ -303,6 +323,12 @@ impl Watcher {
         }
         stats::record_bookmark();
         Some(shape.frame(self.position, false))
+    }
+
+    /// Whether the live ring overwrote a signal this watcher has not received yet (it can only be closed as
+    /// slow now). The ring holds its capacity rounded up to a power of two (tokio's `broadcast`).
+    fn lagged(&self) -> bool {
+        self.rx.len() > self.store.config().broadcast_capacity.max(1).next_power_of_two()
     }
 
     /// Waits for the next live frame. `None` with the phase still `Live` means "loop again" (a timer fired
