@@ -23,7 +23,7 @@ fn string(attr: &AttributeTypeAndValue<'_>) -> Option<String> {
         return Some(s.to_owned());
     }
     let value = attr.attr_value();
-    let data: &[u8] = value.data.as_ref();
+    let data: &[u8] = value.data;
     match value.tag() {
         Tag::T61String => Some(data.iter().map(|&b| char::from(b)).collect()),
         Tag::BmpString if data.len().is_multiple_of(2) => {
