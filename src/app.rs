@@ -87,6 +87,7 @@ pub struct Kache {
     metrics_addr: Option<SocketAddr>,
     registry: Arc<Registry>,
     stats: Arc<HandlerStats>,
+    freshness: Arc<Freshness>,
     shutdown: CancellationToken,
     server: JoinHandle<std::io::Result<()>>,
     background: Vec<JoinHandle<()>>,
@@ -164,7 +165,7 @@ impl Kache {
         let handler = KacheHandler::new(
             registry.clone(),
             forwarder,
-            freshness,
+            freshness.clone(),
             writes.clone(),
             config.handler.clone(),
             config.lazy,
@@ -195,7 +196,7 @@ impl Kache {
             config.limits.clone(),
             async move { stop.cancelled().await },
         ));
-        Ok(Kache { addr, metrics_addr, registry, stats, shutdown, server, background })
+        Ok(Kache { addr, metrics_addr, registry, stats, freshness, shutdown, server, background })
     }
 
     /// The address kache listens on.
@@ -216,6 +217,11 @@ impl Kache {
     /// Where answers came from.
     pub fn stats(&self) -> &Arc<HandlerStats> {
         &self.stats
+    }
+
+    /// Consistent-read freshness: its counters say how reads were proven fresh, waited or forwarded.
+    pub fn freshness(&self) -> &Arc<Freshness> {
+        &self.freshness
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
