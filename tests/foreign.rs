@@ -6,6 +6,8 @@
 //! - a read at a revision the upstream minted (Exact, NotOlderThan) is answered, not 504;
 //! - consistent reads of the quiet resource are forwarded at once (no blind wait, no probe per read) and
 //!   still reflect a write made directly upstream;
+//! - WatchList (client-go 1.35+ informers) of the quiet resource is served from memory once a short upstream
+//!   watch's bookmark proves it fresh, one proof shared by concurrent informers;
 //! - the sim's watches that allow bookmarks get one shortly before their deadline carrying the revision of
 //!   a foreign write, as the apiserver's do.
 
@@ -249,5 +251,55 @@ async fn sim_sends_a_pre_deadline_bookmark_after_a_foreign_write() {
     assert!(
         bookmarks.iter().any(|rv| *rv >= written),
         "a bookmark before the deadline carries the foreign write's revision {written}: {text}"
+    );
+}
+
+/// The events of a whole watch response (the stream ends at its `timeoutSeconds`).
+fn events(r: &Resp) -> Vec<Value> {
+    String::from_utf8_lossy(&r.body).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_lists_of_a_quiet_resource_are_served_from_memory_once_proven() {
+    let (sim, kache) = cluster(FOREIGN_RATE).await;
+    foreign_write(&sim, 0);
+    let before = sim.revision();
+    let want: Vec<String> = all_pods(&sim).into_iter().filter(|n| n.starts_with("n0/")).collect();
+    const INFORMERS: usize = 8;
+    let path = "/api/v1/namespaces/n0/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
+                &allowWatchBookmarks=true&timeoutSeconds=6";
+    let informers: Vec<_> = (0..INFORMERS)
+        .map(|_| {
+            let url = kache.url();
+            tokio::spawn(async move { get(&url, path).await })
+        })
+        .collect();
+    for informer in informers {
+        let r = informer.await.expect("informer");
+        assert_eq!(r.status, 200, "{}", show(&r));
+        let events = events(&r);
+        let added: Vec<String> = events
+            .iter()
+            .take_while(|e| e["type"] == "ADDED")
+            .map(|e| format!("n0/{}", e["object"]["metadata"]["name"].as_str().unwrap_or("")))
+            .collect();
+        assert_eq!(added, want, "the initial events are the namespace's pods");
+        let end = &events[added.len()];
+        assert_eq!(end["type"], "BOOKMARK", "{end}");
+        assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true", "{end}");
+        let rv: u64 =
+            end["object"]["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("rv");
+        assert!(
+            rv >= before,
+            "the initial-events-end bookmark at {rv} is at least the revision {before} before the watch"
+        );
+    }
+    assert_eq!(kache.stats().forwarded(), 0, "no watch was forwarded");
+    let f = &kache.freshness().stats;
+    assert!(f.proven.load(Relaxed) >= 1, "served from memory once proven");
+    assert!(
+        f.proofs.load(Relaxed) <= 2,
+        "concurrent informers share the proof: {} proof watches",
+        f.proofs.load(Relaxed)
     );
 }

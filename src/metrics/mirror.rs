@@ -41,6 +41,9 @@ pub(crate) fn freshness(stats: Option<&FreshnessStats>) {
         for o in ["reached", "forwarded"] {
             counter(FRESHNESS_AHEAD_READS_TOTAL, vec![label("outcome", o)]).increment(0);
         }
+        for o in ["proven", "failed"] {
+            counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", o)]).increment(0);
+        }
         return;
     };
     counter(FRESHNESS_UPSTREAM_PROBES_TOTAL, vec![]).absolute(load(&s.probes));

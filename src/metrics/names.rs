@@ -77,6 +77,7 @@ pub const FRESHNESS_PROBES_TOTAL: &str = "kache_freshness_probes_total";
 pub const FRESHNESS_UPSTREAM_PROBES_TOTAL: &str = "kache_freshness_upstream_probes_total";
 pub const FRESHNESS_WAITS_TOTAL: &str = "kache_freshness_waits_total";
 pub const FRESHNESS_AHEAD_READS_TOTAL: &str = "kache_freshness_ahead_reads_total";
+pub const FRESHNESS_PROOFS_TOTAL: &str = "kache_freshness_proofs_total";
 pub const FORWARDED_REQUESTS_TOTAL: &str = "kache_forwarded_requests_total";
 pub const AUTH_CACHE_TOTAL: &str = "kache_auth_cache_total";
 pub const LIMIT_REJECTIONS_TOTAL: &str = "kache_limit_rejections_total";
@@ -239,6 +240,11 @@ pub const ALL: &[MetricDef] = &[
         FRESHNESS_WAITS_TOTAL,
         &["outcome"],
         "Reads that waited for their store to advance because an advance was expected sooner than forwarding would take: reached (served from memory) or expired (then forwarded).",
+    ),
+    counter(
+        FRESHNESS_PROOFS_TOTAL,
+        &["outcome"],
+        "Proof watches opened upstream to prove a quiet resource fresh (a short watch whose first frame is the pre-deadline bookmark): proven or failed (an event, an error or no bookmark came first).",
     ),
     counter(
         FRESHNESS_AHEAD_READS_TOTAL,

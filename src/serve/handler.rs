@@ -495,7 +495,7 @@ impl KacheHandler {
                 let bytes = crate::serve::resolve::read_bytes(store, store.current().len());
                 Some(
                     self.freshness
-                        .ensure(store, arrived, min_rv, bytes)
+                        .ensure(store, arrived, min_rv, bytes, true)
                         .await
                         .map_err(|_| NotServed::NotFresh)?,
                 )

@@ -57,7 +57,7 @@ pub async fn resolve(
             Ok(Resolved { rv: snapshot.rv, snapshot })
         }
         ReadAt::Consistent => {
-            freshness.ensure(store, arrived, min_rv, bytes).await?;
+            freshness.ensure(store, arrived, min_rv, bytes, false).await?;
             let snapshot = store.current();
             Ok(Resolved { rv: snapshot.rv, snapshot })
         }

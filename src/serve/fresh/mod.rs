@@ -18,6 +18,13 @@
 //!    revision whose next advance is not expected soon is forwarded without probing at all: the probe could
 //!    only return a revision it has not reached.
 //!
+//! 4. **Prove** a quiet resource fresh where forwarding costs more than a proof ([`proof`]): a consistent
+//!    watch (WatchList: forwarding it would pin the upstream for the watch's lifetime) or a read whose
+//!    forwarding cost, times the readers waiting for the same proof, exceeds [`PROOF_COST`]. After the
+//!    probe, a short upstream watch from the store's revision whose first frame is the pre-deadline bookmark
+//!    at B ≥ R proves no event in between; the proof is offered to the reflector, which applies it as
+//!    progress, and every waiting reader is served from memory. Proofs are coalesced per resource.
+//!
 //! A read at a revision N ahead of the store ([`Freshness::ahead`]) is never answered 504 when the upstream
 //! is known to have reached N (a continue token or Exact revision minted by a forwarded answer): it waits
 //! under the same rule, then is forwarded. Only when a probe shows the upstream itself has not reached N
@@ -27,6 +34,7 @@
 
 pub mod budget;
 mod probe;
+pub mod proof;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -38,7 +46,7 @@ use tokio::sync::{Semaphore, watch};
 use crate::resource::Gvr;
 use crate::store::Store;
 use crate::upstream::Upstream;
-use budget::{ACTIVITY_SAMPLES, Activity, wait_budget};
+use budget::{ACTIVITY_SAMPLES, Activity, forward_cost, wait_budget};
 
 /// The longest a consistent read waits for the store to reach the probed revision, however much waiting
 /// seems to pay off. The apiserver waits up to 3 s (`blockTimeout`) but it can request progress from etcd
@@ -48,6 +56,11 @@ pub const DEFAULT_CONSISTENT_WAIT: Duration = Duration::from_millis(500);
 pub const DEFAULT_FALLBACK_CONCURRENCY: usize = 32;
 /// A probe that takes longer than this fails (and the read falls back).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// What a proof costs the readers waiting for it (the pre-deadline bookmark comes 1–2 s into the proof
+/// watch): a read whose forwarding costs more, counting every reader waiting for the same proof, is proven.
+pub const PROOF_COST: Duration = Duration::from_secs(2);
+/// How long a proven reader waits for the reflector to apply the proof.
+const PROOF_APPLY_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What to do when a consistent read cannot be proven fresh in time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -65,6 +78,8 @@ pub struct FreshnessConfig {
     pub wait: Duration,
     pub fallback: Fallback,
     pub fallback_concurrency: usize,
+    /// Prove quiet resources fresh with a short upstream watch where that beats forwarding ([`proof`]).
+    pub prove: bool,
 }
 
 impl Default for FreshnessConfig {
@@ -73,6 +88,7 @@ impl Default for FreshnessConfig {
             wait: DEFAULT_CONSISTENT_WAIT,
             fallback: Fallback::Forward,
             fallback_concurrency: DEFAULT_FALLBACK_CONCURRENCY,
+            prove: true,
         }
     }
 }
@@ -124,9 +140,19 @@ pub struct FreshnessStats {
     pub ahead_forwarded: AtomicU64,
     /// Reads at a revision ahead of the store that the store reached: served from memory.
     pub ahead_reached: AtomicU64,
+    /// Proof watches opened upstream (coalesced: one in flight per resource).
+    pub proofs: AtomicU64,
+    /// Of those, the ones whose first frame was a bookmark (the quiet resource was proven fresh).
+    pub proofs_succeeded: Arc<AtomicU64>,
+    /// Of those, the ones that proved nothing (an event, an error or no bookmark came first).
+    pub proofs_failed: Arc<AtomicU64>,
+    /// Consistent reads served from memory thanks to a proof.
+    pub proven: AtomicU64,
 }
 
 type ProbeResult = Option<(Instant, Result<u64, String>)>;
+/// A proof's outcome, with its start time: `(from, upto)` when proven.
+type ProofResult = Option<(Instant, Option<(u64, u64)>)>;
 
 /// One resource's probe slot: at most one probe in flight; results published with their start time.
 struct Slot {
@@ -134,6 +160,9 @@ struct Slot {
     result: watch::Sender<ProbeResult>,
     /// Readers currently waiting for this resource's store to advance.
     waiters: AtomicUsize,
+    /// At most one proof watch in flight; results published with their start time.
+    proving: Mutex<bool>,
+    proof: watch::Sender<ProofResult>,
 }
 
 /// Consistent-read freshness for every cached resource.
@@ -187,21 +216,24 @@ impl Freshness {
 
     /// Proves the store at least as fresh as the upstream was at `arrived`, and returns the store's
     /// resourceVersion to serve at (≥ the probed revision and ≥ `min_rv`, e.g. the last write through kache).
-    /// `bytes` is the size of the read (what forwarding it would cost).
+    /// `bytes` is the size of the read (what forwarding it would cost); `watch` marks a consistent watch,
+    /// which forwarding would pin upstream for its whole life.
     pub async fn ensure(
         &self,
         store: &Arc<Store>,
         arrived: Instant,
         min_rv: u64,
         bytes: usize,
+        watch: bool,
     ) -> Result<u64, NotFresh> {
         let gvr = &store.info().gvr;
         let current = store.resource_version();
         self.observe(current);
         let slot = self.slot(gvr);
         let budget = self.budget(store, &slot, bytes);
+        let prove = self.proof_pays(&slot, bytes, watch);
         let known = self.known_revision().max(min_rv);
-        if current < known && budget.is_zero() {
+        if current < known && budget.is_zero() && !prove {
             // Any probe started now returns ≥ known > current: the read cannot be served without an advance,
             // and none is expected soon.
             self.stats.quiet.fetch_add(1, Relaxed);
@@ -216,6 +248,11 @@ impl Freshness {
         };
         if store.resource_version() >= required || self.wait(store, &slot, required, budget).await {
             self.stats.fresh.fetch_add(1, Relaxed);
+            return Ok(store.resource_version());
+        }
+        if prove && self.prove(store, &slot, required, arrived).await {
+            self.stats.fresh.fetch_add(1, Relaxed);
+            self.stats.proven.fetch_add(1, Relaxed);
             return Ok(store.resource_version());
         }
         self.stats.lagging.fetch_add(1, Relaxed);
@@ -283,6 +320,84 @@ impl Freshness {
         wait_budget(activity, bytes, slot.waiters.load(Relaxed), self.config.wait)
     }
 
+    /// Whether a proof (~[`PROOF_COST`]) pays off: a consistent watch, or a read whose forwarding costs more,
+    /// counting the readers already waiting for this resource.
+    fn proof_pays(&self, slot: &Slot, bytes: usize, watch: bool) -> bool {
+        let waiters = slot.waiters.load(Relaxed).min(1000) as u32;
+        self.config.prove && (watch || forward_cost(bytes).saturating_mul(1 + waiters) >= PROOF_COST)
+    }
+
+    /// Proves the store fresh at `required` (the probed revision): joins the proof watch in flight that
+    /// started after the read arrived, or starts one, and waits for the reflector to apply it. Correctness does
+    /// not rest on timing: only a proof reaching `required` counts (a proof from before the probe finished may
+    /// end short of it; the read is then forwarded).
+    async fn prove(&self, store: &Arc<Store>, slot: &Arc<Slot>, required: u64, arrived: Instant) -> bool {
+        slot.waiters.fetch_add(1, Relaxed);
+        let _waiting = Waiting(&slot.waiters);
+        match self.proof_after(store, slot, arrived).await {
+            Some((from, upto)) if upto >= required && store.resource_version() >= from => {
+                store.wait_for(required, PROOF_APPLY_TIMEOUT).await.is_ok()
+            }
+            _ => store.resource_version() >= required,
+        }
+    }
+
+    /// The outcome of a proof watch that started at or after `after` (coalesced per resource).
+    async fn proof_after(&self, store: &Arc<Store>, slot: &Arc<Slot>, after: Instant) -> Option<(u64, u64)> {
+        let mut rx = slot.proof.subscribe();
+        loop {
+            {
+                let current = rx.borrow_and_update();
+                if let Some((started, result)) = &*current
+                    && *started >= after
+                {
+                    return *result;
+                }
+            }
+            {
+                let mut proving = slot.proving.lock().expect("proof lock poisoned");
+                if !*proving {
+                    *proving = true;
+                    let started = Instant::now();
+                    let upstream = self.upstream.clone();
+                    let gvr = &store.info().gvr;
+                    let collection = format!("{}/{}", gvr.path_prefix(), gvr.resource);
+                    let (store2, slot2) = (store.clone(), slot.clone());
+                    self.stats.proofs.fetch_add(1, Relaxed);
+                    let (succeeded, failed) =
+                        (self.stats.proofs_succeeded.clone(), self.stats.proofs_failed.clone());
+                    tokio::spawn(async move {
+                        let from = store2.resource_version();
+                        let watched = tokio::time::timeout(
+                            proof::PROOF_TIMEOUT,
+                            proof::quiet_until(&upstream, &collection, from),
+                        );
+                        let result = match watched.await {
+                            Ok(Ok(Some(upto))) if upto > from => {
+                                store2.offer_progress(from, upto);
+                                succeeded.fetch_add(1, Relaxed);
+                                Some((from, upto))
+                            }
+                            Ok(Err(e)) => {
+                                tracing::debug!(resource = %store2.info().gvr, error = %e, "freshness proof failed");
+                                None
+                            }
+                            _ => None,
+                        };
+                        if result.is_none() {
+                            failed.fetch_add(1, Relaxed);
+                        }
+                        *slot2.proving.lock().expect("proof lock poisoned") = false;
+                        slot2.proof.send_replace(Some((started, result)));
+                    });
+                }
+            }
+            if rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
     /// Waits up to `budget` for the store to reach `rv`; false when it did not (or `budget` is zero).
     async fn wait(&self, store: &Store, slot: &Slot, rv: u64, budget: Duration) -> bool {
         if budget.is_zero() {
@@ -307,6 +422,8 @@ impl Freshness {
                     running: Mutex::new(false),
                     result: watch::channel(None).0,
                     waiters: AtomicUsize::new(0),
+                    proving: Mutex::new(false),
+                    proof: watch::channel(None).0,
                 })
             })
             .clone()
