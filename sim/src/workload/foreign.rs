@@ -58,7 +58,7 @@ pub(crate) async fn run(
             _ = sleep_opt(period) => {}
         }
         tick += 1;
-        let ok = if tick % 2 == 0 {
+        let ok = if tick.is_multiple_of(2) {
             write_event(&state, &opts, tick, &mut events)
         } else {
             renew_lease(&state, &opts, tick)
