@@ -8,6 +8,7 @@
 //!   still reflect a write made directly upstream;
 //! - WatchList (client-go 1.35+ informers) of the quiet resource is served from memory once a short upstream
 //!   watch's bookmark proves it fresh, one proof shared by concurrent informers;
+//! - a relist storm of consistent lists of the quiet resource costs the upstream a handful of requests;
 //! - the sim's watches that allow bookmarks get one shortly before their deadline carrying the revision of
 //!   a foreign write, as the apiserver's do.
 
@@ -31,6 +32,10 @@ const PODS_PER_NAMESPACE: usize = 40;
 
 /// A sim with pods in three namespaces and foreign writes at `foreign_rate`; kache caching pods only.
 async fn cluster(foreign_rate: f64) -> (SimHandle, Kache) {
+    cluster_with(foreign_rate, |_| {}).await
+}
+
+async fn cluster_with(foreign_rate: f64, tweak: impl FnOnce(&mut kache::app::Config)) -> (SimHandle, Kache) {
     let sim = Sim::builder()
         .bookmark_interval(APISERVER_BOOKMARK_PERIOD)
         .wait_timeout(TEST_BLOCK_TIMEOUT)
@@ -48,6 +53,7 @@ async fn cluster(foreign_rate: f64) -> (SimHandle, Kache) {
             Selection { include: Some(parse_resource_specs("pods").expect("specs")), exclude: Vec::new() };
         c.lazy = false;
         c.freshness.wait = Duration::from_millis(500);
+        tweak(c);
     })
     .await;
     sim.set_foreign_writes(foreign_rate);
@@ -302,4 +308,39 @@ async fn watch_lists_of_a_quiet_resource_are_served_from_memory_once_proven() {
         "concurrent informers share the proof: {} proof watches",
         f.proofs.load(Relaxed)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_storm_of_a_quiet_resource_costs_the_upstream_a_handful_of_requests() {
+    // 40 informers relist at once with consistent lists. The test's pods are small, so the proof's cost is
+    // lowered to make these reads "large" (on a real cluster: a 30 MB list costs ~300 ms upstream, and
+    // a storm of 7 of them is worth a 2 s proof).
+    let (sim, kache) =
+        cluster_with(FOREIGN_RATE, |c| c.freshness.proof_cost = Duration::from_millis(1)).await;
+    foreign_write(&sim, 0);
+    let before = sim.revision();
+    const INFORMERS: usize = 40;
+    let readers: Vec<_> = (0..INFORMERS)
+        .map(|_| {
+            let url = kache.url();
+            tokio::spawn(async move { get(&url, "/api/v1/pods").await })
+        })
+        .collect();
+    let want = all_pods(&sim);
+    for r in readers {
+        let r = r.await.expect("reader");
+        assert_eq!(r.status, 200, "{}", show(&r));
+        let v = r.json();
+        assert_eq!(names(&v), want);
+        let rv: u64 = v["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("rv");
+        assert!(rv >= before, "the consistent list at {rv} reflects the revision {before} before it");
+    }
+    let f = &kache.freshness().stats;
+    let (probes, proofs) = (f.probes.load(Relaxed), f.proofs.load(Relaxed));
+    eprintln!(
+        "storm of {INFORMERS}: {probes} probes, {proofs} proof watches, {} forwarded",
+        kache.stats().forwarded()
+    );
+    assert_eq!(kache.stats().forwarded(), 0, "no list was forwarded");
+    assert!(probes + proofs <= 8, "a handful of upstream requests: {probes} probes + {proofs} proofs");
 }

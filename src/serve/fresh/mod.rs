@@ -80,6 +80,9 @@ pub struct FreshnessConfig {
     pub fallback_concurrency: usize,
     /// Prove quiet resources fresh with a short upstream watch where that beats forwarding ([`proof`]).
     pub prove: bool,
+    /// What a proof costs its readers; reads whose forwarding (times the waiting readers) costs more are
+    /// proven ([`PROOF_COST`]).
+    pub proof_cost: Duration,
 }
 
 impl Default for FreshnessConfig {
@@ -89,6 +92,7 @@ impl Default for FreshnessConfig {
             fallback: Fallback::Forward,
             fallback_concurrency: DEFAULT_FALLBACK_CONCURRENCY,
             prove: true,
+            proof_cost: PROOF_COST,
         }
     }
 }
@@ -324,7 +328,8 @@ impl Freshness {
     /// counting the readers already waiting for this resource.
     fn proof_pays(&self, slot: &Slot, bytes: usize, watch: bool) -> bool {
         let waiters = slot.waiters.load(Relaxed).min(1000) as u32;
-        self.config.prove && (watch || forward_cost(bytes).saturating_mul(1 + waiters) >= PROOF_COST)
+        self.config.prove
+            && (watch || forward_cost(bytes).saturating_mul(1 + waiters) >= self.config.proof_cost)
     }
 
     /// Proves the store fresh at `required` (the probed revision): joins the proof watch in flight that
