@@ -344,3 +344,50 @@ async fn a_relist_storm_of_a_quiet_resource_costs_the_upstream_a_handful_of_requ
     assert_eq!(kache.stats().forwarded(), 0, "no list was forwarded");
     assert!(probes + proofs <= 8, "a handful of upstream requests: {probes} probes + {proofs} proofs");
 }
+
+/// p50 and p99 of `samples`.
+fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+    (at(0.5), at(0.99))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement; run with --ignored --nocapture"]
+async fn measure_quiet_consistent_reads_under_foreign_writes() {
+    // Consistent reads of the quiet pods while leases and events are written 100 times a second: through
+    // kache and directly against the sim, alternating. Prints p50/p99 and what kache did.
+    let (sim, kache) = cluster(100.0).await;
+    let (s, k) = (sim.url(), kache.url());
+    for (what, path) in [
+        ("get", "/api/v1/namespaces/n0/pods/p001"),
+        ("namespace list", "/api/v1/namespaces/n1/pods"),
+        ("page of 20", "/api/v1/pods?limit=20"),
+        ("full list", "/api/v1/pods"),
+    ] {
+        let (mut direct, mut through) = (Vec::new(), Vec::new());
+        for _ in 0..200 {
+            let t = std::time::Instant::now();
+            assert_eq!(get(&s, path).await.status, 200);
+            direct.push(t.elapsed());
+            let t = std::time::Instant::now();
+            assert_eq!(get(&k, path).await.status, 200);
+            through.push(t.elapsed());
+        }
+        let ((d50, d99), (k50, k99)) = (percentiles(direct), percentiles(through));
+        eprintln!(
+            "{what:>15}: direct p50 {d50:>10.2?} p99 {d99:>10.2?} | kache p50 {k50:>10.2?} p99 {k99:>10.2?}"
+        );
+    }
+    let f = &kache.freshness().stats;
+    eprintln!(
+        "probes {} quiet {} lagging {} fresh {} waited {} forwarded {} memory {}",
+        f.probes.load(Relaxed),
+        f.quiet.load(Relaxed),
+        f.lagging.load(Relaxed),
+        f.fresh.load(Relaxed),
+        f.waited.load(Relaxed),
+        kache.stats().forwarded(),
+        kache.stats().memory()
+    );
+}
