@@ -96,7 +96,11 @@ pub async fn serve_list(
     let ListPlan::Memory { at, limit, start_key } = plan_list(q.rv, q.rvm, q.limit, q.cont.as_ref()) else {
         return Err(NotServed::Forward("plan"));
     };
-    let bytes = read_bytes(store, list_size(store, q.namespace, limit));
+    // The size only matters when the read may have to wait or be forwarded.
+    let bytes = match at {
+        ReadAt::Current => 0,
+        _ => read_bytes(store, list_size(store, q.namespace, limit)),
+    };
     let Resolved { snapshot, rv } =
         resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes).await?;
     let req = ScanRequest {
