@@ -35,18 +35,20 @@
 pub mod budget;
 mod probe;
 pub mod proof;
+mod slot;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 
 use crate::resource::Gvr;
 use crate::store::Store;
 use crate::upstream::Upstream;
 use budget::{ACTIVITY_SAMPLES, Activity, forward_cost, wait_budget};
+use slot::{Slot, Waiting};
 
 /// The longest a consistent read waits for the store to reach the probed revision, however much waiting
 /// seems to pay off. The apiserver waits up to 3 s (`blockTimeout`) but it can request progress from etcd
@@ -154,21 +156,6 @@ pub struct FreshnessStats {
     pub proven: AtomicU64,
 }
 
-type ProbeResult = Option<(Instant, Result<u64, String>)>;
-/// A proof's outcome, with its start time: `(from, upto)` when proven.
-type ProofResult = Option<(Instant, Option<(u64, u64)>)>;
-
-/// One resource's probe slot: at most one probe in flight; results published with their start time.
-struct Slot {
-    running: Mutex<bool>,
-    result: watch::Sender<ProbeResult>,
-    /// Readers currently waiting for this resource's store to advance.
-    waiters: AtomicUsize,
-    /// At most one proof watch in flight; results published with their start time.
-    proving: Mutex<bool>,
-    proof: watch::Sender<ProofResult>,
-}
-
 /// Consistent-read freshness for every cached resource.
 pub struct Freshness {
     upstream: Upstream,
@@ -178,15 +165,6 @@ pub struct Freshness {
     /// The highest revision the upstream is known to have reached (probes, stores).
     known: AtomicU64,
     pub stats: FreshnessStats,
-}
-
-/// Decrements a slot's waiter count when the wait ends, however it ends.
-struct Waiting<'a>(&'a AtomicUsize);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
-    }
 }
 
 // === impl Freshness ===
@@ -347,62 +325,6 @@ impl Freshness {
         }
     }
 
-    /// The outcome of a proof watch that started at or after `after` (coalesced per resource).
-    async fn proof_after(&self, store: &Arc<Store>, slot: &Arc<Slot>, after: Instant) -> Option<(u64, u64)> {
-        let mut rx = slot.proof.subscribe();
-        loop {
-            {
-                let current = rx.borrow_and_update();
-                if let Some((started, result)) = &*current
-                    && *started >= after
-                {
-                    return *result;
-                }
-            }
-            {
-                let mut proving = slot.proving.lock().expect("proof lock poisoned");
-                if !*proving {
-                    *proving = true;
-                    let started = Instant::now();
-                    let upstream = self.upstream.clone();
-                    let gvr = &store.info().gvr;
-                    let collection = format!("{}/{}", gvr.path_prefix(), gvr.resource);
-                    let (store2, slot2) = (store.clone(), slot.clone());
-                    self.stats.proofs.fetch_add(1, Relaxed);
-                    let (succeeded, failed) =
-                        (self.stats.proofs_succeeded.clone(), self.stats.proofs_failed.clone());
-                    tokio::spawn(async move {
-                        let from = store2.resource_version();
-                        let watched = tokio::time::timeout(
-                            proof::PROOF_TIMEOUT,
-                            proof::quiet_until(&upstream, &collection, from),
-                        );
-                        let result = match watched.await {
-                            Ok(Ok(Some(upto))) if upto > from => {
-                                store2.offer_progress(from, upto);
-                                succeeded.fetch_add(1, Relaxed);
-                                Some((from, upto))
-                            }
-                            Ok(Err(e)) => {
-                                tracing::debug!(resource = %store2.info().gvr, error = %e, "freshness proof failed");
-                                None
-                            }
-                            _ => None,
-                        };
-                        if result.is_none() {
-                            failed.fetch_add(1, Relaxed);
-                        }
-                        *slot2.proving.lock().expect("proof lock poisoned") = false;
-                        slot2.proof.send_replace(Some((started, result)));
-                    });
-                }
-            }
-            if rx.changed().await.is_err() {
-                return None;
-            }
-        }
-    }
-
     /// Waits up to `budget` for the store to reach `rv`; false when it did not (or `budget` is zero).
     async fn wait(&self, store: &Store, slot: &Slot, rv: u64, budget: Duration) -> bool {
         if budget.is_zero() {
@@ -416,62 +338,5 @@ impl Freshness {
             self.stats.waits_expired.fetch_add(1, Relaxed);
         }
         reached
-    }
-
-    fn slot(&self, gvr: &Gvr) -> Arc<Slot> {
-        let mut slots = self.slots.lock().expect("freshness slots lock poisoned");
-        slots
-            .entry(gvr.clone())
-            .or_insert_with(|| {
-                Arc::new(Slot {
-                    running: Mutex::new(false),
-                    result: watch::channel(None).0,
-                    waiters: AtomicUsize::new(0),
-                    proving: Mutex::new(false),
-                    proof: watch::channel(None).0,
-                })
-            })
-            .clone()
-    }
-
-    /// The upstream's revision from a probe that started at or after `arrived`.
-    async fn probe_after(&self, gvr: &Gvr, slot: &Arc<Slot>, arrived: Instant) -> Result<u64, String> {
-        let mut rx = slot.result.subscribe();
-        loop {
-            {
-                let current = rx.borrow_and_update();
-                if let Some((started, result)) = &*current
-                    && *started >= arrived
-                {
-                    if let Ok(rv) = result {
-                        self.observe(*rv);
-                    }
-                    return result.clone();
-                }
-            }
-            {
-                let mut running = slot.running.lock().expect("probe lock poisoned");
-                if !*running {
-                    *running = true;
-                    let started = Instant::now();
-                    let upstream = self.upstream.clone();
-                    let path = format!("{}/{}?limit=1", gvr.path_prefix(), gvr.resource);
-                    let slot2 = slot.clone();
-                    self.stats.probes.fetch_add(1, Relaxed);
-                    tokio::spawn(async move {
-                        let result =
-                            match tokio::time::timeout(PROBE_TIMEOUT, probe::probe(&upstream, &path)).await {
-                                Ok(r) => r,
-                                Err(_) => Err("probe timed out".to_owned()),
-                            };
-                        *slot2.running.lock().expect("probe lock poisoned") = false;
-                        slot2.result.send_replace(Some((started, result)));
-                    });
-                }
-            }
-            if rx.changed().await.is_err() {
-                return Err("freshness prober dropped".into());
-            }
-        }
     }
 }
