@@ -106,9 +106,9 @@ async fn caught_up(sim: &SimHandle, kache: &kache::app::Kache, path: &str) {
         let (url, probe) = (url.clone(), probe.clone());
         async move {
             let r = get(&url, &probe).await;
-            let rv = serde_json::from_slice::<serde_json::Value>(&r.body).ok().and_then(|v| {
-                v["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse::<u64>().ok())
-            });
+            let rv = serde_json::from_slice::<serde_json::Value>(&r.body)
+                .ok()
+                .and_then(|v| v["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse::<u64>().ok()));
             rv >= Some(target)
         }
     })
