@@ -61,6 +61,9 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// What a proof costs the readers waiting for it (the pre-deadline bookmark comes 1–2 s into the proof
 /// watch): a read whose forwarding costs more, counting every reader waiting for the same proof, is proven.
 pub const PROOF_COST: Duration = Duration::from_secs(2);
+/// A read is only proven when forwarding it costs at least this fraction of a proof (a multi-megabyte list):
+/// a proof delays its readers by ~1–2 s, which small reads, however many, should not pay.
+const PROOF_MIN_FRACTION: u32 = 10;
 /// How long a proven reader waits for the reflector to apply the proof.
 const PROOF_APPLY_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -302,12 +305,16 @@ impl Freshness {
         wait_budget(activity, bytes, slot.waiters.load(Relaxed), self.config.wait)
     }
 
-    /// Whether a proof (~[`PROOF_COST`]) pays off: a consistent watch, or a read whose forwarding costs more,
-    /// counting the readers already waiting for this resource.
+    /// Whether a proof (~[`PROOF_COST`]) pays off: a consistent watch, or a big read whose forwarding costs
+    /// more, counting the readers it would serve (those waiting now, or the consistent reads of this resource that
+    /// arrived within about one proof's time: a relist storm). Counts this read's arrival.
     fn proof_pays(&self, slot: &Slot, bytes: usize, watch: bool) -> bool {
-        let waiters = slot.waiters.load(Relaxed).min(1000) as u32;
-        self.config.prove
-            && (watch || forward_cost(bytes).saturating_mul(1 + waiters) >= self.config.proof_cost)
+        let window = self.config.proof_cost.max(Duration::from_millis(1));
+        let arrivals = slot.arrivals.lock().expect("arrivals lock poisoned").note(Instant::now(), window);
+        let readers = (slot.waiters.load(Relaxed) as u32).saturating_add(1).max(arrivals).min(1000);
+        let cost = forward_cost(bytes);
+        let big = cost >= self.config.proof_cost / PROOF_MIN_FRACTION;
+        self.config.prove && (watch || (big && cost.saturating_mul(readers) >= self.config.proof_cost))
     }
 
     /// Proves the store fresh at `required` (the probed revision): joins the proof watch in flight that

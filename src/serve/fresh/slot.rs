@@ -21,9 +21,42 @@ pub(super) struct Slot {
     pub(super) result: watch::Sender<ProbeResult>,
     /// Readers currently waiting for this resource's store to advance.
     pub(super) waiters: AtomicUsize,
+    /// Consistent reads of this resource that arrived in the current window (see [`Arrivals`]).
+    pub(super) arrivals: Mutex<Arrivals>,
     /// At most one proof watch in flight; results published with their start time.
     pub(super) proving: Mutex<bool>,
     pub(super) proof: watch::Sender<ProofResult>,
+}
+
+/// Consistent reads counted over fixed windows: how many readers a proof started now would likely serve
+/// (a relist storm shows up as many arrivals within one window).
+#[derive(Debug, Default)]
+pub(super) struct Arrivals {
+    window_start: Option<Instant>,
+    count: u32,
+    previous: u32,
+}
+
+impl Arrivals {
+    /// Counts one arrival at `now`; returns the arrivals in the last `window` or so (the current window's
+    /// and the previous one's, whichever is larger), this one included.
+    pub(super) fn note(&mut self, now: Instant, window: std::time::Duration) -> u32 {
+        match self.window_start {
+            Some(start) if now.saturating_duration_since(start) < window => {}
+            Some(start) if now.saturating_duration_since(start) < window * 2 => {
+                self.previous = self.count;
+                self.count = 0;
+                self.window_start = Some(now);
+            }
+            _ => {
+                self.previous = 0;
+                self.count = 0;
+                self.window_start = Some(now);
+            }
+        }
+        self.count = self.count.saturating_add(1);
+        self.count.max(self.previous)
+    }
 }
 
 /// Decrements a slot's waiter count when the wait ends, however it ends.
@@ -108,6 +141,7 @@ impl Freshness {
                     running: Mutex::new(false),
                     result: watch::channel(None).0,
                     waiters: AtomicUsize::new(0),
+                    arrivals: Mutex::new(Arrivals::default()),
                     proving: Mutex::new(false),
                     proof: watch::channel(None).0,
                 })
@@ -159,5 +193,26 @@ impl Freshness {
                 return Err("freshness prober dropped".into());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn arrivals_count_a_burst_and_forget_it_after_two_windows() {
+        let w = Duration::from_secs(2);
+        let t0 = Instant::now();
+        let mut a = Arrivals::default();
+        for i in 1..=5 {
+            assert_eq!(a.note(t0 + Duration::from_millis(i), w), i as u32);
+        }
+        // The next window still remembers the burst.
+        assert_eq!(a.note(t0 + Duration::from_millis(2500), w), 5);
+        // Two windows of silence: forgotten.
+        assert_eq!(a.note(t0 + Duration::from_secs(10), w), 1);
     }
 }
