@@ -89,6 +89,7 @@ pub struct Kache {
     metrics_addr: Option<SocketAddr>,
     registry: Arc<Registry>,
     stats: Arc<HandlerStats>,
+    freshness: Arc<Freshness>,
     shutdown: CancellationToken,
     server: JoinHandle<std::io::Result<()>>,
     background: Vec<JoinHandle<()>>,
@@ -166,7 +167,7 @@ impl Kache {
         let handler = KacheHandler::new(
             registry.clone(),
             forwarder,
-            freshness,
+            freshness.clone(),
             writes.clone(),
             config.handler.clone(),
             config.lazy,
@@ -198,7 +199,7 @@ impl Kache {
             async move { stop.cancelled().await },
         ));
         let tls = config.tls.is_some();
-        Ok(Kache { addr, tls, metrics_addr, registry, stats, shutdown, server, background })
+        Ok(Kache { addr, tls, metrics_addr, registry, stats, freshness, shutdown, server, background })
     }
 
     /// The address kache listens on.
@@ -220,6 +221,11 @@ impl Kache {
     /// Where answers came from.
     pub fn stats(&self) -> &Arc<HandlerStats> {
         &self.stats
+    }
+
+    /// Consistent-read freshness: its counters say how reads were proven fresh, waited or forwarded.
+    pub fn freshness(&self) -> &Arc<Freshness> {
+        &self.freshness
     }
 
     pub fn registry(&self) -> &Arc<Registry> {

@@ -26,6 +26,10 @@ pub(crate) struct DemoArgs {
     /// Pod creates/updates/deletes per second in the simulated cluster.
     #[arg(long, default_value_t = 5.0)]
     churn: f64,
+    /// Background writes per second to node leases and events in the simulated cluster: a real cluster's
+    /// global resourceVersion moves all the time through them, so most resources are quiet (0 = off).
+    #[arg(long, default_value_t = 10.0)]
+    foreign_writes: f64,
     /// Address kache serves on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -40,7 +44,11 @@ pub(crate) struct DemoArgs {
 }
 
 pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
-    let sim = Sim::builder().start().await.context("starting the simulated apiserver")?;
+    let sim = Sim::builder()
+        .foreign_writes(args.foreign_writes)
+        .start()
+        .await
+        .context("starting the simulated apiserver")?;
     println!("simulated apiserver on {}", sim.url());
 
     let w = Workload {

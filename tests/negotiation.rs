@@ -95,14 +95,22 @@ fn widget(ns: &str, name: &str) -> Value {
         "spec": {"size": 3}})
 }
 
-/// Waits until kache has seen the sim's current revision on `path` (a list kache serves from memory).
+/// Waits until kache has seen the sim's current revision on `path`. An `resourceVersion=0` list is always
+/// answered from kache's memory and reports its store's revision (a NotOlderThan read ahead of the store is
+/// forwarded, so its success says nothing about the store).
 async fn caught_up(sim: &SimHandle, kache: &kache::app::Kache, path: &str) {
     let target = sim.revision();
     let url = kache.url();
-    let probe = format!("{path}?resourceVersion={target}&resourceVersionMatch=NotOlderThan&limit=1");
+    let probe = format!("{path}?resourceVersion=0");
     eventually("kache reaches the sim's revision", Duration::from_secs(10), || {
         let (url, probe) = (url.clone(), probe.clone());
-        async move { get(&url, &probe).await.status == 200 }
+        async move {
+            let r = get(&url, &probe).await;
+            let rv = serde_json::from_slice::<serde_json::Value>(&r.body)
+                .ok()
+                .and_then(|v| v["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse::<u64>().ok()));
+            rv >= Some(target)
+        }
     })
     .await;
 }

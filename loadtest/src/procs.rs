@@ -73,6 +73,7 @@ pub async fn start_sim(bins: &Bins, cluster: &Cluster, log: &Path) -> anyhow::Re
         .args(["--namespaces", &cluster.namespaces.to_string()])
         .args(["--nodes", &cluster.nodes.to_string()])
         .args(["--churn", &cluster.churn.to_string()])
+        .args(["--foreign-writes", &cluster.foreign_writes.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?)

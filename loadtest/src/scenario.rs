@@ -27,7 +27,7 @@ impl ScenarioFile {
     }
 }
 
-/// The simulated cluster a suite runs against (`kache-sim --pods --namespaces --nodes --churn`).
+/// The simulated cluster a suite runs against (`kache-sim --pods --namespaces --nodes --churn --foreign-writes`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cluster {
@@ -39,6 +39,10 @@ pub struct Cluster {
     /// Pod writes per second the sim performs on its own.
     #[serde(default)]
     pub churn: f64,
+    /// Background writes per second to leases and events (`kache-sim --foreign-writes`): what moves a real
+    /// cluster's global revision while the pods stay quiet (issue 16).
+    #[serde(default)]
+    pub foreign_writes: f64,
 }
 
 /// Where a request goes.
@@ -306,6 +310,7 @@ mod tests {
             ("list", include_str!("../scenarios/list.toml")),
             ("selector", include_str!("../scenarios/selector.toml")),
             ("consistent", include_str!("../scenarios/consistent.toml")),
+            ("foreign", include_str!("../scenarios/foreign.toml")),
             ("watch", include_str!("../scenarios/watch.toml")),
             ("storm", include_str!("../scenarios/storm.toml")),
             ("mixed", include_str!("../scenarios/mixed.toml")),

@@ -240,6 +240,20 @@ const BUILTINS: &[Builtin] = &[
         order: &["spec", "status"],
         empty: r#"{"spec":{"selector":null,"template":{"metadata":{},"spec":{"containers":null}}},"status":{"replicas":0}}"#,
     },
+    // Node heartbeats and leader election: what moves a real cluster's global revision most (one renewal per
+    // node every 10 s); the background workload (`workload::foreign`) renews them.
+    Builtin {
+        group: "coordination.k8s.io",
+        kind: "Lease",
+        plural: "leases",
+        namespaced: true,
+        short: &[],
+        has_status: false,
+        has_generation: false,
+        delete_returns_object: false,
+        order: &["spec"],
+        empty: r#"{"spec":{}}"#,
+    },
 ];
 
 /// Builds the resource table: all built-ins, then the given custom resources.

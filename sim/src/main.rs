@@ -34,6 +34,10 @@ struct Args {
     /// Custom resources to serve: group/version/Kind/plural/Namespaced|Cluster (repeatable).
     #[arg(long = "crd", value_parser = Crd::parse)]
     crds: Vec<Crd>,
+    /// Background writes per second to leases and events (what moves a real cluster's global revision);
+    /// 0 = none.
+    #[arg(long, default_value_t = 0.0)]
+    foreign_writes: f64,
     /// Period of watch bookmarks, in seconds.
     #[arg(long, default_value_t = 60.0)]
     bookmark_interval: f64,
@@ -65,6 +69,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .listen(args.listen)
         .bookmark_interval(secs(args.bookmark_interval).max(Duration::from_millis(10)))
         .compaction_interval(Some(secs(args.compaction_interval)).filter(|d| !d.is_zero()))
+        .foreign_writes(args.foreign_writes)
         .auth(auth);
     for c in args.crds {
         b = b.crd(c);

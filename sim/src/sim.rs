@@ -14,6 +14,7 @@ use crate::http::{Admin, Config, State};
 use crate::kinds::{Crd, table};
 use crate::status::ApiError;
 use crate::store::{ResId, Store};
+use crate::workload::foreign::{self, ForeignStats};
 use crate::write::{self, Deleted, Part, PatchType, Preconditions, WriteOpts};
 
 /// The apiserver's bookmark frequency (`defaultBookmarkFrequency`).
@@ -53,6 +54,7 @@ impl Sim {
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             seed_default_namespace: true,
             auth: None,
+            foreign_writes: 0.0,
         }
     }
 }
@@ -67,6 +69,7 @@ pub struct SimBuilder {
     wait_timeout: Duration,
     seed_default_namespace: bool,
     auth: Option<Arc<AuthConfig>>,
+    foreign_writes: f64,
 }
 
 // === impl SimBuilder ===
@@ -116,6 +119,14 @@ impl SimBuilder {
         self
     }
 
+    /// Background writes per second to resources a test does not look at (node lease renewals and
+    /// events, see [`workload::foreign`](crate::workload::foreign)), moving the global revision as a real
+    /// cluster does. Default 0 (off); [`SimHandle::set_foreign_writes`] changes it while running.
+    pub fn foreign_writes(mut self, per_sec: f64) -> Self {
+        self.foreign_writes = per_sec;
+        self
+    }
+
     /// Binds and starts serving.
     pub async fn start(self) -> Result<SimHandle, StartError> {
         let resources = table(&self.crds);
@@ -137,7 +148,15 @@ impl SimBuilder {
             addr,
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let handle = SimHandle { state: state.clone(), shutdown: shutdown_tx, tasks: Vec::new() };
+        let (foreign_tx, foreign_rx) = watch::channel(self.foreign_writes);
+        let foreign_stats = Arc::new(ForeignStats::default());
+        let handle = SimHandle {
+            state: state.clone(),
+            shutdown: shutdown_tx,
+            tasks: Vec::new(),
+            foreign: foreign_tx,
+            foreign_stats: foreign_stats.clone(),
+        };
         if self.seed_default_namespace {
             for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
                 handle
@@ -150,6 +169,12 @@ impl SimBuilder {
             listener,
             state.clone(),
             shutdown_rx.clone(),
+        )));
+        handle.tasks.push(tokio::spawn(foreign::run(
+            state.clone(),
+            foreign_rx,
+            shutdown_rx.clone(),
+            foreign_stats,
         )));
         if let Some(period) = self.compaction_interval {
             handle.tasks.push(tokio::spawn(compactor(state.clone(), period, shutdown_rx)));
@@ -180,6 +205,9 @@ pub struct SimHandle {
     state: Arc<State>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// The background workload's rate (writes per second).
+    foreign: watch::Sender<f64>,
+    foreign_stats: Arc<ForeignStats>,
 }
 
 // === impl SimHandle ===
@@ -202,6 +230,16 @@ impl SimHandle {
     /// The current global revision.
     pub fn revision(&self) -> u64 {
         self.state.store.current_rev()
+    }
+
+    /// Sets the background workload's rate (writes per second; 0 pauses it).
+    pub fn set_foreign_writes(&self, per_sec: f64) {
+        self.foreign.send_replace(per_sec);
+    }
+
+    /// Successful background writes so far.
+    pub fn foreign_writes(&self) -> u64 {
+        self.foreign_stats.writes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Compacts at `rev` (default: the current revision); returns the compacted revision.

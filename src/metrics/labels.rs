@@ -61,6 +61,8 @@ pub enum FreshnessOutcome {
     Lagging,
     /// The probe of the upstream's revision failed.
     ProbeError,
+    /// Behind the upstream's known revision with no advance expected soon: forwarded without a probe.
+    Quiet,
 }
 
 /// Whether an auth decision came from kache's cache.
@@ -136,7 +138,9 @@ label_values!(UpstreamErrorReason {
     Connect => "connect", Timeout => "timeout", Tls => "tls", Throttled => "throttled", Gone => "gone",
     Server => "server", Client => "client", Decode => "decode", Stream => "stream", Other => "other",
 });
-label_values!(FreshnessOutcome { Fresh => "fresh", Lagging => "lagging", ProbeError => "probe_error" });
+label_values!(FreshnessOutcome {
+    Fresh => "fresh", Lagging => "lagging", ProbeError => "probe_error", Quiet => "quiet",
+});
 label_values!(AuthResult { Hit => "hit", Miss => "miss" });
 label_values!(AuthDecision { Allow => "allow", Deny => "deny", Error => "error" });
 label_values!(Limit {

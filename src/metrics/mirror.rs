@@ -35,6 +35,15 @@ pub(crate) fn freshness(stats: Option<&FreshnessStats>) {
         for o in FreshnessOutcome::ALL {
             counter(FRESHNESS_PROBES_TOTAL, vec![label("outcome", o.as_str())]).increment(0);
         }
+        for o in ["reached", "expired"] {
+            counter(FRESHNESS_WAITS_TOTAL, vec![label("outcome", o)]).increment(0);
+        }
+        for o in ["reached", "forwarded"] {
+            counter(FRESHNESS_AHEAD_READS_TOTAL, vec![label("outcome", o)]).increment(0);
+        }
+        for o in ["proven", "failed"] {
+            counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", o)]).increment(0);
+        }
         return;
     };
     counter(FRESHNESS_UPSTREAM_PROBES_TOTAL, vec![]).absolute(load(&s.probes));
@@ -42,9 +51,17 @@ pub(crate) fn freshness(stats: Option<&FreshnessStats>) {
         (FreshnessOutcome::Fresh, load(&s.fresh)),
         (FreshnessOutcome::Lagging, load(&s.lagging)),
         (FreshnessOutcome::ProbeError, load(&s.probe_errors)),
+        (FreshnessOutcome::Quiet, load(&s.quiet)),
     ] {
         counter(FRESHNESS_PROBES_TOTAL, vec![label("outcome", outcome.as_str())]).absolute(value);
     }
+    let (waited, expired) = (load(&s.waited), load(&s.waits_expired));
+    counter(FRESHNESS_WAITS_TOTAL, vec![label("outcome", "reached")])
+        .absolute(waited.saturating_sub(expired));
+    counter(FRESHNESS_WAITS_TOTAL, vec![label("outcome", "expired")]).absolute(expired);
+    counter(FRESHNESS_AHEAD_READS_TOTAL, vec![label("outcome", "reached")]).absolute(load(&s.ahead_reached));
+    counter(FRESHNESS_AHEAD_READS_TOTAL, vec![label("outcome", "forwarded")])
+        .absolute(load(&s.ahead_forwarded));
 }
 
 #[cfg(test)]

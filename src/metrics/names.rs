@@ -76,6 +76,9 @@ pub const WATCH_STREAMS_ENDED_TOTAL: &str = "kache_watch_streams_ended_total";
 // --- consistency, forwarding, auth, limits, encodings (kache) ---
 pub const FRESHNESS_PROBES_TOTAL: &str = "kache_freshness_probes_total";
 pub const FRESHNESS_UPSTREAM_PROBES_TOTAL: &str = "kache_freshness_upstream_probes_total";
+pub const FRESHNESS_WAITS_TOTAL: &str = "kache_freshness_waits_total";
+pub const FRESHNESS_AHEAD_READS_TOTAL: &str = "kache_freshness_ahead_reads_total";
+pub const FRESHNESS_PROOFS_TOTAL: &str = "kache_freshness_proofs_total";
 pub const FORWARDED_REQUESTS_TOTAL: &str = "kache_forwarded_requests_total";
 pub const AUTH_CACHE_TOTAL: &str = "kache_auth_cache_total";
 pub const IMPERSONATION_TOTAL: &str = "kache_impersonation_total";
@@ -238,7 +241,22 @@ pub const ALL: &[MetricDef] = &[
     counter(
         FRESHNESS_PROBES_TOTAL,
         &["outcome"],
-        "Consistent-read freshness checks by outcome: fresh (served from memory), lagging (the store did not catch up in time) or probe_error.",
+        "Consistent-read freshness checks by outcome: fresh (served from memory), lagging (probed; the store did not catch up, forwarded at once or after a wait), quiet (store behind the upstream's known revision with no advance expected soon: forwarded at once without a probe) or probe_error.",
+    ),
+    counter(
+        FRESHNESS_WAITS_TOTAL,
+        &["outcome"],
+        "Reads that waited for their store to advance because an advance was expected sooner than forwarding would take: reached (served from memory) or expired (then forwarded).",
+    ),
+    counter(
+        FRESHNESS_PROOFS_TOTAL,
+        &["outcome"],
+        "Proof watches opened upstream to prove a quiet resource fresh (a short watch whose first frame is the pre-deadline bookmark): proven or failed (an event, an error or no bookmark came first).",
+    ),
+    counter(
+        FRESHNESS_AHEAD_READS_TOTAL,
+        &["outcome"],
+        "Reads at a resourceVersion ahead of their store (Exact, continue tokens, NotOlderThan) that the upstream had reached: reached (the store caught up; served from memory) or forwarded (instead of a 504).",
     ),
     counter(
         FRESHNESS_UPSTREAM_PROBES_TOTAL,

@@ -99,6 +99,8 @@ pub(crate) struct Reflector {
     watch_list: bool,
     /// The store has been synced once; later full syncs are relists.
     synced_once: bool,
+    /// Freshness proofs offered by readers ([`crate::store::Store::offer_progress`]), applied while watching.
+    offers: tokio::sync::watch::Receiver<(u64, u64)>,
 }
 
 // === impl Reflector ===
@@ -113,7 +115,8 @@ impl Reflector {
         let info = writer.store().info().clone();
         let backoff = Backoff::new(&config);
         let watch_list = config.watch_list;
-        Self { transport, writer, info, config, status, backoff, watch_list, synced_once: false }
+        let offers = writer.store().offered_progress();
+        Self { transport, writer, info, config, status, backoff, watch_list, synced_once: false, offers }
     }
 
     /// Runs the loop forever (the task is aborted to stop it).
@@ -361,7 +364,21 @@ impl Reflector {
         mut events: u64,
     ) -> State {
         let mut lines = Vec::new();
-        let read = stream.next_batch(self.config.max_batch, &mut lines).await;
+        // Reading is cancel-safe: an offer taken instead loses no line.
+        let next = tokio::select! {
+            read = stream.next_batch(self.config.max_batch, &mut lines) => Ok(read),
+            offered = self.offers.changed() => Err(offered.is_ok()),
+        };
+        let read = match next {
+            Ok(read) => read,
+            Err(offered) => {
+                if offered {
+                    let (from, upto) = *self.offers.borrow_and_update();
+                    self.apply_offer(from, upto, &mut rv);
+                }
+                return State::Watching { stream, rv, opened, events };
+            }
+        };
         if let Some(next) = self.live_lines(lines.into_iter(), &mut rv, &mut events) {
             return next;
         }
@@ -388,6 +405,17 @@ impl Reflector {
                 self.status.add_watch_restart();
                 self.fail(e, State::Resume { rv })
             }
+        }
+    }
+
+    /// Applies a reader's proof that the upstream has no event of this resource in `(from, upto]`: a store at
+    /// `from` or beyond (and not past `upto`) is then the state at `upto`, exactly like after a bookmark.
+    fn apply_offer(&mut self, from: u64, upto: u64, rv: &mut u64) {
+        let at = self.writer.store().resource_version();
+        if at >= from && upto > at && *rv >= from {
+            debug!(resource = %self.info.gvr, from, upto, "freshness proof applied as progress");
+            self.writer.progress(upto);
+            *rv = (*rv).max(upto);
         }
     }
 

@@ -451,6 +451,30 @@ async fn bookmarks_advance_the_resource_version_only() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn offered_proofs_advance_a_watching_store_like_a_bookmark() {
+    let mut h = harness();
+    let (state, tx) = synced_watching(&mut h, 10).await;
+    let before = h.store.current().objects.clone();
+    // A reader proved no event in (10, 20]: applied as progress, and a re-watch would start from 20.
+    h.store.offer_progress(10, 20);
+    let state = h.step(state).await;
+    assert!(matches!(state, State::Watching { rv: 20, .. }), "{state:?}");
+    assert_eq!(h.store.resource_version(), 20);
+    assert_eq!(h.store.current().objects, before);
+    // A proof from a revision the store has not reached proves nothing about (20, 25]: ignored.
+    h.store.offer_progress(22, 30);
+    let state = h.step(state).await;
+    assert!(matches!(state, State::Watching { rv: 20, .. }), "{state:?}");
+    // One behind the store is a no-op; events keep flowing on the same stream.
+    h.store.offer_progress(5, 15);
+    let state = h.step(state).await;
+    send_lines(&tx, &[ev("ADDED", &pod("b", 21))]);
+    let state = h.step(state).await;
+    assert!(matches!(state, State::Watching { rv: 21, .. }), "{state:?}");
+    assert_eq!(h.store.resource_version(), 21);
+}
+
+#[tokio::test(start_paused = true)]
 async fn closed_stream_rewatches_from_the_last_resource_version() {
     let mut h = harness();
     let (state, tx) = synced_watching(&mut h, 10).await;

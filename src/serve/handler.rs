@@ -543,7 +543,13 @@ impl KacheHandler {
         let consistent_rv = match (rv, opts.send_initial_events) {
             (None, Some(_)) => {
                 let min_rv = self.writes.last_write(&r.gvr);
-                Some(self.freshness.ensure(store, arrived, min_rv).await.map_err(|_| NotServed::NotFresh)?)
+                let bytes = crate::serve::resolve::read_bytes(store, store.current().len());
+                Some(
+                    self.freshness
+                        .ensure(store, arrived, min_rv, bytes, true)
+                        .await
+                        .map_err(|_| NotServed::NotFresh)?,
+                )
             }
             _ => None,
         };

@@ -13,7 +13,7 @@ use crate::resource::ResourceInfo;
 use crate::serve::fresh::Freshness;
 use crate::serve::gzcache::GzipCache;
 use crate::serve::read::{ContinueAt, ListPlan, Match, ReadAt, Rv, plan_list, plan_single};
-use crate::serve::resolve::{ResolveError, Resolved, resolve};
+use crate::serve::resolve::{ResolveError, Resolved, read_bytes, resolve};
 use crate::serve::scan::{ScanRequest, scan};
 use crate::store::{Object, Store, make_key};
 
@@ -65,6 +65,7 @@ impl From<ResolveError> for NotServed {
     fn from(e: ResolveError) -> Self {
         match e {
             ResolveError::NotRetained(_) => NotServed::Forward("snapshot not retained"),
+            ResolveError::Ahead(_) => NotServed::Forward("revision ahead of the store, reached upstream"),
             ResolveError::NotFresh(_) => NotServed::NotFresh,
             ResolveError::TooLarge { requested, current } => NotServed::TooLarge { requested, current },
         }
@@ -82,7 +83,8 @@ pub async fn serve_list(
         let Some(at) = plan_single(q.rv, q.rvm, q.limit) else {
             return Err(NotServed::Forward("exact single-key list"));
         };
-        let resolved = resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout).await?;
+        let bytes = read_bytes(store, 1);
+        let resolved = resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes).await?;
         let (key, _) = make_key(q.namespace, name);
         let items: Vec<Arc<Object>> =
             resolved.snapshot.objects.get(&key).filter(|o| (q.matches)(o)).cloned().into_iter().collect();
@@ -94,8 +96,13 @@ pub async fn serve_list(
     let ListPlan::Memory { at, limit, start_key } = plan_list(q.rv, q.rvm, q.limit, q.cont.as_ref()) else {
         return Err(NotServed::Forward("plan"));
     };
+    // The size only matters when the read may have to wait or be forwarded.
+    let bytes = match at {
+        ReadAt::Current => 0,
+        _ => read_bytes(store, list_size(store, q.namespace, limit)),
+    };
     let Resolved { snapshot, rv } =
-        resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout).await?;
+        resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes).await?;
     let req = ScanRequest {
         namespace: q.namespace,
         start: start_key.as_deref(),
@@ -115,6 +122,20 @@ pub async fn serve_list(
     let key = format!("{}|{}|{:?}", info.gvr, q.namespace.unwrap_or(""), q.view);
     let cache = q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str()));
     Ok((respond(info, &meta, page.items, q.response, cache, q.view), stats))
+}
+
+/// Counting a namespace's objects stops here: past it, the read is big either way.
+const SIZE_COUNT_CAP: usize = 10_000;
+
+/// How many objects a list returns, roughly (the page size, the namespace's objects, or all), to estimate
+/// what forwarding it would cost.
+fn list_size(store: &Store, namespace: Option<&str>, limit: usize) -> usize {
+    let snapshot = store.current();
+    let all = match namespace {
+        Some(ns) => snapshot.namespace_range(ns).take(SIZE_COUNT_CAP).count(),
+        None => snapshot.len(),
+    };
+    if limit > 0 { all.min(limit) } else { all }
 }
 
 /// Objects examined and returned, for metrics.
@@ -146,7 +167,8 @@ pub async fn serve_get(
     let Some(at) = plan_single(rv, Match::Unset, 0) else {
         return Err(NotServed::Forward("exact get"));
     };
-    let resolved = resolve(store, at, freshness, arrived, min_rv, block_timeout).await?;
+    let bytes = read_bytes(store, 1);
+    let resolved = resolve(store, at, freshness, arrived, min_rv, block_timeout, bytes).await?;
     let (key, _) = make_key(namespace, name);
     // Compact JSON ends with the newline `json.Encoder.Encode` appends.
     Ok(resolved.snapshot.objects.get(&key).map(|o| {

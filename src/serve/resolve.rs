@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::serve::fresh::{Freshness, NotFresh};
+use crate::serve::fresh::{Ahead, Freshness, NotFresh};
 use crate::serve::read::ReadAt;
 use crate::store::{Snapshot, Store};
 
@@ -17,9 +17,14 @@ pub enum ResolveError {
     /// The requested RV is older than every retained snapshot: the upstream must answer (200 from etcd or 410).
     #[error("resourceVersion {0} is older than the retained snapshots")]
     NotRetained(u64),
-    /// The store did not reach the requested RV within the block timeout: 504 "Too large resource version".
+    /// Neither the store nor the upstream reached the requested RV within the block timeout: 504 "Too large
+    /// resource version", as the apiserver answers.
     #[error("Too large resource version: {requested}, current: {current}")]
     TooLarge { requested: u64, current: u64 },
+    /// The upstream has reached the requested RV and the store has not (a continue token or Exact revision
+    /// minted by a forwarded answer): the upstream answers.
+    #[error("resourceVersion {0} is ahead of the store and reached upstream")]
+    Ahead(u64),
     /// A consistent read could not be proven fresh.
     #[error(transparent)]
     NotFresh(#[from] NotFresh),
@@ -35,7 +40,8 @@ pub struct Resolved {
 }
 
 /// Resolves `at` against `store`. `arrived` is when the request arrived (consistent reads only trust probes
-/// started after it); `min_rv` is a lower bound the read must reflect (the last write through kache).
+/// started after it); `min_rv` is a lower bound the read must reflect (the last write through kache);
+/// `bytes` is the size of the read (what forwarding it would cost, see [`crate::serve::fresh::budget`]).
 pub async fn resolve(
     store: &Arc<Store>,
     at: ReadAt,
@@ -43,6 +49,7 @@ pub async fn resolve(
     arrived: Instant,
     min_rv: u64,
     block_timeout: Duration,
+    bytes: usize,
 ) -> Result<Resolved, ResolveError> {
     match at {
         ReadAt::Current => {
@@ -50,18 +57,20 @@ pub async fn resolve(
             Ok(Resolved { rv: snapshot.rv, snapshot })
         }
         ReadAt::Consistent => {
-            freshness.ensure(store, arrived, min_rv).await?;
+            freshness.ensure(store, arrived, min_rv, bytes, false).await?;
             let snapshot = store.current();
             Ok(Resolved { rv: snapshot.rv, snapshot })
         }
         ReadAt::AtLeast(n) => {
-            wait(store, n, block_timeout).await?;
+            if n > store.resource_version() {
+                ahead(store, n, freshness, arrived, bytes, block_timeout).await?;
+            }
             let snapshot = store.current();
             Ok(Resolved { rv: snapshot.rv, snapshot })
         }
         ReadAt::Exact(n) => {
             if n > store.resource_version() {
-                wait(store, n, block_timeout).await?;
+                ahead(store, n, freshness, arrived, bytes, block_timeout).await?;
             }
             match store.snapshot_at(n) {
                 Some(snapshot) => Ok(Resolved { snapshot, rv: n }),
@@ -71,9 +80,26 @@ pub async fn resolve(
     }
 }
 
-async fn wait(store: &Arc<Store>, rv: u64, timeout: Duration) -> Result<(), ResolveError> {
-    store
-        .wait_for(rv, timeout)
-        .await
-        .map_err(|_| ResolveError::TooLarge { requested: rv, current: store.resource_version() })
+/// A read at `n` > the store's resourceVersion: served once the store reaches it, forwarded when only the
+/// upstream has, 504 when neither has within the block timeout.
+async fn ahead(
+    store: &Arc<Store>,
+    n: u64,
+    freshness: &Freshness,
+    arrived: Instant,
+    bytes: usize,
+    block_timeout: Duration,
+) -> Result<(), ResolveError> {
+    match freshness.ahead(store, n, arrived, bytes, block_timeout).await {
+        Ahead::Reached => Ok(()),
+        Ahead::Forward => Err(ResolveError::Ahead(n)),
+        Ahead::TooLarge { requested, current } => Err(ResolveError::TooLarge { requested, current }),
+    }
+}
+
+/// The estimated size of a read of `objects` objects of `store` (average stored object size × count).
+pub fn read_bytes(store: &Store, objects: usize) -> usize {
+    let state = store.load();
+    let avg = state.live_bytes / state.snapshot.len().max(1);
+    avg.saturating_mul(objects)
 }

@@ -201,6 +201,9 @@ pub struct Store {
     pub(super) config: StoreConfig,
     pub(super) state: ArcSwap<State>,
     pub(super) rv: watch::Sender<u64>,
+    /// The latest freshness proof offered from outside the reflector: `(from, upto)` means the upstream has
+    /// no event of this resource in `(from, upto]` (see [`Store::offer_progress`]).
+    pub(super) offered: watch::Sender<(u64, u64)>,
     pub(super) signals: broadcast::Sender<Signal>,
     pub(super) counters: Counters,
     /// The extra field indexed for this kind, if any.
@@ -259,11 +262,13 @@ impl Store {
         };
         let (signals, _) = broadcast::channel(config.broadcast_capacity.max(1));
         let (rv, _) = watch::channel(0);
+        let (offered, _) = watch::channel((0, 0));
         let store = Arc::new(Store {
             info,
             config,
             state: ArcSwap::from_pointee(state),
             rv,
+            offered,
             signals,
             counters: Counters::default(),
             bookmark_tail: arc_swap::ArcSwapOption::empty(),
@@ -326,6 +331,18 @@ impl Store {
     /// A receiver of the store's resourceVersion, for waiting.
     pub fn watch_rv(&self) -> watch::Receiver<u64> {
         self.rv.subscribe()
+    }
+
+    /// Offers a proof that the upstream has no event of this resource in `(from, upto]` (an upstream watch
+    /// from `from` whose first frame was a bookmark at `upto`). Only the reflector writes: it applies the
+    /// offer as progress when its store is at `from` or beyond.
+    pub fn offer_progress(&self, from: u64, upto: u64) {
+        self.offered.send_replace((from, upto));
+    }
+
+    /// A receiver of offered proofs, for the reflector.
+    pub fn offered_progress(&self) -> watch::Receiver<(u64, u64)> {
+        self.offered.subscribe()
     }
 
     /// Number of live subscribers (watchers).

@@ -1,0 +1,349 @@
+//! Proving the store fresh: consistent reads (resourceVersion unset) and reads at a revision the store has
+//! not reached yet (Exact, continue tokens, NotOlderThan minted by the upstream).
+//!
+//! The apiserver serves a consistent read from its watch cache after asking etcd for its current revision
+//! and waiting (≤ 3 s, with progress notifications every 100 ms) until the cache reaches it
+//! (`cacher.go` `waitUntilFreshAndBlock`, `ConsistentListFromCache`, the progress requester). The upstream
+//! offers kache no progress-notify API, so kache does the equivalent with what it does offer:
+//!
+//! 1. **Probe**: a consistent `limit=1` list of the resource. Its `metadata.resourceVersion` is R ≥ the
+//!    upstream's revision when the probe started. Probes are coalesced per resource (one in flight) and a
+//!    request only trusts a probe that *started after the request arrived*, so a write acknowledged before
+//!    the request is always reflected. Every probe also raises [`Freshness::known_revision`], the highest
+//!    revision the upstream is known to have reached (revisions are global, so any resource's probe counts).
+//! 2. **Serve** from memory when the store is at R or beyond.
+//! 3. **Wait** only when it can pay off ([`budget`]): the store reaches R only with this resource's next
+//!    advance (an event or an upstream bookmark), so kache waits when that advance is expected sooner than
+//!    the read would take upstream; otherwise it **forwards at once**. A store already behind the known
+//!    revision whose next advance is not expected soon is forwarded without probing at all: the probe could
+//!    only return a revision it has not reached.
+//!
+//! 4. **Prove** a quiet resource fresh where forwarding costs more than a proof ([`proof`]): a consistent
+//!    watch (WatchList: forwarding it would pin the upstream for the watch's lifetime) or a read whose
+//!    forwarding cost, times the readers waiting for the same proof, exceeds [`PROOF_COST`]. After the
+//!    probe, a short upstream watch from the store's revision whose first frame is the pre-deadline bookmark
+//!    at B ≥ R proves no event in between; the proof is offered to the reflector, which applies it as
+//!    progress, and every waiting reader is served from memory. Proofs are coalesced per resource.
+//!
+//! A read at a revision N ahead of the store ([`Freshness::ahead`]) is never answered 504 when the upstream
+//! is known to have reached N (a continue token or Exact revision minted by a forwarded answer): it waits
+//! under the same rule, then is forwarded. Only when a probe shows the upstream itself has not reached N
+//! does kache wait the apiserver's block timeout and answer its 504.
+//!
+//! Fallbacks are bounded by a semaphore so a slow upstream cannot cause a storm.
+
+pub mod budget;
+mod probe;
+pub mod proof;
+mod slot;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+
+use crate::resource::Gvr;
+use crate::store::Store;
+use crate::upstream::Upstream;
+use budget::{ACTIVITY_SAMPLES, Activity, forward_cost, wait_budget};
+use slot::{Slot, Waiting};
+
+/// The longest a consistent read waits for the store to reach the probed revision, however much waiting
+/// seems to pay off. The apiserver waits up to 3 s (`blockTimeout`) but it can request progress from etcd
+/// every 100 ms; kache cannot, so it waits only where [`budget`] expects an advance.
+pub const DEFAULT_CONSISTENT_WAIT: Duration = Duration::from_millis(500);
+/// Upper bound on concurrent consistent reads that fell back upstream.
+pub const DEFAULT_FALLBACK_CONCURRENCY: usize = 32;
+/// A probe that takes longer than this fails (and the read falls back).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// What a proof costs the readers waiting for it (the pre-deadline bookmark comes 1–2 s into the proof
+/// watch): a read whose forwarding costs more, counting every reader waiting for the same proof, is proven.
+pub const PROOF_COST: Duration = Duration::from_secs(2);
+/// A read is only proven when forwarding it costs at least this fraction of a proof (a multi-megabyte list):
+/// a proof delays its readers by ~1–2 s, which small reads, however many, should not pay.
+const PROOF_MIN_FRACTION: u32 = 10;
+/// How long a proven reader waits for the reflector to apply the proof.
+const PROOF_APPLY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What to do when a consistent read cannot be proven fresh in time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Fallback {
+    /// Forward the request upstream unchanged (default): the client always gets a consistent answer.
+    #[default]
+    Forward,
+    /// Answer 429 with Retry-After: 1, like the apiserver's ConsistentListFromCacheSkipTimeoutFallback.
+    TooManyRequests,
+}
+
+#[derive(Clone, Debug)]
+pub struct FreshnessConfig {
+    /// Upper bound of a wait for the store (see [`DEFAULT_CONSISTENT_WAIT`]).
+    pub wait: Duration,
+    pub fallback: Fallback,
+    pub fallback_concurrency: usize,
+    /// Prove quiet resources fresh with a short upstream watch where that beats forwarding ([`proof`]).
+    pub prove: bool,
+    /// What a proof costs its readers; reads whose forwarding (times the waiting readers) costs more are
+    /// proven ([`PROOF_COST`]).
+    pub proof_cost: Duration,
+}
+
+impl Default for FreshnessConfig {
+    fn default() -> Self {
+        Self {
+            wait: DEFAULT_CONSISTENT_WAIT,
+            fallback: Fallback::Forward,
+            fallback_concurrency: DEFAULT_FALLBACK_CONCURRENCY,
+            prove: true,
+            proof_cost: PROOF_COST,
+        }
+    }
+}
+
+/// Why a consistent read could not be served from memory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotFresh {
+    /// The probe of the upstream's revision failed.
+    #[error("freshness probe failed: {0}")]
+    ProbeFailed(String),
+    /// The store is behind a revision the upstream is known to have reached and is not expected to
+    /// advance soon: forwarded at once, without a probe.
+    #[error("store at {current} is behind the upstream's known revision {known} and quiet")]
+    Quiet { known: u64, current: u64 },
+    /// The store did not reach the probed revision (at once, or within a wait that could pay off).
+    #[error("store at {current} did not reach upstream revision {required} in time")]
+    Lagging { required: u64, current: u64 },
+}
+
+/// What to do with a read at a revision ahead of the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ahead {
+    /// The store reached it: serve from memory.
+    Reached,
+    /// The upstream has reached it and the store has not: forward (the upstream answers from its cache or
+    /// etcd).
+    Forward,
+    /// The upstream itself has not reached it within the block timeout: 504 "Too large resource version".
+    TooLarge { requested: u64, current: u64 },
+}
+
+/// Outcome counters (exported as metrics; tests assert on them).
+#[derive(Debug, Default)]
+pub struct FreshnessStats {
+    /// Probes sent upstream.
+    pub probes: AtomicU64,
+    pub probe_errors: AtomicU64,
+    /// Consistent reads proven fresh (served from memory).
+    pub fresh: AtomicU64,
+    /// Consistent reads that probed and did not reach the revision (forwarded at once or after a wait).
+    pub lagging: AtomicU64,
+    /// Consistent reads forwarded at once without a probe (store behind the known revision, quiet).
+    pub quiet: AtomicU64,
+    /// Reads (consistent or ahead) that waited for the store because an advance was expected soon.
+    pub waited: AtomicU64,
+    /// Of those, the waits that ran out (the read was then forwarded).
+    pub waits_expired: AtomicU64,
+    /// Reads at a revision ahead of the store that the upstream had reached: forwarded instead of a 504.
+    pub ahead_forwarded: AtomicU64,
+    /// Reads at a revision ahead of the store that the store reached: served from memory.
+    pub ahead_reached: AtomicU64,
+    /// Proof watches opened upstream (coalesced: one in flight per resource).
+    pub proofs: AtomicU64,
+    /// Of those, the ones whose first frame was a bookmark (the quiet resource was proven fresh).
+    pub proofs_succeeded: Arc<AtomicU64>,
+    /// Of those, the ones that proved nothing (an event, an error or no bookmark came first).
+    pub proofs_failed: Arc<AtomicU64>,
+    /// Consistent reads served from memory thanks to a proof.
+    pub proven: AtomicU64,
+}
+
+/// Consistent-read freshness for every cached resource.
+pub struct Freshness {
+    upstream: Upstream,
+    config: FreshnessConfig,
+    slots: Mutex<HashMap<Gvr, Arc<Slot>>>,
+    fallbacks: Arc<Semaphore>,
+    /// The highest revision the upstream is known to have reached (probes, stores).
+    known: AtomicU64,
+    pub stats: FreshnessStats,
+}
+
+// === impl Freshness ===
+
+impl Freshness {
+    pub fn new(upstream: Upstream, config: FreshnessConfig) -> Self {
+        let fallbacks = Arc::new(Semaphore::new(config.fallback_concurrency.max(1)));
+        Self {
+            upstream,
+            config,
+            slots: Mutex::new(HashMap::new()),
+            fallbacks,
+            known: AtomicU64::new(0),
+            stats: FreshnessStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> &FreshnessConfig {
+        &self.config
+    }
+
+    /// The highest revision the upstream is known to have reached.
+    pub fn known_revision(&self) -> u64 {
+        self.known.load(Relaxed)
+    }
+
+    /// Records a revision the upstream has reached (from one of its own answers, never from a client).
+    pub fn observe(&self, rv: u64) {
+        self.known.fetch_max(rv, Relaxed);
+    }
+
+    /// Proves the store at least as fresh as the upstream was at `arrived`, and returns the store's
+    /// resourceVersion to serve at (≥ the probed revision and ≥ `min_rv`, e.g. the last write through kache).
+    /// `bytes` is the size of the read (what forwarding it would cost); `watch` marks a consistent watch,
+    /// which forwarding would pin upstream for its whole life.
+    pub async fn ensure(
+        &self,
+        store: &Arc<Store>,
+        arrived: Instant,
+        min_rv: u64,
+        bytes: usize,
+        watch: bool,
+    ) -> Result<u64, NotFresh> {
+        let gvr = &store.info().gvr;
+        let current = store.resource_version();
+        self.observe(current);
+        let slot = self.slot(gvr);
+        let budget = self.budget(store, &slot, bytes);
+        let prove = self.proof_pays(&slot, bytes, watch);
+        let known = self.known_revision().max(min_rv);
+        if current < known && budget.is_zero() && !prove {
+            // Any probe started now returns ≥ known > current: the read cannot be served without an advance,
+            // and none is expected soon.
+            self.stats.quiet.fetch_add(1, Relaxed);
+            return Err(NotFresh::Quiet { known, current });
+        }
+        let required = match self.probe_after(gvr, &slot, arrived).await {
+            Ok(rv) => rv.max(min_rv),
+            Err(e) => {
+                self.stats.probe_errors.fetch_add(1, Relaxed);
+                return Err(NotFresh::ProbeFailed(e));
+            }
+        };
+        if store.resource_version() >= required || self.wait(store, &slot, required, budget).await {
+            self.stats.fresh.fetch_add(1, Relaxed);
+            return Ok(store.resource_version());
+        }
+        if prove && self.prove(store, &slot, required, arrived).await {
+            self.stats.fresh.fetch_add(1, Relaxed);
+            self.stats.proven.fetch_add(1, Relaxed);
+            return Ok(store.resource_version());
+        }
+        self.stats.lagging.fetch_add(1, Relaxed);
+        Err(NotFresh::Lagging { required, current: store.resource_version() })
+    }
+
+    /// Decides a read at revision `n`, which the store has not reached (`n` > its resourceVersion).
+    /// Never answers 504 when the upstream has reached `n`: the read waits where that pays off, otherwise
+    /// it is forwarded. Only when the upstream itself has not reached `n` does the read wait up to
+    /// `block_timeout` as the apiserver does, and then get the apiserver's 504.
+    pub async fn ahead(
+        &self,
+        store: &Arc<Store>,
+        n: u64,
+        arrived: Instant,
+        bytes: usize,
+        block_timeout: Duration,
+    ) -> Ahead {
+        let gvr = &store.info().gvr;
+        self.observe(store.resource_version());
+        let slot = self.slot(gvr);
+        let upstream_reached = n <= self.known_revision()
+            || match self.probe_after(gvr, &slot, arrived).await {
+                Ok(rv) => rv >= n,
+                Err(_) => {
+                    // Unknown: the upstream decides.
+                    self.stats.probe_errors.fetch_add(1, Relaxed);
+                    true
+                }
+            };
+        if upstream_reached {
+            let budget = self.budget(store, &slot, bytes).min(block_timeout);
+            if store.resource_version() >= n || self.wait(store, &slot, n, budget).await {
+                self.stats.ahead_reached.fetch_add(1, Relaxed);
+                return Ahead::Reached;
+            }
+            self.stats.ahead_forwarded.fetch_add(1, Relaxed);
+            return Ahead::Forward;
+        }
+        // Not reached upstream either: wait as the apiserver's cache would.
+        if store.wait_for(n, block_timeout).await.is_ok() {
+            self.stats.ahead_reached.fetch_add(1, Relaxed);
+            return Ahead::Reached;
+        }
+        // The upstream may have reached it meanwhile through other resources' writes: ask again.
+        match self.probe_after(gvr, &slot, Instant::now()).await {
+            Ok(rv) if rv < n => Ahead::TooLarge { requested: n, current: rv },
+            _ => {
+                self.stats.ahead_forwarded.fetch_add(1, Relaxed);
+                Ahead::Forward
+            }
+        }
+    }
+
+    /// A permit for one fallback (forwarded consistent read); `None` when too many are in flight.
+    pub fn try_fallback(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.fallbacks.clone().try_acquire_owned().ok()
+    }
+
+    /// How long a read of `bytes` should wait for the store's next advance (zero: forward at once).
+    fn budget(&self, store: &Store, slot: &Slot, bytes: usize) -> Duration {
+        let state = store.load();
+        let times = state.retained.iter().rev().take(ACTIVITY_SAMPLES).map(|s| s.taken_at);
+        let activity = Activity::from_times(times, Instant::now());
+        wait_budget(activity, bytes, slot.waiters.load(Relaxed), self.config.wait)
+    }
+
+    /// Whether a proof (~[`PROOF_COST`]) pays off: a consistent watch, or a big read whose forwarding costs
+    /// more, counting the readers it would serve (those waiting now, or the consistent reads of this resource that
+    /// arrived within about one proof's time: a relist storm). Counts this read's arrival.
+    fn proof_pays(&self, slot: &Slot, bytes: usize, watch: bool) -> bool {
+        let window = self.config.proof_cost.max(Duration::from_millis(1));
+        let arrivals = slot.arrivals.lock().expect("arrivals lock poisoned").note(Instant::now(), window);
+        let readers = (slot.waiters.load(Relaxed) as u32).saturating_add(1).max(arrivals).min(1000);
+        let cost = forward_cost(bytes);
+        let big = cost >= self.config.proof_cost / PROOF_MIN_FRACTION;
+        self.config.prove && (watch || (big && cost.saturating_mul(readers) >= self.config.proof_cost))
+    }
+
+    /// Proves the store fresh at `required` (the probed revision): joins the proof watch in flight that
+    /// started after the read arrived, or starts one, and waits for the reflector to apply it. Correctness does
+    /// not rest on timing: only a proof reaching `required` counts (a proof from before the probe finished may
+    /// end short of it; the read is then forwarded).
+    async fn prove(&self, store: &Arc<Store>, slot: &Arc<Slot>, required: u64, arrived: Instant) -> bool {
+        slot.waiters.fetch_add(1, Relaxed);
+        let _waiting = Waiting(&slot.waiters);
+        match self.proof_after(store, slot, arrived).await {
+            Some((from, upto)) if upto >= required && store.resource_version() >= from => {
+                store.wait_for(required, PROOF_APPLY_TIMEOUT).await.is_ok()
+            }
+            _ => store.resource_version() >= required,
+        }
+    }
+
+    /// Waits up to `budget` for the store to reach `rv`; false when it did not (or `budget` is zero).
+    async fn wait(&self, store: &Store, slot: &Slot, rv: u64, budget: Duration) -> bool {
+        if budget.is_zero() {
+            return false;
+        }
+        self.stats.waited.fetch_add(1, Relaxed);
+        slot.waiters.fetch_add(1, Relaxed);
+        let _waiting = Waiting(&slot.waiters);
+        let reached = store.wait_for(rv, budget).await.is_ok();
+        if !reached {
+            self.stats.waits_expired.fetch_add(1, Relaxed);
+        }
+        reached
+    }
+}

@@ -1,0 +1,218 @@
+//! One resource's coalescing slot: at most one probe and one proof watch in flight, their results published
+//! with their start time so a reader trusts only those that started after it arrived.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use super::{Freshness, PROBE_TIMEOUT, probe, proof};
+use crate::resource::Gvr;
+use crate::store::Store;
+
+type ProbeResult = Option<(Instant, Result<u64, String>)>;
+/// A proof's outcome, with its start time: `(from, upto)` when proven.
+type ProofResult = Option<(Instant, Option<(u64, u64)>)>;
+
+/// One resource's probe slot: at most one probe in flight; results published with their start time.
+pub(super) struct Slot {
+    pub(super) running: Mutex<bool>,
+    pub(super) result: watch::Sender<ProbeResult>,
+    /// Readers currently waiting for this resource's store to advance.
+    pub(super) waiters: AtomicUsize,
+    /// Consistent reads of this resource that arrived in the current window (see [`Arrivals`]).
+    pub(super) arrivals: Mutex<Arrivals>,
+    /// At most one proof watch in flight; results published with their start time.
+    pub(super) proving: Mutex<bool>,
+    pub(super) proof: watch::Sender<ProofResult>,
+}
+
+/// Consistent reads counted over fixed windows: how many readers a proof started now would likely serve
+/// (a relist storm shows up as many arrivals within one window).
+#[derive(Debug, Default)]
+pub(super) struct Arrivals {
+    window_start: Option<Instant>,
+    count: u32,
+    previous: u32,
+}
+
+impl Arrivals {
+    /// Counts one arrival at `now`; returns the arrivals in the last `window` or so (the current window's
+    /// and the previous one's, whichever is larger), this one included.
+    pub(super) fn note(&mut self, now: Instant, window: std::time::Duration) -> u32 {
+        match self.window_start {
+            Some(start) if now.saturating_duration_since(start) < window => {}
+            Some(start) if now.saturating_duration_since(start) < window * 2 => {
+                self.previous = self.count;
+                self.count = 0;
+                self.window_start = Some(now);
+            }
+            _ => {
+                self.previous = 0;
+                self.count = 0;
+                self.window_start = Some(now);
+            }
+        }
+        self.count = self.count.saturating_add(1);
+        self.count.max(self.previous)
+    }
+}
+
+/// Decrements a slot's waiter count when the wait ends, however it ends.
+pub(super) struct Waiting<'a>(pub(super) &'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+// === impl Freshness (slots) ===
+
+impl Freshness {
+    /// The outcome of a proof watch that started at or after `after` (coalesced per resource).
+    pub(super) async fn proof_after(
+        &self,
+        store: &Arc<Store>,
+        slot: &Arc<Slot>,
+        after: Instant,
+    ) -> Option<(u64, u64)> {
+        let mut rx = slot.proof.subscribe();
+        loop {
+            {
+                let current = rx.borrow_and_update();
+                if let Some((started, result)) = &*current
+                    && *started >= after
+                {
+                    return *result;
+                }
+            }
+            {
+                let mut proving = slot.proving.lock().expect("proof lock poisoned");
+                if !*proving {
+                    *proving = true;
+                    let started = Instant::now();
+                    let upstream = self.upstream.clone();
+                    let gvr = &store.info().gvr;
+                    let collection = format!("{}/{}", gvr.path_prefix(), gvr.resource);
+                    let (store2, slot2) = (store.clone(), slot.clone());
+                    self.stats.proofs.fetch_add(1, Relaxed);
+                    let (succeeded, failed) =
+                        (self.stats.proofs_succeeded.clone(), self.stats.proofs_failed.clone());
+                    tokio::spawn(async move {
+                        let from = store2.resource_version();
+                        let watched = tokio::time::timeout(
+                            proof::PROOF_TIMEOUT,
+                            proof::quiet_until(&upstream, &collection, from),
+                        );
+                        let result = match watched.await {
+                            Ok(Ok(Some(upto))) if upto > from => {
+                                store2.offer_progress(from, upto);
+                                succeeded.fetch_add(1, Relaxed);
+                                Some((from, upto))
+                            }
+                            Ok(Err(e)) => {
+                                tracing::debug!(resource = %store2.info().gvr, error = %e, "freshness proof failed");
+                                None
+                            }
+                            _ => None,
+                        };
+                        if result.is_none() {
+                            failed.fetch_add(1, Relaxed);
+                        }
+                        *slot2.proving.lock().expect("proof lock poisoned") = false;
+                        slot2.proof.send_replace(Some((started, result)));
+                    });
+                }
+            }
+            if rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    pub(super) fn slot(&self, gvr: &Gvr) -> Arc<Slot> {
+        let mut slots = self.slots.lock().expect("freshness slots lock poisoned");
+        slots
+            .entry(gvr.clone())
+            .or_insert_with(|| {
+                Arc::new(Slot {
+                    running: Mutex::new(false),
+                    result: watch::channel(None).0,
+                    waiters: AtomicUsize::new(0),
+                    arrivals: Mutex::new(Arrivals::default()),
+                    proving: Mutex::new(false),
+                    proof: watch::channel(None).0,
+                })
+            })
+            .clone()
+    }
+
+    /// The upstream's revision from a probe that started at or after `arrived`.
+    pub(super) async fn probe_after(
+        &self,
+        gvr: &Gvr,
+        slot: &Arc<Slot>,
+        arrived: Instant,
+    ) -> Result<u64, String> {
+        let mut rx = slot.result.subscribe();
+        loop {
+            {
+                let current = rx.borrow_and_update();
+                if let Some((started, result)) = &*current
+                    && *started >= arrived
+                {
+                    if let Ok(rv) = result {
+                        self.observe(*rv);
+                    }
+                    return result.clone();
+                }
+            }
+            {
+                let mut running = slot.running.lock().expect("probe lock poisoned");
+                if !*running {
+                    *running = true;
+                    let started = Instant::now();
+                    let upstream = self.upstream.clone();
+                    let path = format!("{}/{}?limit=1", gvr.path_prefix(), gvr.resource);
+                    let slot2 = slot.clone();
+                    self.stats.probes.fetch_add(1, Relaxed);
+                    tokio::spawn(async move {
+                        let result =
+                            match tokio::time::timeout(PROBE_TIMEOUT, probe::probe(&upstream, &path)).await {
+                                Ok(r) => r,
+                                Err(_) => Err("probe timed out".to_owned()),
+                            };
+                        *slot2.running.lock().expect("probe lock poisoned") = false;
+                        slot2.result.send_replace(Some((started, result)));
+                    });
+                }
+            }
+            if rx.changed().await.is_err() {
+                return Err("freshness prober dropped".into());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn arrivals_count_a_burst_and_forget_it_after_two_windows() {
+        let w = Duration::from_secs(2);
+        let t0 = Instant::now();
+        let mut a = Arrivals::default();
+        for i in 1..=5 {
+            assert_eq!(a.note(t0 + Duration::from_millis(i), w), i as u32);
+        }
+        // The next window still remembers the burst.
+        assert_eq!(a.note(t0 + Duration::from_millis(2500), w), 5);
+        // Two windows of silence: forgotten.
+        assert_eq!(a.note(t0 + Duration::from_secs(10), w), 1);
+    }
+}
