@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use http::HeaderMap;
 
 use super::{AUTHENTICATED_GROUP, Attributes, Credential, Identity};
+use crate::codec::gojson::go_quote;
 use crate::codec::status::ApiError;
 
 const USER: &str = "impersonate-user";
@@ -353,25 +354,6 @@ fn domain_prefixed_path_error(key: &str) -> Option<String> {
         ));
     }
     None
-}
-
-/// Go's `%q` for the strings kache prints (printable text; other characters escaped).
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// `serviceaccount.SplitUsername`: `system:serviceaccount:<namespace>:<name>` where the namespace is a

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use kache::app::{Config, Kache};
 
+pub mod auth;
 pub mod tls;
 use kache_sim::{Sim, SimHandle};
 
