@@ -99,7 +99,9 @@ async fn consistent_read(sim: &SimHandle, b: &Kache, i: usize) {
     let before = sim.revision();
     let ns = NAMESPACES[i % NAMESPACES.len()];
     let (path, want) = match i % 3 {
-        0 => (format!("/api/v1/namespaces/{ns}/pods"), Some(items(&sim.list("pods", Some(ns)).expect("list")))),
+        0 => {
+            (format!("/api/v1/namespaces/{ns}/pods"), Some(items(&sim.list("pods", Some(ns)).expect("list"))))
+        }
         1 => (format!("/api/v1/namespaces/{ns}/pods/p{:03}", i % PODS_PER_NAMESPACE), None),
         _ => ("/api/v1/pods".to_owned(), Some(items(&sim.list("pods", None).expect("list")))),
     };
@@ -109,7 +111,11 @@ async fn consistent_read(sim: &SimHandle, b: &Kache, i: usize) {
     match want {
         Some(want) => {
             assert_eq!(items(got["items"].as_array().expect("items")), want, "{path}: the sim's pods");
-            assert!(rv_of(&got) >= before, "{path}: the list at {} reflects the revision {before}", rv_of(&got));
+            assert!(
+                rv_of(&got) >= before,
+                "{path}: the list at {} reflects the revision {before}",
+                rv_of(&got)
+            );
         }
         None => {
             let name = got["metadata"]["name"].as_str().unwrap_or("");
@@ -123,12 +129,19 @@ async fn a_kache_passes_its_proven_revision_on_to_a_kache_behind_it() {
     let (sim, a, b) = chain().await;
     // The pods are quiet: only the foreign writes move the revision. B's store follows the sim's revision
     // through A's bookmarks (A's own periodic bookmark comes once a minute: far beyond this test).
-    for _ in 0..3 {
+    for round in 0..5 {
+        let started = std::time::Instant::now();
+        // A foreign write of our own makes sure the revision moved past B's store.
+        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("f{round}"), "namespace": "default"}});
+        sim.create("configmaps", Some("default"), cm).expect("foreign write");
         let target = sim.revision();
-        eventually(&format!("B's pods store reaches the sim's revision {target}"), Duration::from_secs(20), || async {
-            store_rv(&b).await >= target
-        })
+        eventually(
+            &format!("B's pods store reaches the sim's revision {target}"),
+            Duration::from_secs(20),
+            || async { store_rv(&b).await >= target },
+        )
         .await;
+        eprintln!("chain: round {round}: B's store reached the sim's revision after {:?}", started.elapsed());
     }
     let b_rv = store_rv(&b).await;
     assert!(store_rv(&a).await >= b_rv, "B never runs ahead of A");

@@ -18,8 +18,8 @@ use kube::{Client, ResourceExt};
 use tokio::net::TcpListener;
 
 use kache::app::{Config, Kache};
-use kache_sim::{Sim, SimHandle};
 use kache_sim::workload::{Workload, churn_ops};
+use kache_sim::{Sim, SimHandle};
 
 use common::{TEST_BLOCK_TIMEOUT, start_sim};
 
@@ -249,7 +249,9 @@ async fn pages_and_reflectors_under_foreign_writes() {
         pages += 1;
         match &list_rv {
             None => list_rv = page.metadata.resource_version.clone(),
-            Some(rv) => assert_eq!(page.metadata.resource_version.as_ref(), Some(rv), "page {pages}: one list"),
+            Some(rv) => {
+                assert_eq!(page.metadata.resource_version.as_ref(), Some(rv), "page {pages}: one list")
+            }
         }
         for p in &page.items {
             let key = format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any());
@@ -259,7 +261,8 @@ async fn pages_and_reflectors_under_foreign_writes() {
         if token.is_none() {
             break;
         }
-        let cm = serde_json::json!({"metadata": {"name": format!("between-{pages}"), "namespace": "default"}});
+        let cm =
+            serde_json::json!({"metadata": {"name": format!("between-{pages}"), "namespace": "default"}});
         sim.create("configmaps", Some("default"), cm).expect("foreign write");
     }
     assert!(pages > 10, "the list was paginated: {pages} pages");

@@ -331,7 +331,8 @@ impl Watcher {
     }
 
     fn reset_timer(&mut self) {
-        let wake = [self.next_bookmark, self.progress_due].into_iter().flatten().fold(self.deadline, Instant::min);
+        let wake =
+            [self.next_bookmark, self.progress_due].into_iter().flatten().fold(self.deadline, Instant::min);
         self.timer.as_mut().reset(wake);
     }
 

@@ -538,8 +538,10 @@ async fn progress_is_passed_on_as_a_bookmark_at_most_once_per_gap() {
 async fn progress_bookmarks_never_run_ahead_of_events_and_need_allow_watch_bookmarks() {
     let (store, mut writer) = synced();
     let mut w = watcher(&store, WatchSpec { timeout: SECOND * 30, ..spec(Start::Resume { rv: Some(10) }) });
-    let mut quiet =
-        watcher(&store, WatchSpec { bookmarks: false, timeout: SECOND * 3, ..spec(Start::Resume { rv: None }) });
+    let mut quiet = watcher(
+        &store,
+        WatchSpec { bookmarks: false, timeout: SECOND * 3, ..spec(Start::Resume { rv: None }) },
+    );
     writer.apply([(EventType::Added, pod("ns1", "d", 11, "web"))]);
     writer.progress(12);
     assert_eq!(take(&mut w, 2).await, [ev("ADDED", Some("d"), 11), ev("BOOKMARK", None, 12)]);
@@ -551,7 +553,10 @@ async fn progress_bookmarks_never_run_ahead_of_events_and_need_allow_watch_bookm
     assert_eq!(initial[4], Ev { annotated: true, ..ev("BOOKMARK", None, 12) });
     writer.progress(13);
     // One bookmark at t=1 serves the periodic one due then too; the last comes before the deadline.
-    assert_eq!(timed(&mut list, start).await, [(SECOND, ev("BOOKMARK", None, 13)), (SECOND * 2, ev("BOOKMARK", None, 13))]);
+    assert_eq!(
+        timed(&mut list, start).await,
+        [(SECOND, ev("BOOKMARK", None, 13)), (SECOND * 2, ev("BOOKMARK", None, 13))]
+    );
 }
 
 #[tokio::test(start_paused = true)]
