@@ -268,9 +268,10 @@ async fn pages_and_reflectors_under_foreign_writes() {
     assert!(pages > 10, "the list was paginated: {pages} pages");
     assert_eq!(got, sim_state(&sim), "the pages hold the sim's pods");
 
-    for (what, config) in [
-        ("paginated list-then-watch", watcher::Config::default().page_size(7)),
-        ("streaming lists", watcher::Config::default().streaming_lists()),
+    // The churn seeds of the restart test above, in its order (each churn applies cleanly after the last).
+    for (what, config, seed) in [
+        ("paginated list-then-watch", watcher::Config::default().page_size(7), 1),
+        ("streaming lists", watcher::Config::default().streaming_lists(), 2),
     ] {
         let (store, writer) = reflector::store::<Pod>();
         let errors = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -287,7 +288,7 @@ async fn pages_and_reflectors_under_foreign_writes() {
             .expect("the reflector is ready in time")
             .expect("the store lives");
         converges(&format!("{what}: initial state"), &sim, &store).await;
-        churn(&sim, 21).await;
+        churn(&sim, seed).await;
         converges(&format!("{what}: churn"), &sim, &store).await;
         consumer.abort();
         assert_eq!(*errors.lock().expect("errors lock"), Vec::<String>::new(), "{what}: no watcher error");
