@@ -1,6 +1,7 @@
 //! kube-rs through kache: reflectors (list-then-watch and streaming lists) converge to the sim's state under
 //! churn, restarts of kache (a new kache on the same port) and restarts of the sim; a controller-like loop
-//! writes through kache and reads its own writes.
+//! writes through kache and reads its own writes. Under foreign writes (a real cluster's leases and events
+//! moving the global revision), paginated lists and reflectors get no 504 and see the sim's pods.
 
 mod common;
 
@@ -17,8 +18,8 @@ use kube::{Client, ResourceExt};
 use tokio::net::TcpListener;
 
 use kache::app::{Config, Kache};
-use kache_sim::SimHandle;
 use kache_sim::workload::{Workload, churn_ops};
+use kache_sim::{Sim, SimHandle};
 
 use common::{TEST_BLOCK_TIMEOUT, start_sim};
 
@@ -210,6 +211,90 @@ async fn controller_reads_its_own_writes() {
     let upstream = sim.get("configmaps", Some("ns-0"), "counter").expect("in the sim");
     assert_eq!(upstream["data"]["count"], CONTROLLER_ROUNDS.to_string());
     assert!(kache.stats().memory() > 0, "reads were answered from memory");
+    kache.shutdown().await;
+    sim.shutdown().await;
+}
+
+/// Background writes per second to leases and events (a real cluster's foreign writes).
+const FOREIGN_RATE: f64 = 100.0;
+
+/// kube-rs against kache while leases and events move the global revision (the pods are quiet): pages
+/// followed with a foreign write between them, and reflectors (paginated list-then-watch, streaming lists)
+/// through churn. No request fails (a 504 would be an error here) and every answer equals the sim's pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_and_reflectors_under_foreign_writes() {
+    // The apiserver's bookmark period: the pods' store is not moved by bookmarks during the test.
+    let sim = Sim::builder()
+        .bookmark_interval(Duration::from_secs(60))
+        .wait_timeout(TEST_BLOCK_TIMEOUT)
+        .foreign_writes(FOREIGN_RATE)
+        .start()
+        .await
+        .expect("sim starts");
+    sim.seed(&workload()).expect("seeded");
+    let kache = start_kache_on(&sim.url(), SocketAddr::from(([127, 0, 0, 1], 0))).await;
+    let pods = Api::<Pod>::all(client_for(&kache));
+
+    // A paginated consistent list, a foreign write between pages: one revision, every pod once.
+    let mut pages = 0;
+    let mut got = PodState::new();
+    let mut list_rv = None;
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = ListParams::default().limit(7);
+        if let Some(t) = &token {
+            params = params.continue_token(t);
+        }
+        let page = pods.list(&params).await.unwrap_or_else(|e| panic!("page {pages}: {e}"));
+        pages += 1;
+        match &list_rv {
+            None => list_rv = page.metadata.resource_version.clone(),
+            Some(rv) => {
+                assert_eq!(page.metadata.resource_version.as_ref(), Some(rv), "page {pages}: one list")
+            }
+        }
+        for p in &page.items {
+            let key = format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any());
+            assert!(got.insert(key, p.resource_version().unwrap_or_default()).is_none(), "a pod once");
+        }
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            break;
+        }
+        let cm =
+            serde_json::json!({"metadata": {"name": format!("between-{pages}"), "namespace": "default"}});
+        sim.create("configmaps", Some("default"), cm).expect("foreign write");
+    }
+    assert!(pages > 10, "the list was paginated: {pages} pages");
+    assert_eq!(got, sim_state(&sim), "the pages hold the sim's pods");
+
+    // The churn seeds of the restart test above, in its order (each churn applies cleanly after the last).
+    for (what, config, seed) in [
+        ("paginated list-then-watch", watcher::Config::default().page_size(7), 1),
+        ("streaming lists", watcher::Config::default().streaming_lists(), 2),
+    ] {
+        let (store, writer) = reflector::store::<Pod>();
+        let errors = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = errors.clone();
+        let stream = watcher(pods.clone(), config).default_backoff().reflect(writer);
+        let consumer = tokio::spawn(stream.for_each(move |r| {
+            if let Err(e) = r {
+                seen.lock().expect("errors lock").push(e.to_string());
+            }
+            async {}
+        }));
+        tokio::time::timeout(CONVERGE_TIMEOUT, store.wait_until_ready())
+            .await
+            .expect("the reflector is ready in time")
+            .expect("the store lives");
+        converges(&format!("{what}: initial state"), &sim, &store).await;
+        churn(&sim, seed).await;
+        converges(&format!("{what}: churn"), &sim, &store).await;
+        consumer.abort();
+        assert_eq!(*errors.lock().expect("errors lock"), Vec::<String>::new(), "{what}: no watcher error");
+    }
+    assert!(sim.foreign_writes() > 0, "the background workload ran");
+    assert!(kache.stats().memory() > 0, "kache answered from memory");
     kache.shutdown().await;
     sim.shutdown().await;
 }

@@ -1,4 +1,5 @@
 //! The official Kubernetes Python client through kache: runs tests/python/client_test.py (paginated lists,
+//! also under foreign writes between pages (issue 16),
 //! watch resumed by resourceVersion after a dropped connection and across a kache restart, 410 handling)
 //! against kache in front of a seeded sim. The client lives in a venv under the cargo target dir that
 //! `scripts/install-test-deps.sh` creates; the test prints SKIPPED only when that venv cannot be had (and
@@ -26,6 +27,8 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(300);
 const LINE_BUFFER: usize = 256;
 /// The line by which the script asks for a kache restart.
 const RESTART_REQUEST: &str = "@@restart-kache";
+/// The line by which the script sets the sim's foreign writes per second (`@@foreign-writes RATE`).
+const FOREIGN_WRITES_REQUEST: &str = "@@foreign-writes ";
 
 fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -120,6 +123,9 @@ async fn python_client_through_kache() {
                 }
                 kache = Some(start_kache_on(&sim.url(), addr).await);
                 writeln!(stdin, "restarted").and_then(|()| stdin.flush()).expect("answer the script");
+            } else if let Some(rate) = line.strip_prefix(FOREIGN_WRITES_REQUEST) {
+                sim.set_foreign_writes(rate.trim().parse().expect("a rate per second"));
+                writeln!(stdin, "ok").and_then(|()| stdin.flush()).expect("answer the script");
             } else {
                 output.push(line);
             }
@@ -132,7 +138,7 @@ async fn python_client_through_kache() {
     let status =
         tokio::task::spawn_blocking(move || child.wait()).await.expect("joined").expect("python exits");
     assert!(status.success(), "the Python checks failed (see their output above): {output:?}");
-    assert_eq!(output.last().map(String::as_str), Some("5 passed, 0 failed"), "{output:?}");
+    assert_eq!(output.last().map(String::as_str), Some("6 passed, 0 failed"), "{output:?}");
     let kache = kache.expect("kache runs");
     assert!(kache.stats().memory() > 0, "kache answered from memory");
     kache.shutdown().await;

@@ -763,7 +763,40 @@ const INFORMER_DURATION: &str = "6s";
 /// The same with a kache restart in the middle (the informer backs off and re-watches).
 const INFORMER_DURATION_WITH_RESTART: &str = "12s";
 
-/// Runs `informer-check` through kache: waits for its sync line, writes [`CHURN_ROUNDS`] rounds (with
+/// The period of the background foreign writes while an informer runs (a real cluster's leases and events).
+const FOREIGN_PERIOD: Duration = Duration::from_millis(50);
+
+/// Writes, every [`FOREIGN_PERIOD`] until `stop`, to the resource the informer of `resource` does not watch
+/// (fischers for flunders, flunders in their own namespace for fischers), so the global revision moves all
+/// through the informer's run, its sync (WatchList or list) included. Returns the number of writes.
+fn foreign_writer(
+    api: &Endpoint,
+    resource: &str,
+    tag: String,
+    stop: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<usize> {
+    let api = api.clone();
+    let fischers = resource.contains("flunders");
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(FOREIGN_PERIOD);
+        let mut n = 0;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return n,
+                _ = tick.tick() => {}
+            }
+            let name = format!("bg-{tag}-{n}");
+            if fischers {
+                foreign_write(&api, &name).await;
+            } else {
+                create(&api, &ns_path("ns-bg"), &flunder("ns-bg", &name, n)).await;
+            }
+            n += 1;
+        }
+    })
+}
+
+/// Runs `informer-check` through kache, with foreign writes all through its run: waits for its sync line, writes [`CHURN_ROUNDS`] rounds (with
 /// `restart_midway`, kache is stopped and started again on its port in the middle, with writes while it is
 /// down), then requires exit 0 (its store equals a consistent list from the apiserver).
 async fn informer_check(
@@ -789,6 +822,9 @@ async fn informer_check(
         "--sync-timeout".to_owned(),
         "60s".to_owned(),
     ];
+    let tag = format!("{}-{watchlist}-{restart_midway}", resource.rsplit('/').next().unwrap_or(resource));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let background = foreign_writer(direct, resource, tag.clone(), stop.clone());
     let program = api.informer_check.as_ref().expect("start.sh prints INFORMER_CHECK");
     let mut child = std::process::Command::new(program)
         .args(&args)
@@ -825,7 +861,6 @@ async fn informer_check(
     .await
     .unwrap_or(false);
     if synced {
-        let tag = format!("{}-{watchlist}-{restart_midway}", resource.rsplit('/').next().unwrap_or(resource));
         if restart_midway {
             churn(direct, &format!("{tag}-a"), CHURN_ROUNDS / 2).await;
             // Its watch ends with kache; it re-watches (or relists on 410) against the new one.
@@ -843,21 +878,24 @@ async fn informer_check(
         .await
         .expect("wait thread")
         .expect("informer-check exits");
+    stop.cancel();
+    let foreign = background.await.expect("foreign writer");
     while let Some(line) = lines.recv().await {
         seen.push(line);
     }
     let stderr = stderr.join().unwrap_or_default();
-    eprintln!("informer-check {args:?}:\n{}", seen.join("\n"));
+    eprintln!("informer-check {args:?} ({foreign} foreign writes during its run):\n{}", seen.join("\n"));
     assert!(
         synced && status.success(),
         "informer-check {args:?} exited {:?} (synced: {synced})\nstdout:\n{}\nstderr:\n{stderr}",
         status.code(),
         seen.join("\n")
     );
+    assert!(foreign > 0, "foreign writes went on during the informer's run");
 }
 
-/// A client-go informer (`informer-check`) through kache, WatchList on and off, with writes and foreign
-/// writes after its sync, and once with a kache restart in the middle: its store must equal a consistent
+/// A client-go informer (`informer-check`) through kache, WatchList on and off, with foreign writes all
+/// through its run (issue 16: a real cluster's leases and events) and writes after its sync, and once with a kache restart in the middle: its store must equal a consistent
 /// list from the apiserver (exit 0).
 #[test]
 fn client_go_informers_through_kache_match_the_apiserver() {

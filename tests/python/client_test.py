@@ -113,6 +113,19 @@ def named(name, kind=None):
     return check
 
 
+def foreign_writes(per_sec):
+    """Asks the harness to set the sim's background writes to leases and events (a real cluster's)."""
+    print(f"@@foreign-writes {per_sec}", flush=True)
+    line = sys.stdin.readline()
+    assert line.strip() == "ok", f"harness answered {line!r}"
+
+
+def foreign_write(n):
+    """A write kache does not look at (a config map), moving the global revision as a lease renewal would."""
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"py-foreign-{n}"}}
+    sim.create_namespaced_config_map("default", body)
+
+
 def restart_kache():
     print("@@restart-kache", flush=True)
     line = sys.stdin.readline()
@@ -137,6 +150,43 @@ def check_paginated_lists():
     assert len(typed.items) == 5 and typed.metadata._continue, "typed page with a continue token"
     nxt = kache.list_namespaced_pod(NAMESPACE, limit=5, _continue=typed.metadata._continue)
     assert {p.metadata.name for p in typed.items}.isdisjoint({p.metadata.name for p in nxt.items})
+
+
+def check_paginated_lists_under_foreign_writes():
+    """Issue 16: while leases and events move the global revision (the pods are quiet), pages followed through
+    kache, a foreign write between every two, never fail (no 504) and hold the sim's pods at one revision,
+    whichever side answers the first page."""
+    foreign_writes(100)
+    try:
+        writes = 0
+        for namespace in (None, NAMESPACE):
+            if namespace is None:
+                want = state(raw(sim.list_pod_for_all_namespaces)["items"])
+                calls = (kache.list_pod_for_all_namespaces, sim.list_pod_for_all_namespaces)
+                args = ()
+            else:
+                want = state(raw(sim.list_namespaced_pod, namespace)["items"])
+                calls = (kache.list_namespaced_pod, sim.list_namespaced_pod)
+                args = (namespace,)
+            for limit in (7, 50):
+                for first_from_sim in (False, True):
+                    items, token, rvs = [], None, set()
+                    while True:
+                        call = calls[1] if first_from_sim and token is None else calls[0]
+                        body = raw(call, *args, limit=limit, _continue=token)
+                        items.extend(body["items"])
+                        rvs.add(body["metadata"]["resourceVersion"])
+                        token = body["metadata"].get("continue")
+                        if not token:
+                            break
+                        foreign_write(writes)
+                        writes += 1
+                    what = f"namespace={namespace} limit={limit} first_from_sim={first_from_sim}"
+                    assert state(items) == want, f"{what}: pages differ from the sim's list"
+                    assert len(rvs) == 1, f"{what}: pages of one list at several revisions {rvs}"
+        assert writes > 20, f"foreign writes between pages: {writes}"
+    finally:
+        foreign_writes(0)
 
 
 def check_watch_resumes_after_dropped_connection():
@@ -255,6 +305,7 @@ def check_kache_relists_after_compaction():
 
 CHECKS = [
     check_paginated_lists,
+    check_paginated_lists_under_foreign_writes,
     check_watch_resumes_after_dropped_connection,
     check_watch_across_kache_restart,
     check_expired_resource_versions,

@@ -7,6 +7,11 @@
 //! bookmark is only sent after every earlier event of the watch. So a watch from `from` whose *first* frame
 //! is a BOOKMARK at `upto` proves the resource has no event in `(from, upto]`. An event, an ERROR (410: the
 //! revision is too old) or the end of the stream first proves nothing.
+//!
+//! Bookmarks that follow each other with no event between prove as much: the proof reads on until one
+//! reaches the revision it wants (the upstream's known revision when it started) and keeps the highest. An
+//! upstream kache passes its store's progress on as bookmarks at once, so behind a kache the first bookmark
+//! may carry a revision it proved just before the reader's probe, and the next one the revision wanted.
 
 use std::time::Duration;
 
@@ -22,15 +27,17 @@ use crate::upstream::Upstream;
 pub const PROOF_WATCH_SECONDS: u64 = 3;
 /// A proof watch that has not decided by then has failed (the stream should have ended at 3 s).
 pub const PROOF_TIMEOUT: Duration = Duration::from_secs(5);
-/// The first frame is all a proof reads; one longer than this is an event (not a bookmark).
-const MAX_FIRST_FRAME: usize = 1 << 20;
+/// A proof reads only bookmarks; a frame longer than this is an event.
+const MAX_FRAME: usize = 1 << 20;
 
-/// Watches `collection` (the resource's list path) from `from`; `Ok(Some(upto))` when the first frame is a
-/// BOOKMARK at `upto`, `Ok(None)` when something else came first or the stream ended.
+/// Watches `collection` (the resource's list path) from `from`; `Ok(Some(upto))` when the stream starts with
+/// bookmarks, the last read at `upto` (reading stops at the first at `want` or beyond, at any other frame
+/// and at the end of the stream); `Ok(None)` when something else came first or the stream ended.
 pub(super) async fn quiet_until(
     upstream: &Upstream,
     collection: &str,
     from: u64,
+    want: u64,
 ) -> Result<Option<u64>, String> {
     let path = format!(
         "{collection}?watch=1&allowWatchBookmarks=true&resourceVersion={from}&timeoutSeconds={PROOF_WATCH_SECONDS}"
@@ -47,25 +54,51 @@ pub(super) async fn quiet_until(
     }
     let mut body = resp.into_body();
     let mut buf = BytesMut::new();
+    let mut run = Bookmarks { upto: None, want };
     loop {
         if let Some(pos) = memchr::memchr(b'\n', &buf) {
             let line = buf.split_to(pos + 1);
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
+            if run.decided(&line) {
+                return Ok(run.upto);
             }
-            return Ok(bookmark_rv(&line));
+            continue;
         }
-        if buf.len() > MAX_FIRST_FRAME {
-            return Ok(None);
+        if buf.len() > MAX_FRAME {
+            return Ok(run.upto);
         }
         match body.frame().await {
-            None => return Ok(None),
+            None => return Ok(run.upto),
+            Some(Err(_)) if run.upto.is_some() => return Ok(run.upto),
             Some(Err(e)) => return Err(format!("proof watch: {e}")),
             Some(Ok(frame)) => {
                 if let Ok(data) = frame.into_data() {
                     buf.extend_from_slice(&data);
                 }
             }
+        }
+    }
+}
+
+/// The leading run of bookmarks of a proof watch.
+struct Bookmarks {
+    /// The highest bookmark so far.
+    upto: Option<u64>,
+    /// Reading stops at a bookmark this high.
+    want: u64,
+}
+
+impl Bookmarks {
+    /// Takes the next line; true when the proof is decided (`upto` is its outcome).
+    fn decided(&mut self, line: &[u8]) -> bool {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return false;
+        }
+        match bookmark_rv(line) {
+            Some(rv) => {
+                self.upto = Some(self.upto.map_or(rv, |u| u.max(rv)));
+                rv >= self.want
+            }
+            None => true,
         }
     }
 }
@@ -107,5 +140,28 @@ mod tests {
         let error = br#"{"type":"ERROR","object":{"kind":"Status","code":410}}"#;
         assert_eq!(bookmark_rv(error), None);
         assert_eq!(bookmark_rv(b"not json"), None);
+    }
+
+    fn bookmark(rv: u64) -> String {
+        format!(r#"{{"type":"BOOKMARK","object":{{"kind":"Pod","metadata":{{"resourceVersion":"{rv}"}}}}}}"#)
+    }
+
+    #[test]
+    fn a_run_of_bookmarks_proves_up_to_its_highest_until_one_reaches_the_wanted_revision() {
+        // Bookmarks below the wanted revision (an upstream kache passing on its progress) are read on.
+        let mut run = Bookmarks { upto: None, want: 50 };
+        assert!(!run.decided(bookmark(40).as_bytes()));
+        assert!(!run.decided(b"\n"));
+        assert!(run.decided(bookmark(55).as_bytes()));
+        assert_eq!(run.upto, Some(55));
+        // An event ends the run: what came before it still holds.
+        let mut run = Bookmarks { upto: None, want: 50 };
+        assert!(!run.decided(bookmark(40).as_bytes()));
+        assert!(run.decided(br#"{"type":"ADDED","object":{"metadata":{"resourceVersion":"45"}}}"#));
+        assert_eq!(run.upto, Some(40));
+        // An event first proves nothing.
+        let mut run = Bookmarks { upto: None, want: 50 };
+        assert!(run.decided(br#"{"type":"ERROR","object":{"kind":"Status","code":410}}"#));
+        assert_eq!(run.upto, None);
     }
 }

@@ -100,11 +100,14 @@ impl Freshness {
                     self.stats.proofs.fetch_add(1, Relaxed);
                     let (succeeded, failed) =
                         (self.stats.proofs_succeeded.clone(), self.stats.proofs_failed.clone());
+                    // What the readers waiting now need (every probe they trusted raised it); a reader whose probe ends
+                    // later may need more, and is forwarded when the proof falls short of it.
+                    let want = self.known_revision();
                     tokio::spawn(async move {
                         let from = store2.resource_version();
                         let watched = tokio::time::timeout(
                             proof::PROOF_TIMEOUT,
-                            proof::quiet_until(&upstream, &collection, from),
+                            proof::quiet_until(&upstream, &collection, from, want),
                         );
                         let result = match watched.await {
                             Ok(Ok(Some(upto))) if upto > from => {

@@ -23,6 +23,11 @@ pub const PRE_DEADLINE: Duration = Duration::from_secs(2);
 /// The apiserver's bookmark dispatcher ticks about every second (`cacher.go:904-961`); a watch-list watcher
 /// is re-queued for the next tick after its initial-events-end bookmark (§10 of the semantics reference).
 pub const DISPATCH_TICK: Duration = Duration::from_secs(1);
+/// A watcher that allows bookmarks gets one when the store's proven revision moves (an upstream bookmark
+/// or a freshness proof applied as progress), at most once per this gap. The apiserver sends bookmarks at
+/// its discretion (on its ~1 s dispatcher tick); kache uses that freedom so that a kache behind it learns
+/// the proven revision within a gap instead of a minute, and can prove its own consistent reads with it.
+pub const PROGRESS_BOOKMARK_GAP: Duration = DISPATCH_TICK;
 /// The annotation on the bookmark that ends a watch-list's initial events (`metav1.InitialEventsAnnotationKey`).
 pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 

@@ -6,6 +6,9 @@
 //! - `position` is the RV up to which the client has been told everything (events, history, snapshot,
 //!   store progress). A BOOKMARK always carries `position`, so it never claims an RV whose events are still
 //!   unsent: bookmarks travel in the same ordered stream as events.
+//! - Store progress (an upstream bookmark or an applied freshness proof) is passed on as a BOOKMARK at
+//!   once, at most one per [`PROGRESS_BOOKMARK_GAP`]; a progress that comes sooner is sent when the gap
+//!   ends (whatever `position` is then). A kache downstream thus learns the proven revision promptly.
 //! - Memory per watcher is O(1): a lagging receiver is closed (the shared ring overwrote what it did not
 //!   send), initial events are read from the snapshot in bounded batches, and a resume replays the history
 //!   through a cursor into the store's shared log (never a copy of the tail, however far back it starts).
@@ -19,7 +22,7 @@ use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::bookmark::{BookmarkShape, DISPATCH_TICK, next_bookmark};
+use super::bookmark::{BookmarkShape, DISPATCH_TICK, PROGRESS_BOOKMARK_GAP, next_bookmark};
 use super::error::StartError;
 use super::filter::{Filter, Transition};
 use super::frame::{self, FrameType, WatchView};
@@ -111,9 +114,16 @@ pub struct Watcher {
     generation: u64,
     deadline: Instant,
     next_bookmark: Option<Instant>,
+    /// The highest RV a bookmark of this watcher carried.
+    bookmarked: u64,
+    /// When this watcher last sent a bookmark (the progress bookmarks' rate bound).
+    last_bookmark: Option<Instant>,
+    /// A progress bookmark held back by [`PROGRESS_BOOKMARK_GAP`] is due then.
+    progress_due: Option<Instant>,
     bookmark_interval: Duration,
     wait_timeout: Duration,
-    /// Wakes the watcher at `min(next_bookmark, deadline)` (only the deadline before the live phase).
+    /// Wakes the watcher at `min(next_bookmark, progress_due, deadline)` (only the deadline before the live
+    /// phase).
     timer: Pin<Box<Sleep>>,
     token: CancellationToken,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
@@ -146,6 +156,9 @@ impl Watcher {
             generation: 0,
             deadline,
             next_bookmark: next,
+            bookmarked: 0,
+            last_bookmark: None,
+            progress_due: None,
             bookmark_interval: spec.bookmark_interval,
             wait_timeout: spec.wait_timeout,
             timer: Box::pin(tokio::time::sleep_until(deadline)),
@@ -241,6 +254,13 @@ impl Watcher {
                 }
                 Phase::Live => {
                     self.phase = Phase::Live;
+                    if self.progress_due.is_some_and(|t| t <= now) {
+                        self.progress_due = None;
+                        self.reset_timer();
+                        if let Some(frame) = self.progress_bookmark(now) {
+                            return Some(frame);
+                        }
+                    }
                     if self.next_bookmark.is_some_and(|t| t <= now)
                         && let Some(frame) = self.bookmark_due(now)
                     {
@@ -292,6 +312,8 @@ impl Watcher {
                 stats::record_bookmark();
                 // The apiserver re-queues a watch-list watcher for the next dispatcher tick.
                 let now = Instant::now();
+                self.bookmarked = snapshot.rv;
+                self.last_bookmark = Some(now);
                 self.enter_live(next_bookmark(now, DISPATCH_TICK.min(self.bookmark_interval), self.deadline));
             }
             _ => self.enter_live(None),
@@ -309,7 +331,8 @@ impl Watcher {
     }
 
     fn reset_timer(&mut self) {
-        let wake = self.next_bookmark.map_or(self.deadline, |t| t.min(self.deadline));
+        let wake =
+            [self.next_bookmark, self.progress_due].into_iter().flatten().fold(self.deadline, Instant::min);
         self.timer.as_mut().reset(wake);
     }
 
@@ -317,12 +340,43 @@ impl Watcher {
     fn bookmark_due(&mut self, now: Instant) -> Option<Bytes> {
         self.next_bookmark = next_bookmark(now, self.bookmark_interval, self.deadline);
         self.reset_timer();
-        let shape = self.bookmark.as_ref()?;
         if self.position <= self.floor {
             return None;
         }
+        self.send_bookmark(now)
+    }
+
+    /// The store's proven revision moved `position`: a bookmark now, or when the rate bound allows
+    /// (see the module invariants). Nothing when bookmarks are not allowed or one already carried it.
+    fn progress_bookmark(&mut self, now: Instant) -> Option<Bytes> {
+        if self.bookmark.is_none() || self.position <= self.floor.max(self.bookmarked) {
+            return None;
+        }
+        match self.last_bookmark.map(|t| t + PROGRESS_BOOKMARK_GAP) {
+            Some(allowed) if now < allowed => {
+                if self.progress_due.is_none() {
+                    self.progress_due = Some(allowed);
+                    self.reset_timer();
+                }
+                None
+            }
+            _ => self.send_bookmark(now),
+        }
+    }
+
+    /// The BOOKMARK at `position` (which every sent event precedes).
+    fn send_bookmark(&mut self, now: Instant) -> Option<Bytes> {
+        let frame = self.bookmark.as_ref()?.frame(self.position, false);
         stats::record_bookmark();
-        Some(shape.frame(self.position, false))
+        self.bookmarked = self.position;
+        self.last_bookmark = Some(now);
+        self.progress_due = None;
+        // One bookmark serves a periodic one due at the same time.
+        if self.next_bookmark.is_some_and(|t| t <= now) {
+            self.next_bookmark = next_bookmark(now, self.bookmark_interval, self.deadline);
+        }
+        self.reset_timer();
+        Some(frame)
     }
 
     /// Whether the live ring overwrote a signal this watcher has not received yet (it can only be closed as
@@ -359,7 +413,13 @@ impl Watcher {
                         return Some(frame);
                     }
                 }
-                Signal::Progress(rv) => self.position = self.position.max(rv),
+                Signal::Progress(rv) if rv > self.position => {
+                    self.position = rv;
+                    if let Some(frame) = self.progress_bookmark(Instant::now()) {
+                        return Some(frame);
+                    }
+                }
+                Signal::Progress(_) => {}
                 Signal::Reset { generation } if generation > self.generation => {
                     // The store was rebuilt from a relist: like the apiserver's terminateAllWatchers, end the
                     // stream; the client re-watches, and an RV older than the relist gets 410.

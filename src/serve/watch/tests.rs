@@ -480,7 +480,83 @@ async fn bookmark_carries_progress_rv() {
     let mut w = watcher(&store, spec);
     assert!(w.next_frame().now_or_never_pending(), "started and waiting");
     writer.progress(15);
-    assert_eq!(drain(&mut w).await, [ev("BOOKMARK", None, 15), ev("BOOKMARK", None, 15)]);
+    // At once (the store's proven revision moved), then periodic at t=1 and before the deadline at t=2.
+    assert_eq!(
+        drain(&mut w).await,
+        [ev("BOOKMARK", None, 15), ev("BOOKMARK", None, 15), ev("BOOKMARK", None, 15)]
+    );
+}
+
+/// Reads frames with the (paused) time each arrived at, until the stream ends.
+async fn timed(w: &mut Watcher, start: tokio::time::Instant) -> Vec<(Duration, Ev)> {
+    let mut seen = Vec::new();
+    while let Some(chunk) = w.next_frame().await {
+        for e in parse(&chunk) {
+            seen.push((start.elapsed(), e));
+        }
+    }
+    seen
+}
+
+#[tokio::test(start_paused = true)]
+async fn progress_is_passed_on_as_a_bookmark_at_most_once_per_gap() {
+    let (store, mut writer) = synced();
+    // A long periodic interval: every bookmark here comes from store progress.
+    let spec = WatchSpec { timeout: SECOND * 30, ..spec(Start::Resume { rv: None }) };
+    let start = tokio::time::Instant::now();
+    let mut w = watcher(&store, spec);
+    let reader = tokio::spawn(async move { timed(&mut w, start).await });
+    tokio::time::sleep(SECOND / 2).await;
+    writer.progress(15);
+    // Within the gap: the first is held back, the second only moves what the held-back one will carry.
+    tokio::time::sleep(SECOND / 4).await;
+    writer.progress(16);
+    tokio::time::sleep(SECOND / 4).await;
+    writer.progress(17);
+    // An event after a held-back progress: the bookmark that follows carries it too.
+    tokio::time::sleep(SECOND / 4).await;
+    writer.apply([(EventType::Added, pod("ns1", "d", 18, "web"))]);
+    // Long after the gap: at once again.
+    tokio::time::sleep(SECOND * 3).await;
+    writer.progress(20);
+    let seen = reader.await.expect("reader");
+    let ms = Duration::from_millis;
+    assert_eq!(
+        seen,
+        [
+            (ms(500), ev("BOOKMARK", None, 15)),
+            (ms(1250), ev("ADDED", Some("d"), 18)),
+            (ms(1500), ev("BOOKMARK", None, 18)),
+            (ms(4250), ev("BOOKMARK", None, 20)),
+            // The pre-deadline bookmark (t = 30 − 2 s).
+            (SECOND * 28, ev("BOOKMARK", None, 20)),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn progress_bookmarks_never_run_ahead_of_events_and_need_allow_watch_bookmarks() {
+    let (store, mut writer) = synced();
+    let mut w = watcher(&store, WatchSpec { timeout: SECOND * 30, ..spec(Start::Resume { rv: Some(10) }) });
+    let mut quiet = watcher(
+        &store,
+        WatchSpec { bookmarks: false, timeout: SECOND * 3, ..spec(Start::Resume { rv: None }) },
+    );
+    writer.apply([(EventType::Added, pod("ns1", "d", 11, "web"))]);
+    writer.progress(12);
+    assert_eq!(take(&mut w, 2).await, [ev("ADDED", Some("d"), 11), ev("BOOKMARK", None, 12)]);
+    assert_eq!(drain(&mut quiet).await, [ev("ADDED", Some("d"), 11)]);
+    // A watch-list's end bookmark counts for the rate bound: progress right after it waits for the gap.
+    let start = tokio::time::Instant::now();
+    let mut list = watcher(&store, WatchSpec { timeout: SECOND * 4, ..spec(WATCH_LIST) });
+    let initial = take(&mut list, 5).await;
+    assert_eq!(initial[4], Ev { annotated: true, ..ev("BOOKMARK", None, 12) });
+    writer.progress(13);
+    // One bookmark at t=1 serves the periodic one due then too; the last comes before the deadline.
+    assert_eq!(
+        timed(&mut list, start).await,
+        [(SECOND, ev("BOOKMARK", None, 13)), (SECOND * 2, ev("BOOKMARK", None, 13))]
+    );
 }
 
 #[tokio::test(start_paused = true)]
