@@ -346,7 +346,12 @@ impl KacheHandler {
                 if r.legacy_watch_path {
                     return self.forward(req, id).await;
                 }
-                return not_acceptable_response(&ApiError::route_not_acceptable(list), &req);
+                let err = ApiError::route_not_acceptable(list);
+                // The error itself is negotiated on the same header: `application/*` gets JSON as usual.
+                return match negotiate::negotiate(accept) {
+                    negotiate::Negotiated::Json { pretty } => error_response(&err, &req, pretty),
+                    _ => not_acceptable_response(&err, &req),
+                };
             }
         }
         let negotiated = if r.verb == Verb::Watch {

@@ -222,7 +222,12 @@ async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     {
         let list = t.name.is_none() || watching;
         if !view::route_accepts(accept) {
-            return response::raw_json(406, &ApiError::route_not_acceptable(list).to_status());
+            let err = ApiError::route_not_acceptable(list);
+            // The error itself is negotiated on the same header: `application/*` gets JSON as usual.
+            return match negotiated {
+                view::Negotiated::Json(_) => out.error(&err),
+                view::Negotiated::NotAcceptable { .. } => response::raw_json(406, &err.to_status()),
+            };
         }
     }
     if let view::Negotiated::NotAcceptable { stream } = negotiated {
