@@ -188,6 +188,8 @@ enum Source {
     Upstream,
     /// Either is right (the choice depends on when the apiserver reports progress); the answer must match.
     Either,
+    /// Answered by kache itself before any store is read (a 406 of content negotiation).
+    Local,
 }
 
 /// Sends reads to both sides and collects every difference (the test fails at the end with all of them).
@@ -236,6 +238,7 @@ impl<'a> Differential<'a> {
         let served = match (memory, forwarded) {
             (1, 0) => Some(Source::Memory),
             (0, 1) => Some(Source::Upstream),
+            (0, 0) => Some(Source::Local),
             _ => None,
         };
         if source == Source::Either && served.is_some() {
@@ -498,6 +501,26 @@ fn reads_match_the_apiserver() {
             Upstream,
         )
         .await;
+
+        // 406s: go-restful's route selection refuses an Accept naming nothing the route produces (bare
+        // media types compared exactly: no `application/*`, case-sensitive), with its own wording; a clause
+        // it lets through that the apiserver cannot negotiate gets the negotiation's wording. Both are
+        // written indented without a trailing newline; a YAML-only watch gets a YAML Status (forwarded).
+        let f001 = format!("{}/f-001", ns_path("ns-a"));
+        let watch_a = format!("{}?watch=1", ns_path("ns-a"));
+        for accept in [
+            "application/xml",
+            "text/plain",
+            "image/*",
+            "application/*",
+            "APPLICATION/JSON",
+            "application/json;as=Foo;g=meta.k8s.io;v=v1",
+        ] {
+            for path in [&ns_a0, &f001, &watch_a] {
+                d.same(path, &[("accept", accept)], Local).await;
+            }
+        }
+        d.same(&watch_a, &[("accept", "application/yaml")], Upstream).await;
 
         // Last, a foreign write: the flunders store cannot prove itself fresh until the apiserver reports
         // progress (its periodic bookmark), so kache forwards consistent reads meanwhile; whichever it
@@ -1037,6 +1060,29 @@ fn custom_resources_match_the_crd_apiserver() {
             "limit=abc",
         ] {
             d.same(&format!("{WIDGETS}?{q}"), &[], Memory).await;
+        }
+        // Field selectors on other fields depend on the CRD's selectableFields: the apiserver filters on
+        // `spec.color` and refuses the rest with its custom-resource wording (forwarded).
+        for q in [
+            "fieldSelector=spec.color%3Dred",
+            "fieldSelector=spec.color%21%3Dred,metadata.namespace%3Dteam-b",
+            "fieldSelector=spec.size%3D1",
+            "fieldSelector=.spec.color%3Dred",
+            "fieldSelector=metadata.uid%3Dx",
+        ] {
+            d.same(&format!("{WIDGETS}?{q}"), &[], Upstream).await;
+        }
+        // The custom resource handler negotiates without go-restful: `application/*` is JSON, and what it
+        // cannot negotiate is its 406 (indented, no trailing newline), for gets, lists and watches alike.
+        d.same(&format!("{WIDGETS}?resourceVersion=0"), &[("accept", "application/*")], Memory).await;
+        for accept in ["application/xml", "text/plain", "image/*", "APPLICATION/JSON"] {
+            for path in [
+                widgets_in("team-a"),
+                format!("{}/w-003", widgets_in("team-b")),
+                format!("{}?watch=1", widgets_in("team-a")),
+            ] {
+                d.same(&path, &[("accept", accept)], Local).await;
+            }
         }
         d.same(&format!("{WIDGETS}?resourceVersion=0"), &[("accept-encoding", "gzip")], Memory).await;
         d.same(&format!("{WIDGETS}?resourceVersion=0&limit=5"), &[("accept", META_LIST)], Memory).await;

@@ -208,6 +208,25 @@ impl ApiError {
         Self::new(406, "NotAcceptable", format!("only the following media types are accepted: {accepted}"))
     }
 
+    /// 406 from go-restful's route selection (`ServiceErrorHandler` writes a generic server response:
+    /// `details` is `{}`), for a get route or a list route (which also serves `?watch=1`).
+    pub fn route_not_acceptable(list: bool) -> Self {
+        let stream = if list {
+            ", application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+        } else {
+            ""
+        };
+        let mut e = Self::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf{stream}"
+            ),
+        );
+        e.details = Some(Box::default());
+        e
+    }
+
     /// 406 from a response transformation (`handlers/response.go` `newNotAcceptableError`).
     pub fn not_acceptable_because(message: impl Into<String>) -> Self {
         Self::new(406, "NotAcceptable", message)

@@ -42,6 +42,19 @@ pub const ACCEPTED_MEDIA_TYPES: &[&str] =
 pub const ACCEPTED_STREAM_MEDIA_TYPES: &[&str] =
     &["application/json;stream=watch", "application/vnd.kubernetes.protobuf;stream=watch"];
 
+/// What the go-restful route of a typed resource's get produces (`Route.Produces`, CBOR gate off).
+pub const ROUTE_GET_PRODUCES: &[&str] =
+    &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
+
+/// What the go-restful route of a typed resource's list (which also serves `?watch=1`) produces.
+pub const ROUTE_LIST_PRODUCES: &[&str] = &[
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+    "application/json;stream=watch",
+    "application/vnd.kubernetes.protobuf;stream=watch",
+];
+
 /// What kind of field error (`field.ErrorType`); only the kinds request validation produces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldErrorKind {
@@ -186,6 +199,11 @@ pub enum ApiError {
     /// 406 NotAcceptable: nothing in Accept can be produced; lists the accepted media types.
     #[error("only the following media types are accepted: {}", .accepted.join(", "))]
     NotAcceptable { accepted: &'static [&'static str] },
+    /// 406 from go-restful's route selection (typed resources), before the handler negotiates: no Accept
+    /// clause names a media type the route produces. Written by `ServiceErrorHandler` as a generic server
+    /// response, so its details are `{}`.
+    #[error("406: Not Acceptable\n\nAvailable representations: {}", .produces.join(", "))]
+    RouteNotAcceptable { produces: &'static [&'static str] },
     /// 405 MethodNotAllowed (`errors.NewMethodNotSupported`): `watch is not supported on resources of kind "x"`.
     #[error("{} is not supported on resources of kind {}", .action, go_quote(&group_resource(.group, .resource)))]
     MethodNotSupported { group: String, resource: String, action: String },
@@ -316,6 +334,18 @@ impl ApiError {
         }
     }
 
+    /// 406 of go-restful's route selection for a typed resource's get (`list == false`) or list/watch.
+    pub fn route_not_acceptable(list: bool) -> Self {
+        Self::RouteNotAcceptable { produces: if list { ROUTE_LIST_PRODUCES } else { ROUTE_GET_PRODUCES } }
+    }
+
+    /// The body of a 406 as the apiserver writes it: negotiating the error's own media type fails on the
+    /// same Accept header, so `WriteObjectNegotiated` falls back to `WriteRawJSON` — two-space indentation,
+    /// no trailing newline, whatever `pretty` or the User-Agent say.
+    pub fn to_raw_json(&self) -> Bytes {
+        self.to_json_pretty()
+    }
+
     pub fn method_not_supported(group: &str, resource: &str, action: &str) -> Self {
         Self::MethodNotSupported { group: group.into(), resource: resource.into(), action: action.into() }
     }
@@ -329,7 +359,7 @@ impl ApiError {
             Self::Expired(_) | Self::ExpiredList | Self::ExpiredContinue { .. } => 410,
             Self::TooLargeResourceVersion { .. } | Self::Timeout { .. } => 504,
             Self::TooManyRequests { .. } => 429,
-            Self::NotAcceptable { .. } => 406,
+            Self::NotAcceptable { .. } | Self::RouteNotAcceptable { .. } => 406,
             Self::MethodNotSupported { .. } => 405,
             Self::ServiceUnavailable(_) => 503,
             Self::Unauthorized(_) => 401,
@@ -349,7 +379,7 @@ impl ApiError {
             Self::Expired(_) | Self::ExpiredList | Self::ExpiredContinue { .. } => "Expired",
             Self::TooLargeResourceVersion { .. } | Self::Timeout { .. } => "Timeout",
             Self::TooManyRequests { .. } => "TooManyRequests",
-            Self::NotAcceptable { .. } => "NotAcceptable",
+            Self::NotAcceptable { .. } | Self::RouteNotAcceptable { .. } => "NotAcceptable",
             Self::MethodNotSupported { .. } => "MethodNotAllowed",
             Self::ServiceUnavailable(_) => "ServiceUnavailable",
             Self::Unauthorized(_) => "Unauthorized",
@@ -443,6 +473,7 @@ impl ApiError {
                 d.group = group.clone();
                 d.kind = resource.clone();
             }
+            Self::RouteNotAcceptable { .. } => {}
             Self::InternalError(msg) => {
                 d.causes = vec![Cause { reason: String::new(), message: msg.clone(), field: String::new() }];
             }

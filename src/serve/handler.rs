@@ -21,7 +21,7 @@ use crate::auth::{
 };
 use crate::body::{self, Body};
 use crate::codec::list::View;
-use crate::codec::status::ApiError;
+use crate::codec::status::{self as status, ApiError};
 use crate::forward::{Forwarder, WriteTracker};
 use crate::metrics;
 use crate::reflector::Registry;
@@ -335,6 +335,25 @@ impl KacheHandler {
         }
         // Encodings other than JSON (Table, protobuf, YAML, CBOR) are forwarded: the upstream answers them.
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        // A typed resource's request reaches its handler through go-restful, whose route selection refuses
+        // an Accept header naming nothing the route produces (its own 406 wording) before the apiserver
+        // negotiates. Custom resources are served by the apiextensions handler, without that step. The
+        // legacy `/watch/` routes produce other types: their 406s are left to the upstream.
+        if !store.info().list_items_have_type_meta && matches!(r.verb, Verb::Get | Verb::List | Verb::Watch) {
+            let list = r.verb != Verb::Get;
+            let produces = if list { status::ROUTE_LIST_PRODUCES } else { status::ROUTE_GET_PRODUCES };
+            if !negotiate::route_accepts(accept, produces) {
+                if r.legacy_watch_path {
+                    return self.forward(req, id).await;
+                }
+                let err = ApiError::route_not_acceptable(list);
+                // The error itself is negotiated on the same header: `application/*` gets JSON as usual.
+                return match negotiate::negotiate(accept) {
+                    negotiate::Negotiated::Json { pretty } => error_response(&err, &req, pretty),
+                    _ => not_acceptable_response(&err, &req),
+                };
+            }
+        }
         let negotiated = if r.verb == Verb::Watch {
             negotiate::negotiate_watch(accept)
         } else {
@@ -354,9 +373,14 @@ impl KacheHandler {
                 self.stats.count_encoding(encoding, false);
                 return self.forward(req, id).await;
             }
+            // A watch that negotiated a type that cannot stream (YAML): the apiserver writes that 406 in the
+            // negotiated type (a YAML Status), which is the upstream's to produce.
+            (negotiate::Negotiated::NotAcceptable { stream: true }, _) => {
+                return self.forward(req, id).await;
+            }
             (other, _) => {
                 if let Some(err) = other.error() {
-                    return error_response(&err, &req, false);
+                    return not_acceptable_response(&err, &req);
                 }
                 self.stats.count_encoding(encoding, false);
                 return self.forward(req, id).await;
@@ -469,7 +493,7 @@ impl KacheHandler {
     ) -> Result<Response<Body>, NotServed> {
         let info = store.info();
         let kind = info.field_kind();
-        let opts = match params::parse_list_request(req.uri().query(), r.legacy_watch_path, kind) {
+        let opts = match list_options(req, r, info)? {
             Ok(opts) => opts,
             Err(e) => return Ok(error_response(&e, req, false)),
         };
@@ -524,8 +548,7 @@ impl KacheHandler {
         view: View,
     ) -> Result<Response<Body>, NotServed> {
         let info = store.info();
-        let kind = info.field_kind();
-        let mut opts = match params::parse_list_request(req.uri().query(), r.legacy_watch_path, kind) {
+        let mut opts = match list_options(req, r, info)? {
             Ok(opts) => opts,
             Err(e) => return Ok(error_response(&e, req, false)),
         };
@@ -628,6 +651,41 @@ pub fn error_response(err: &ApiError, req: &Request<Body>, pretty: bool) -> Resp
     if let Some(secs) = err.retry_after() {
         resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
+    with_common_headers(resp, req)
+}
+
+/// The list options of a list or watch (steps 2–5), or `NotServed` when a field selector of a custom
+/// resource names a field other than `metadata.name` / `metadata.namespace`: whether the apiserver filters
+/// on it or refuses it (`field label not supported: f`) depends on the CRD's `selectableFields`, so the
+/// upstream answers it.
+fn list_options(
+    req: &Request<Body>,
+    r: &ResourceRequest,
+    info: &crate::resource::ResourceInfo,
+) -> Result<Result<ListOptions, ApiError>, NotServed> {
+    let opts = match params::parse_list_options(req.uri().query(), r.legacy_watch_path) {
+        Ok(opts) => opts,
+        Err(e) => return Ok(Err(e)),
+    };
+    if info.list_items_have_type_meta
+        && !crate::serve::selector::custom_resource_metadata_fields(&opts.field_selector, info.namespaced)
+    {
+        return Err(NotServed::Forward("custom resource field selector"));
+    }
+    Ok(opts.convert_fields(info.field_kind()))
+}
+
+/// A 406: the error's own negotiation fails on the same Accept header, so the apiserver writes it with
+/// `WriteRawJSON` (indented, no trailing newline) whatever `pretty` says.
+fn not_acceptable_response(err: &ApiError, req: &Request<Body>) -> Response<Body> {
+    let bytes = err.to_raw_json();
+    let resp = Response::builder()
+        .status(StatusCode::NOT_ACCEPTABLE)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .header(header::CONTENT_LENGTH, bytes.len())
+        .body(body::full(bytes))
+        .expect("static headers are valid");
     with_common_headers(resp, req)
 }
 

@@ -217,6 +217,18 @@ fn negotiate_inner(accept: Option<&str>) -> Option<(Negotiated, bool)> {
     None
 }
 
+/// go-restful's `Route.matchesAccept`, which selects a typed resource's route before the apiserver's own
+/// negotiation runs: some comma-separated clause, its parameters cut at the first `;` and spaces trimmed,
+/// is `*/*` or exactly one of `produces` (case-sensitive; no `type/*` wildcards). No Accept header counts
+/// as `*/*` (`RouterJSR311.detectRoute`). `false` is go-restful's 406.
+pub fn route_accepts(accept: Option<&str>, produces: &[&str]) -> bool {
+    let Some(accept) = accept.filter(|a| !a.is_empty()) else { return true };
+    accept.split(',').take(MAX_ACCEPT_CLAUSES).any(|clause| {
+        let media = clause.split(';').next().unwrap_or("").trim_matches(' ');
+        media == "*/*" || produces.contains(&media)
+    })
+}
+
 /// Whether to gzip (`negotiateContentEncoding`): some comma-separated token of the first
 /// Accept-Encoding value is exactly `gzip` after trimming whitespace (`gzip;q=1.0` does not count).
 /// The caller still applies the size threshold and never compresses watches.
@@ -332,6 +344,27 @@ mod tests {
         assert_eq!(
             negotiate_watch(Some("application/yaml")).error().expect("406").to_string(),
             "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+        );
+    }
+
+    #[test]
+    fn route_selection_is_go_restful() {
+        use crate::codec::status::{ROUTE_GET_PRODUCES, ROUTE_LIST_PRODUCES};
+        let get = |a: &str| route_accepts(Some(a), ROUTE_GET_PRODUCES);
+        assert!(route_accepts(None, ROUTE_GET_PRODUCES));
+        assert!(route_accepts(Some(""), ROUTE_GET_PRODUCES));
+        assert!(get("application/json;as=Foo;g=meta.k8s.io;v=v1"));
+        assert!(get("text/plain, */*;q=0.1"));
+        assert!(get(" application/yaml ;q=0.5"));
+        for refused in ["application/*", "APPLICATION/JSON", "image/*", "text/plain", "application/xml", " "]
+        {
+            assert!(!get(refused), "{refused}");
+        }
+        // The stream types never match: a clause is cut at its first `;`.
+        assert!(!route_accepts(Some("application/json;stream=watch"), &ROUTE_LIST_PRODUCES[3..]));
+        assert_eq!(
+            crate::codec::status::ApiError::route_not_acceptable(false).to_raw_json(),
+            "{\n  \"kind\": \"Status\",\n  \"apiVersion\": \"v1\",\n  \"metadata\": {},\n  \"status\": \"Failure\",\n  \"message\": \"406: Not Acceptable\\n\\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf\",\n  \"reason\": \"NotAcceptable\",\n  \"details\": {},\n  \"code\": 406\n}"
         );
     }
 

@@ -90,6 +90,17 @@ fn gzip(data: &[u8]) -> Vec<u8> {
     enc.finish().expect("writing into a Vec cannot fail")
 }
 
+/// `responsewriters.WriteRawJSON`: indented JSON without a trailing newline, never compressed (what the
+/// apiserver writes when even an error's media type cannot be negotiated).
+pub fn raw_json(status: u16, v: &serde_json::Value) -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(CONTENT_TYPE, "application/json")
+        .header("cache-control", "no-cache, private")
+        .body(full(crate::json::pretty(v)))
+        .expect("static headers are valid")
+}
+
 /// A complete body.
 pub fn full(data: impl Into<Bytes>) -> Body {
     Full::new(data.into()).boxed()

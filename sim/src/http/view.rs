@@ -139,6 +139,20 @@ fn clause_view(c: &Clause, enc: Encoding, watch: bool) -> Option<Result<View, ()
     }
 }
 
+/// go-restful's `Route.matchesAccept` for a built-in kind's get or list route: some clause, cut at its
+/// first `;` and trimmed of spaces, is `*/*` or exactly a media type the route produces (both routes
+/// produce the same bare types; the list route's stream types carry a parameter and never match). No
+/// Accept header is `*/*`.
+pub fn route_accepts(accept: Option<&str>) -> bool {
+    const PRODUCES: [&str; 3] =
+        ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
+    let Some(accept) = accept.filter(|a| !a.is_empty()) else { return true };
+    accept.split(',').any(|clause| {
+        let media = clause.split(';').next().unwrap_or("").trim_matches(' ');
+        media == "*/*" || PRODUCES.contains(&media)
+    })
+}
+
 /// Negotiates the view of a get, list (`watch` false) or watch.
 pub fn negotiate(accept: Option<&str>, watch: bool) -> Negotiated {
     let header = accept.unwrap_or("").trim();

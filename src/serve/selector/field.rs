@@ -210,27 +210,30 @@ pub fn convert_field_label(kind: FieldKind, label: &str) -> Result<&'static str,
         .ok_or_else(|| format!("field label not supported: {label}"))
 }
 
-/// The field label conversion of custom resources (apiextensions-apiserver): `metadata.name`,
-/// `metadata.namespace` for namespaced kinds, and the CRD's `selectableFields` (with or without a leading
-/// dot); anything else is `field label not supported for <group>/<version>, Kind=<kind>: <label>`.
+/// Whether every term of a custom resource's field selector names a field of its object meta field set
+/// (`objectMetaFieldsSet`: `metadata.name`, and `metadata.namespace` for namespaced kinds). Any other field
+/// is one of the CRD's `selectableFields` or refused with `field label not supported: <f>`.
+pub fn custom_resource_metadata_fields(selector: &FieldSelector, namespaced: bool) -> bool {
+    selector
+        .terms
+        .iter()
+        .all(|t| t.field == "metadata.name" || (namespaced && t.field == "metadata.namespace"))
+}
+
+/// The field label conversion of custom resources (apiextensions-apiserver, checked against the real
+/// 1.36 server): the object meta fields and the CRD's `selectableFields` by their JSON path without its
+/// leading dot (`.spec.color` selects as `spec.color`; the dotted form is refused); anything else is
+/// `field label not supported: <label>`.
 pub fn custom_resource_field_label(
-    group: &str,
-    version: &str,
-    kind: &str,
     namespaced: bool,
     selectable_fields: &[&str],
     label: &str,
 ) -> Result<String, String> {
-    if label == "metadata.name" || (namespaced && label == "metadata.namespace") {
+    let selectable = selectable_fields.iter().any(|f| f.strip_prefix('.').unwrap_or(f) == label);
+    if label == "metadata.name" || (namespaced && label == "metadata.namespace") || selectable {
         return Ok(label.to_owned());
     }
-    for f in selectable_fields {
-        let bare = f.strip_prefix('.').unwrap_or(f);
-        if *f == label || bare == label {
-            return Ok(bare.to_owned());
-        }
-    }
-    Err(format!("field label not supported for {group}/{version}, Kind={kind}: {label}"))
+    Err(format!("field label not supported: {label}"))
 }
 
 /// `splitTerms`: split on unescaped commas (a backslash escapes the next character).

@@ -55,31 +55,31 @@ fn field_label_conversion() {
     assert_eq!(conv(FieldKind::Pod, "z.b=1,a.b=2"), Err("field label not supported: a.b".into()));
 }
 
+/// The messages and forms the real CRD apiserver (1.36) answers.
 #[test]
 fn custom_resource_conversion() {
     let conv = |namespaced: bool, s: &str| {
         ok(s)
-            .convert_with(|l| {
-                custom_resource_field_label(
-                    "wardle.example.com",
-                    "v1alpha1",
-                    "Fischer",
-                    namespaced,
-                    &[".spec.color"],
-                    l,
-                )
-            })
+            .convert_with(|l| custom_resource_field_label(namespaced, &[".spec.color"], l))
             .map(|s| s.to_string())
             .map_err(|e| e.0)
     };
     assert_eq!(conv(true, "metadata.namespace=a"), Ok("metadata.namespace=a".into()));
     assert_eq!(
         conv(false, "metadata.namespace=a"),
-        Err("field label not supported for wardle.example.com/v1alpha1, Kind=Fischer: metadata.namespace"
-            .into())
+        Err("field label not supported: metadata.namespace".into())
     );
     assert_eq!(conv(false, "spec.color=red"), Ok("spec.color=red".into()));
-    assert_eq!(conv(false, ".spec.color=red"), Ok("spec.color=red".into()));
+    assert_eq!(conv(true, ".spec.color=red"), Err("field label not supported: .spec.color".into()));
+    assert_eq!(conv(true, "spec.size=1"), Err("field label not supported: spec.size".into()));
+    assert_eq!(conv(true, "metadata.uid=1"), Err("field label not supported: metadata.uid".into()));
+}
+
+#[test]
+fn custom_resource_metadata_only() {
+    let meta = |namespaced: bool, s: &str| custom_resource_metadata_fields(&ok(s), namespaced);
+    assert!(meta(true, "metadata.name=a,metadata.namespace!=b") && meta(false, "metadata.name=a"));
+    assert!(meta(false, "") && !meta(false, "metadata.namespace=a") && !meta(true, "spec.color=red"));
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod validation;
 
 pub use field::{
     FieldMatcher, FieldOp, FieldSelector, FieldSelectorError, FieldTerm, convert_field_label,
-    custom_resource_field_label,
+    custom_resource_field_label, custom_resource_metadata_fields,
 };
 pub use label::{LabelSelector, LabelSelectorError, Operator, Requirement};
 
