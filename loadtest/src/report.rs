@@ -149,13 +149,11 @@ fn criterion_section(dir: &Path) -> String {
 fn previous_criterion(md: &str) -> String {
     const HEAD: &str = "## Criterion micro-benchmarks (benches/)\n";
     let Some(at) = md.find(HEAD) else { return String::new() };
+    const NOTE: &str = "\n(Carried over from the previous BENCHMARKS.md: this report was generated without criterion data.)\n";
     let rest = &md[at + HEAD.len()..];
+    let rest = rest.strip_prefix(NOTE).unwrap_or(rest);
     let end = rest.find("\n## ").map_or(rest.len(), |e| e + 1);
-    format!(
-        "{HEAD}\n(Carried over from the previous BENCHMARKS.md: this report was generated without criterion \
-         data.)\n{}",
-        &rest[..end]
-    )
+    format!("{HEAD}{NOTE}{}", &rest[..end])
 }
 
 /// Depth limit of benchmark ids (`group/function/parameter`).
@@ -278,6 +276,8 @@ mod tests {
         assert!(md.contains("| list/assemble | 1.50 ms |"), "{md}");
         assert!(md.contains("## Included: BENCHMARKS-store.md\n\n## Store"), "{md}");
         assert!(md.contains("## Machine"));
+        let again = previous_criterion(&previous_criterion(&md));
+        assert_eq!(again.matches("Carried over").count(), 1, "{again}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
