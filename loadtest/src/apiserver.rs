@@ -115,7 +115,6 @@ struct Case {
 #[derive(Default)]
 struct Measure {
     hist: Option<Histogram<u64>>,
-    batch_medians: Vec<f64>,
     sum_ms: f64,
     ok: u64,
     errors: u64,
@@ -374,7 +373,6 @@ async fn measure_phase(
                 let deadline = Instant::now() + Duration::from_secs_f64(args.batch_secs);
                 let entry = m.entry((ci, ti)).or_default();
                 let hist = entry.hist.get_or_insert_with(histogram);
-                let mut ms = Vec::new();
                 for i in 0..args.batch_requests.max(1) {
                     if i > 0 && Instant::now() >= deadline {
                         break;
@@ -396,16 +394,12 @@ async fn measure_phase(
                         Ok(f) => {
                             let d = s.elapsed();
                             record(hist, d);
-                            ms.push(d.as_secs_f64() * 1000.0);
                             entry.sum_ms += d.as_secs_f64() * 1000.0;
                             entry.ok += 1;
                             entry.bytes.push(f.bytes as f64);
                         }
                         Err(_) => entry.errors += 1,
                     }
-                }
-                if !ms.is_empty() {
-                    entry.batch_medians.push(median(&ms));
                 }
                 let cpu1 = procs.cpu();
                 for (n, v1) in cpu1 {
