@@ -42,6 +42,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run scenario files; writes <out>/<name>.json and .md, and SVG plots.
