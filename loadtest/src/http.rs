@@ -1,7 +1,9 @@
-//! The HTTP client side: one pooled hyper client, requests that drain and count the body, and the few
-//! facts read from a list's head (continue token, resourceVersion) without decoding the items.
+//! The HTTP client side: one pooled hyper client (plain HTTP or TLS, HTTP/1.1), requests that drain and
+//! count the body, and the few facts read from a list's head (continue token, resourceVersion) without
+//! decoding the items.
 
 use std::io::Read as _;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ::http::{Request, header};
@@ -18,13 +20,69 @@ const GZIP_HEAD_BYTES: usize = 2048;
 
 pub use ::http::{Method, StatusCode};
 
-pub type Client = HyperClient<HttpConnector, Full<Bytes>>;
+pub type Client = HyperClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// A pooled HTTP/1.1 client keeping up to `idle` connections per host.
+/// A pooled HTTP/1.1 client keeping up to `idle` connections per host; `https://` URLs go over TLS
+/// without verifying the server's certificate (the load tool measures, it does not trust: the real
+/// apiserver and kache both serve self-signed certificates), `http://` URLs in the clear.
 pub fn client(idle: usize) -> Client {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
-    HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(idle).build(connector)
+    connector.enforce_http(false);
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("the default provider supports the default protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+        .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
+    HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(idle).build(https)
+}
+
+/// Accepts any server certificate (signatures are still checked, so the handshake is the real cost).
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+// === impl NoVerify ===
+
+impl rustls::client::danger::ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// A failed request.
@@ -61,6 +119,8 @@ pub struct Send<'a> {
     pub gzip: bool,
     pub content_type: Option<&'a str>,
     pub body: Bytes,
+    /// `Authorization: Bearer …` (a kubeconfig's token).
+    pub bearer: Option<&'a str>,
     /// Keep the whole response body (preparing the static server's answers).
     pub keep_body: bool,
 }
@@ -77,6 +137,9 @@ pub async fn request(client: &Client, method: Method, url: &str, s: &Send<'_>) -
     }
     if let Some(ct) = s.content_type {
         b = b.header(header::CONTENT_TYPE, ct);
+    }
+    if let Some(t) = s.bearer {
+        b = b.header(header::AUTHORIZATION, format!("Bearer {t}"));
     }
     let resp = client.request(b.body(Full::new(s.body.clone()))?).await?;
     let status = resp.status();

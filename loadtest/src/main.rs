@@ -5,6 +5,7 @@
 //! - `kache-loadtest smoke` — every scenario kind for a few seconds at tiny sizes (CI; fails only on errors).
 //! - `kache-loadtest report --json loadtest/out/list.json … --out BENCHMARKS.md`.
 
+mod apiserver;
 mod ctx;
 mod http;
 mod list;
@@ -41,12 +42,16 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run scenario files; writes <out>/<name>.json and .md, and SVG plots.
     Run(RunArgs),
     /// Run every scenario kind briefly at tiny sizes; fails only on errors, never on speed.
     Smoke(BinArgs),
+    /// Benchmark any apiserver (a kubeconfig): directly and through kache, same run, same transport.
+    Apiserver(apiserver::Args),
     /// Generate BENCHMARKS.md from run JSON files.
     Report(ReportArgs),
 }
@@ -101,11 +106,12 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => run(args).await,
         Command::Smoke(bins) => smoke(bins).await,
+        Command::Apiserver(args) => apiserver::run(args).await,
         Command::Report(args) => report_cmd(args),
     }
 }
 
-fn command_line() -> String {
+pub(crate) fn command_line() -> String {
     let mut args: Vec<String> = std::env::args().collect();
     if let Some(first) = args.first_mut()
         && let Some(name) = Path::new(first).file_name().and_then(|n| n.to_str())
@@ -116,7 +122,7 @@ fn command_line() -> String {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let bins = Bins::resolve(args.bins.kache_bin, args.bins.sim_bin)?;
+    let bins = Bins::resolve(args.bins.kache_bin, args.bins.sim_bin, false)?;
     let mut failed = 0;
     for path in &args.scenarios {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -177,7 +183,8 @@ async fn run_file(ctx: &Ctx, file: &ScenarioFile) -> RunReport {
 }
 
 async fn smoke(bins: BinArgs) -> anyhow::Result<()> {
-    let bins = Bins::resolve(bins.kache_bin, bins.sim_bin)?;
+    // The smoke run measures nothing (it fails only on errors), so CI's debug build is enough for it.
+    let bins = Bins::resolve(bins.kache_bin, bins.sim_bin, true)?;
     let file = ScenarioFile::parse(SMOKE).context("the built-in smoke scenario")?;
     let dir = std::env::temp_dir().join(format!("kache-loadtest-smoke-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -206,6 +213,7 @@ fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
         include_dir: args.include_dir,
         criterion_dir,
         command: command_line(),
+        previous: std::fs::read_to_string(&args.out).ok(),
     })?;
     std::fs::write(&args.out, md).with_context(|| format!("writing {}", args.out.display()))?;
     println!("wrote {}", args.out.display());

@@ -36,27 +36,48 @@ pub struct Bins {
 // === impl Bins ===
 
 impl Bins {
-    /// Explicit paths, else `$CARGO_TARGET_DIR/release/…` (or `target/release/…`), else the debug build
-    /// (enough for a smoke run in CI).
-    pub fn resolve(kache: Option<PathBuf>, sim: Option<PathBuf>) -> anyhow::Result<Self> {
-        let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
-        let default = |name: &str| {
-            let release = dir.join("release").join(name);
-            if release.is_file() { release } else { dir.join("debug").join(name) }
-        };
-        let kache = kache.unwrap_or_else(|| default("kache"));
-        let sim = sim.unwrap_or_else(|| default("kache-sim"));
-        for p in [&kache, &sim] {
-            if !p.is_file() {
-                bail!(
-                    "{} not found: build it first (cargo build --release -p kache -p kache-sim) or pass \
-                     --kache-bin/--sim-bin",
-                    p.display()
-                );
-            }
-        }
-        Ok(Self { kache, sim })
+    /// Explicit paths, else `$CARGO_TARGET_DIR/release/…` (or `target/release/…`), else — only when
+    /// `allow_debug` (the smoke run, which measures nothing) — the debug build. A debug binary is refused
+    /// otherwise, also when passed explicitly: its figures would be labelled as release figures.
+    pub fn resolve(kache: Option<PathBuf>, sim: Option<PathBuf>, allow_debug: bool) -> anyhow::Result<Self> {
+        Ok(Self {
+            kache: resolve_bin(kache, "kache", allow_debug)?,
+            sim: resolve_bin(sim, "kache-sim", allow_debug)?,
+        })
     }
+}
+
+/// One binary: explicit, else the release build, else (when allowed) the debug build.
+pub fn resolve_bin(explicit: Option<PathBuf>, name: &str, allow_debug: bool) -> anyhow::Result<PathBuf> {
+    let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
+    let path = explicit.unwrap_or_else(|| {
+        let release = dir.join("release").join(name);
+        if release.is_file() || !allow_debug { release } else { dir.join("debug").join(name) }
+    });
+    if !path.is_file() {
+        bail!(
+            "{} not found: build it first (cargo build --release -p kache -p kache-sim) or pass \
+             --kache-bin/--sim-bin",
+            path.display()
+        );
+    }
+    if !allow_debug && is_debug_build(&path) {
+        bail!(
+            "{} is a debug build: figures from it would be meaningless (build with --release, or pass a \
+             release binary with --kache-bin/--sim-bin)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// Whether `path` is cargo's debug output (`…/debug/<bin>`, also through symlinks). Cargo's profile is not
+/// recorded in the binary itself (release keeps line tables here too), so its location is the evidence.
+fn is_debug_build(path: &Path) -> bool {
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    [path, real.as_path()]
+        .iter()
+        .any(|p| p.parent().and_then(|d| d.file_name()).is_some_and(|n| n == "debug"))
 }
 
 /// A running kache-sim.
@@ -108,9 +129,27 @@ impl SimProc {
 pub struct KacheProc {
     child: Child,
     pub url: String,
+    /// kache's metrics listener (`/metrics`), when this kache has `--metrics-listen`.
+    pub metrics_url: Option<String>,
     pub pid: u32,
     synced: watch::Receiver<usize>,
     started: Instant,
+}
+
+/// Where kache's upstream is and how it serves.
+pub struct KacheOpts<'a> {
+    /// `--upstream URL` (plain HTTP, the sim) or `--kubeconfig PATH` (TLS, a real apiserver).
+    pub upstream: Upstream<'a>,
+    pub resources: &'a str,
+    /// `--tls-cert`, `--tls-key`: kache serves HTTPS with them.
+    pub tls: Option<(&'a Path, &'a Path)>,
+    pub log: &'a Path,
+}
+
+/// kache's upstream.
+pub enum Upstream<'a> {
+    Url(&'a str),
+    Kubeconfig(&'a Path),
 }
 
 /// Starts kache in front of `upstream`, caching `resources` only, logging to `log`.
@@ -120,15 +159,33 @@ pub async fn start_kache(
     resources: &str,
     log: &Path,
 ) -> anyhow::Result<KacheProc> {
+    start_kache_with(&bins.kache, &KacheOpts { upstream: Upstream::Url(upstream), resources, tls: None, log })
+        .await
+}
+
+/// Starts `kache serve` as `opts` say.
+pub async fn start_kache_with(bin: &Path, opts: &KacheOpts<'_>) -> anyhow::Result<KacheProc> {
     let port = free_port()?;
-    let url = format!("http://127.0.0.1:{port}");
-    let mut cmd = Command::new(&bins.kache);
-    cmd.args(["--log-format", "json", "--log-level", KACHE_LOG_LEVEL, "serve", "--upstream", upstream])
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--resources", resources, "--no-lazy"])
+    let scheme = if opts.tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://127.0.0.1:{port}");
+    let mut cmd = Command::new(bin);
+    cmd.args(["--log-format", "json", "--log-level", KACHE_LOG_LEVEL, "serve"]);
+    match opts.upstream {
+        Upstream::Url(u) => cmd.args(["--upstream", u]),
+        Upstream::Kubeconfig(k) => cmd.arg("--kubeconfig").arg(k),
+    };
+    cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--resources", opts.resources, "--no-lazy"])
         .args(["--max-connections", KACHE_MAX_CONNECTIONS]);
-    if kache_has_flag(&bins.kache, "--metrics-listen") {
-        cmd.args(["--metrics-listen", &format!("127.0.0.1:{}", free_port()?)]);
+    if let Some((cert, key)) = opts.tls {
+        cmd.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
     }
+    let mut metrics_url = None;
+    if kache_has_flag(bin, "--metrics-listen") {
+        let mport = free_port()?;
+        cmd.args(["--metrics-listen", &format!("127.0.0.1:{mport}")]);
+        metrics_url = Some(format!("http://127.0.0.1:{mport}"));
+    }
+    let log = opts.log;
     let started = Instant::now();
     let mut child = cmd
         .stdin(Stdio::null())
@@ -136,7 +193,7 @@ pub async fn start_kache(
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .with_context(|| format!("starting {}", bins.kache.display()))?;
+        .with_context(|| format!("starting {}", bin.display()))?;
     let pid = child.id().context("kache exited at once")?;
     let stderr = child.stderr.take().context("kache stderr")?;
     let (tx, synced) = watch::channel(0usize);
@@ -153,7 +210,7 @@ pub async fn start_kache(
         }
         let _ = file.flush().await;
     });
-    Ok(KacheProc { child, url, pid, synced, started })
+    Ok(KacheProc { child, url, metrics_url, pid, synced, started })
 }
 
 impl KacheProc {
@@ -253,6 +310,13 @@ mod tests {
         let stat = "42 (a) b (c)) S 1 2 3 4 5 6 7 8 9 10 300 45 0 0 20 0";
         assert_eq!(parse_cpu_ticks(stat), Some(345));
         assert_eq!(parse_cpu_ticks("42 (x) S 1"), None);
+    }
+
+    #[test]
+    fn debug_builds_are_recognised_by_their_directory() {
+        assert!(is_debug_build(Path::new("/x/target/debug/kache")));
+        assert!(!is_debug_build(Path::new("/x/target/release/kache")));
+        assert!(resolve_bin(Some("/nonexistent/target/debug/kache".into()), "kache", false).is_err());
     }
 
     #[test]

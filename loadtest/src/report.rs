@@ -21,6 +21,8 @@ pub struct ReportInput {
     /// criterion's output directory (`$CARGO_TARGET_DIR/criterion`).
     pub criterion_dir: PathBuf,
     pub command: String,
+    /// The file being replaced: its criterion section is kept when `criterion_dir` has no data.
+    pub previous: Option<String>,
 }
 
 pub fn generate(input: &ReportInput) -> anyhow::Result<String> {
@@ -42,8 +44,11 @@ pub fn generate(input: &ReportInput) -> anyhow::Result<String> {
         "Targets: **static** is the load generator's own server answering each request with the exact bytes \
          kache sent for it, from memory (the physical limit of the transport); **sim** is kache-sim, the \
          simulated apiserver, queried directly; **kache** runs in front of the sim. kache and the sim are \
-         release builds run as subprocesses; memory is their VmRSS, CPU their utime+stime. Method, \
-         scenarios and commands: `loadtest/README.md`.\n\n",
+         release builds run as subprocesses; memory is their VmRSS, CPU their utime+stime. In the \
+         `apiserver` run (`kache-loadtest apiserver`) the target is a **real apiserver** (Kubernetes 1.36 \
+         from ../shared/apiserver, or any kubeconfig): **apiserver direct** is it queried directly, \
+         **through kache** is kache in front of it, both over TLS; its figures are p50 and p99 over all \
+         requests. Method, scenarios and commands: `loadtest/README.md`.\n\n",
     );
     out.push_str("## Machine\n\n");
     out.push_str(&machine());
@@ -71,7 +76,13 @@ pub fn generate(input: &ReportInput) -> anyhow::Result<String> {
         out.push_str(&r.markdown(Some(&input.plots_rel)));
         out.push_str(&format!("JSON: `{}`\n\n", p.display()));
     }
-    out.push_str(&criterion_section(&input.criterion_dir));
+    let criterion = criterion_section(&input.criterion_dir);
+    if criterion.is_empty() {
+        // No criterion data here (a fresh target dir): keep the last run's section rather than drop it.
+        out.push_str(&previous_criterion(input.previous.as_deref().unwrap_or_default()));
+    } else {
+        out.push_str(&criterion);
+    }
     out.push_str(&included(&input.include_dir)?);
     Ok(out)
 }
@@ -132,6 +143,17 @@ fn criterion_section(dir: &Path) -> String {
     }
     out.push('\n');
     out
+}
+
+/// The criterion section of a previously generated report, marked as carried over.
+fn previous_criterion(md: &str) -> String {
+    const HEAD: &str = "## Criterion micro-benchmarks (benches/)\n";
+    let Some(at) = md.find(HEAD) else { return String::new() };
+    const NOTE: &str = "\n(Carried over from the previous BENCHMARKS.md: this report was generated without criterion data.)\n";
+    let rest = &md[at + HEAD.len()..];
+    let rest = rest.strip_prefix(NOTE).unwrap_or(rest);
+    let end = rest.find("\n## ").map_or(rest.len(), |e| e + 1);
+    format!("{HEAD}{NOTE}{}", &rest[..end])
 }
 
 /// Depth limit of benchmark ids (`group/function/parameter`).
@@ -247,12 +269,15 @@ mod tests {
             include_dir: dir.clone(),
             criterion_dir: dir.join("criterion"),
             command: "kache-loadtest report".into(),
+            previous: None,
         })
         .expect("report");
         assert!(md.contains("| list | kache ÷ static, 10k pods | 1.30 × | ≤ 1.50 × | yes |"), "{md}");
         assert!(md.contains("| list/assemble | 1.50 ms |"), "{md}");
         assert!(md.contains("## Included: BENCHMARKS-store.md\n\n## Store"), "{md}");
         assert!(md.contains("## Machine"));
+        let again = previous_criterion(&previous_criterion(&md));
+        assert_eq!(again.matches("Carried over").count(), 1, "{again}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,0 +1,490 @@
+//! Any apiserver as the target (`kache-loadtest apiserver --kubeconfig K`): the real one of
+//! ../shared/apiserver or a user's cluster. kache (a release binary) is started in front of it with
+//! `--kubeconfig K`, serving TLS with a certificate generated here, and every case is sent to both — the
+//! apiserver directly and through kache — in alternating batches, over the same transport (HTTP/1.1 over
+//! TLS, one client, certificates not verified on either side).
+//!
+//! Read-only unless `--allow-writes`: then it seeds objects of realistic size (about 2.5 KiB) and runs
+//! the foreign writer (merge patches to another resource, which move the global resourceVersion without
+//! touching the measured one — what leases and events do in a real cluster, issue 16).
+//!
+//! Per (phase, case, target): p50, p99 and mean over all requests, and for kache the share of answers
+//! served from memory (`kache_encoding_total{served}`) and the upstream requests it sent per read
+//! (`kache_forwarded_requests_total{kind="read"}` + `kache_freshness_upstream_probes_total` + proof
+//! watches), read from its /metrics before and after each batch; CPU time of kache and of the upstream
+//! processes given with `--upstream-pid` (the apiserver, etcd) over each batch.
+
+mod metrics;
+mod setup;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use hdrhistogram::Histogram;
+
+use crate::http::{self, Client};
+use crate::procs::{self, KacheOpts, Upstream};
+use crate::results::{Latency, RunReport, Table, fmt_bytes, fmt_num, histogram, median, record};
+
+use self::metrics::Counters;
+use self::setup::{ResourcePath, Target};
+
+/// Idle connections kept per target.
+const POOL_IDLE: usize = 16;
+/// A resource's initial sync through kache (10k objects of 2.5 KiB from a busy real apiserver).
+const SYNC_TIMEOUT: Duration = Duration::from_secs(600);
+/// Label selector no object carries: the filter runs over every object and returns nothing.
+const SELECTOR_NOTHING: &str = "labelSelector=loadtest%2Fnone%3Dx";
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Kubeconfig of the apiserver under test (its server, token and insecure-skip-tls-verify are read;
+    /// kache gets the file itself).
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// The measured resource, `group/version/plural` (or `v1/plural` for the core group).
+    #[arg(long, default_value = "wardle.example.com/v1beta1/flunders")]
+    pub resource: String,
+    /// Its kind (for seeding).
+    #[arg(long, default_value = "Flunder")]
+    pub kind: String,
+    /// The resource the foreign writer patches (cluster-scoped), `group/version/plural`.
+    #[arg(long, default_value = "wardle.example.com/v1alpha1/fischers")]
+    pub foreign_resource: String,
+    /// Its kind.
+    #[arg(long, default_value = "Fischer")]
+    pub foreign_kind: String,
+    /// Allow writes to the apiserver: seeding `--objects` and the foreign writer. Without it the run is
+    /// read-only and skips the cases that need writes.
+    #[arg(long)]
+    pub allow_writes: bool,
+    /// Objects to seed (`lt-NNNNN` in namespaces `lt-0`…; existing ones are kept).
+    #[arg(long, default_value_t = 10_000)]
+    pub objects: usize,
+    /// Namespaces the seeded objects are spread over (100 objects each at the defaults).
+    #[arg(long, default_value_t = 100)]
+    pub namespaces: usize,
+    /// Namespace of the namespace-list and get cases (default: `lt-0`, the seeded one).
+    #[arg(long, default_value = "lt-0")]
+    pub namespace: String,
+    /// Object of the get case (in `--namespace`).
+    #[arg(long, default_value = "lt-00000")]
+    pub name: String,
+    /// Foreign writes per second, one phase each (0 = quiet; > 0 needs `--allow-writes`).
+    #[arg(long, value_delimiter = ',', default_value = "0,10,100")]
+    pub foreign_rates: Vec<f64>,
+    /// Rounds per phase; each round visits every (case, target) once, the first target alternating.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Requests per batch (closed loop, one at a time).
+    #[arg(long, default_value_t = 40)]
+    pub batch_requests: usize,
+    /// A batch stops starting requests after this long.
+    #[arg(long, default_value_t = 4.0)]
+    pub batch_secs: f64,
+    /// Upstream processes whose CPU and memory are read from /proc: `NAME=PID` (repeatable), e.g.
+    /// `apiserver=$(cat RUN/apiserver.pid)`.
+    #[arg(long = "upstream-pid")]
+    pub upstream_pids: Vec<String>,
+    /// kache binary (default: $CARGO_TARGET_DIR/release/kache; debug builds are refused).
+    #[arg(long)]
+    pub kache_bin: Option<PathBuf>,
+    /// Run name: <out>/<name>.json and .md.
+    #[arg(long, default_value = "apiserver")]
+    pub run_name: String,
+    /// Where JSON, Markdown and kache's log go.
+    #[arg(long, default_value = "loadtest/out")]
+    pub out: PathBuf,
+}
+
+/// One request shape.
+#[derive(Debug, Clone)]
+struct Case {
+    name: &'static str,
+    path: String,
+    query: String,
+    gzip: bool,
+    /// Patch one measured object before each request (not timed), so no answer can come from an
+    /// encoding cache: the "uncached" gzip row.
+    touch: bool,
+}
+
+/// Everything measured for one (phase, case, target).
+#[derive(Default)]
+struct Measure {
+    hist: Option<Histogram<u64>>,
+    sum_ms: f64,
+    ok: u64,
+    errors: u64,
+    bytes: Vec<f64>,
+    /// Deltas of kache's counters over this measure's batches.
+    counters: Counters,
+    /// CPU seconds over this measure's batches: kache, then each upstream process.
+    cpu: BTreeMap<String, f64>,
+}
+
+impl Measure {
+    fn p(&self) -> Latency {
+        self.hist.as_ref().map(Latency::of).unwrap_or_default()
+    }
+    fn mean(&self) -> f64 {
+        if self.ok == 0 { 0.0 } else { self.sum_ms / self.ok as f64 }
+    }
+}
+
+/// The processes whose CPU is read per batch.
+struct Procs {
+    list: Vec<(String, u32)>,
+}
+
+impl Procs {
+    fn cpu(&self) -> BTreeMap<String, f64> {
+        self.list
+            .iter()
+            .filter_map(|(n, pid)| procs::cpu_time(*pid).ok().map(|d| (n.clone(), d.as_secs_f64())))
+            .collect()
+    }
+
+    fn rss(&self) -> Vec<(String, f64)> {
+        self.list
+            .iter()
+            .filter_map(|(n, pid)| procs::rss_bytes(*pid).ok().map(|b| (n.clone(), b as f64)))
+            .collect()
+    }
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let kache_bin = procs::resolve_bin(args.kache_bin.clone(), "kache", false)?;
+    let kc = setup::read_kubeconfig(&args.kubeconfig)?;
+    if !kc.insecure && kc.server.starts_with("https") {
+        eprintln!(
+            "note: the load tool does not verify certificates (neither the apiserver's nor kache's); it only measures"
+        );
+    }
+    let res = ResourcePath::parse(&args.resource)?;
+    let foreign = ResourcePath::parse(&args.foreign_resource)?;
+    let logs = args.out.join("logs").join(&args.run_name);
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let client = http::client(POOL_IDLE);
+    let target = Target { base: kc.server.clone(), bearer: kc.token.clone() };
+    let mut report = RunReport {
+        scenario: args.run_name.clone(),
+        description: format!(
+            "The apiserver at {} (kubeconfig {}) directly and through kache, same run, same transport \
+             (HTTP/1.1 over TLS on both sides); {} from kache-loadtest apiserver.",
+            kc.server,
+            args.kubeconfig.display(),
+            if args.allow_writes { "writes allowed (seeding, foreign writer)" } else { "read-only" }
+        ),
+        command: crate::command_line(),
+        started_unix: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        ..RunReport::default()
+    };
+
+    if args.allow_writes && args.objects > 0 {
+        let t = Instant::now();
+        let created = setup::seed(&client, &target, &res, &args).await?;
+        eprintln!(
+            "seeded: {created} created ({} wanted) in {:.1} s",
+            args.objects,
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let count = setup::count(&client, &target, &res.all()).await?;
+    let one = http::request(
+        &client,
+        http::Method::GET,
+        &http::url(&target.base, &res.all(), "resourceVersion=0"),
+        &target.send(false),
+    )
+    .await
+    .context("full list")?;
+    let per_object = if count > 0 { one.bytes as f64 / count as f64 } else { 0.0 };
+    eprintln!(
+        "{count} objects, full list {} ({} per object)",
+        fmt_bytes(one.bytes as f64),
+        fmt_bytes(per_object)
+    );
+
+    // kache in front, serving TLS with a fresh self-signed certificate.
+    let (cert, key) = setup::self_signed(&logs)?;
+    let mut kache = procs::start_kache_with(
+        &kache_bin,
+        &KacheOpts {
+            upstream: Upstream::Kubeconfig(&args.kubeconfig),
+            resources: &res.kache_resource(),
+            tls: Some((cert.as_path(), key.as_path())),
+            log: &logs.join("kache.log"),
+        },
+    )
+    .await?;
+    let synced = kache.wait_synced(1, SYNC_TIMEOUT).await?;
+    let kache_target = Target { base: kache.url.clone(), bearer: None };
+    let mut procs_list = vec![("kache".to_string(), kache.pid)];
+    for p in &args.upstream_pids {
+        let (n, pid) = p.split_once('=').with_context(|| format!("--upstream-pid {p}: want NAME=PID"))?;
+        procs_list.push((n.to_string(), pid.parse().with_context(|| format!("--upstream-pid {p}"))?));
+    }
+    let procs = Procs { list: procs_list };
+    let mut memory = Table::new(
+        "Resident memory (VmRSS) of kache and the upstream processes",
+        &["when", "process", "RSS", "RSS ÷ JSON of the cached objects"],
+    );
+    let json_bytes = one.bytes as f64;
+    for (n, b) in procs.rss() {
+        memory.row(vec!["kache synced".into(), n, fmt_bytes(b), format!("{:.2}×", b / json_bytes.max(1.0))]);
+    }
+    report.figure(
+        format!("kache initial sync of {count} objects from the apiserver"),
+        synced.as_secs_f64(),
+        "s",
+        None,
+        format!("process start to the resource's `synced` log line; full list {}", fmt_bytes(json_bytes)),
+    );
+
+    let writer =
+        setup::ForeignWriter::start(&client, &target, &foreign, &args.foreign_kind, args.allow_writes)
+            .await?;
+    let mut cases_table = Table::new(
+        "Every case and target (latency over all requests; memory share and upstream requests from kache's \
+         /metrics; CPU from /proc over the batches of that row)",
+        &[
+            "foreign writes/s",
+            "case",
+            "target",
+            "requests",
+            "errors",
+            "bytes",
+            "p50 ms",
+            "p99 ms",
+            "mean ms",
+            "kache ÷ direct (p50)",
+            "kache ÷ direct (p99)",
+            "served from memory",
+            "upstream requests per read",
+            "CPU ms per request",
+        ],
+    );
+    for &rate in &args.foreign_rates {
+        if rate > 0.0 && !args.allow_writes {
+            report.error(format!("phase at {rate} foreign writes/s skipped: needs --allow-writes"));
+            continue;
+        }
+        let cases = phase_cases(&res, &args, rate);
+        let cases: Vec<Case> = cases.into_iter().filter(|c| !c.touch || args.allow_writes).collect();
+        writer.set_rate(rate);
+        // Let the writer and kache settle into the phase's steady state.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let achieved_before = writer.done();
+        let t = Instant::now();
+        let m = measure_phase(&client, [&target, &kache_target], &cases, &args, &kache, &procs).await;
+        let achieved = (writer.done() - achieved_before) as f64 / t.elapsed().as_secs_f64();
+        rows(&mut report, &mut cases_table, rate, achieved, &cases, &m, &procs);
+        if writer.errors() > 0 {
+            report.error(format!("foreign writer: {} failed writes so far", writer.errors()));
+        }
+    }
+    writer.set_rate(0.0);
+    for (n, b) in procs.rss() {
+        memory.row(vec!["after the run".into(), n, fmt_bytes(b), format!("{:.2}×", b / json_bytes.max(1.0))]);
+    }
+    report.tables.push(cases_table);
+    report.tables.push(memory);
+    kache.stop().await;
+    report.duration_secs = started.elapsed().as_secs_f64();
+
+    let json = args.out.join(format!("{}.json", args.run_name));
+    std::fs::write(&json, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("writing {}", json.display()))?;
+    let md = report.markdown(None);
+    std::fs::write(args.out.join(format!("{}.md", args.run_name)), &md)?;
+    println!("{md}");
+    println!("wrote {}", json.display());
+    if report.error_count > 0 {
+        eprintln!("{} error(s) during the run (see the report)", report.error_count);
+    }
+    Ok(())
+}
+
+/// The cases of one phase: everything when quiet, issue 16's four consistent reads under foreign writes.
+fn phase_cases(res: &ResourcePath, args: &Args, rate: f64) -> Vec<Case> {
+    let c =
+        |name, path: String, query: &str, gzip, touch| Case { name, path, query: query.into(), gzip, touch };
+    let ns = res.namespaced(&args.namespace);
+    let get = format!("{ns}/{}", args.name);
+    let all = res.all();
+    let mut v = vec![
+        c("get (consistent)", get, "", false, false),
+        c("namespace list (consistent)", ns, "", false, false),
+        c("page of 500 (consistent)", all.clone(), "limit=500", false, false),
+        c("full list (consistent)", all.clone(), "", false, false),
+    ];
+    if rate == 0.0 {
+        v.extend([
+            c("full list rv=0", all.clone(), "resourceVersion=0", false, false),
+            c("selector matching nothing (consistent)", all.clone(), SELECTOR_NOTHING, false, false),
+            c(
+                "selector matching nothing rv=0",
+                all.clone(),
+                &format!("{SELECTOR_NOTHING}&resourceVersion=0"),
+                false,
+                false,
+            ),
+            c(
+                "gzip full list rv=0, cached (repeated, nothing changed)",
+                all.clone(),
+                "resourceVersion=0",
+                true,
+                false,
+            ),
+            c(
+                "gzip full list rv=0, uncached (one object patched before each)",
+                all,
+                "resourceVersion=0",
+                true,
+                true,
+            ),
+        ]);
+    }
+    v
+}
+
+/// Rounds of batches over every (case, target), the first target alternating.
+async fn measure_phase(
+    client: &Client,
+    targets: [&Target; 2],
+    cases: &[Case],
+    args: &Args,
+    kache: &procs::KacheProc,
+    procs: &Procs,
+) -> BTreeMap<(usize, usize), Measure> {
+    let mut m: BTreeMap<(usize, usize), Measure> = BTreeMap::new();
+    let mut touches = 0u64;
+    for round in 0..args.rounds {
+        for (ci, case) in cases.iter().enumerate() {
+            for k in 0..2 {
+                let ti = (k + round + ci) % 2;
+                let t = targets[ti];
+                let before = metrics::scrape(client, kache.metrics_url.as_deref()).await;
+                let cpu0 = procs.cpu();
+                let deadline = Instant::now() + Duration::from_secs_f64(args.batch_secs);
+                let entry = m.entry((ci, ti)).or_default();
+                let hist = entry.hist.get_or_insert_with(histogram);
+                for i in 0..args.batch_requests.max(1) {
+                    if i > 0 && Instant::now() >= deadline {
+                        break;
+                    }
+                    if case.touch {
+                        touches += 1;
+                        // Patched directly on the apiserver, whatever the target: kache sees it by watch.
+                        let _ = setup::touch(client, targets[0], args, touches).await;
+                    }
+                    let s = Instant::now();
+                    let r = http::request(
+                        client,
+                        http::Method::GET,
+                        &http::url(&t.base, &case.path, &case.query),
+                        &t.send(case.gzip),
+                    )
+                    .await;
+                    match r {
+                        Ok(f) => {
+                            let d = s.elapsed();
+                            record(hist, d);
+                            entry.sum_ms += d.as_secs_f64() * 1000.0;
+                            entry.ok += 1;
+                            entry.bytes.push(f.bytes as f64);
+                        }
+                        Err(_) => entry.errors += 1,
+                    }
+                }
+                let cpu1 = procs.cpu();
+                for (n, v1) in cpu1 {
+                    let v0 = cpu0.get(&n).copied().unwrap_or(v1);
+                    *entry.cpu.entry(n).or_default() += v1 - v0;
+                }
+                if ti == 1 {
+                    let after = metrics::scrape(client, kache.metrics_url.as_deref()).await;
+                    entry.counters.add(&after.minus(&before));
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Table rows and headline figures of one phase.
+fn rows(
+    report: &mut RunReport,
+    table: &mut Table,
+    rate: f64,
+    achieved: f64,
+    cases: &[Case],
+    m: &BTreeMap<(usize, usize), Measure>,
+    procs: &Procs,
+) {
+    let rate_cell = if rate == 0.0 { "0".to_string() } else { format!("{rate} (achieved {achieved:.1})") };
+    // A figure names the rate the writer reached: on a busy machine the apiserver may not take the asked one.
+    let rate_label = if rate == 0.0 { "0".to_string() } else { format!("{achieved:.0} (of {rate} asked)") };
+    for (ci, case) in cases.iter().enumerate() {
+        let (Some(d), Some(k)) = (m.get(&(ci, 0)), m.get(&(ci, 1))) else { continue };
+        let (pd, pk) = (d.p(), k.p());
+        let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.2}×", a / b) } else { "—".into() };
+        for (ti, x) in [(0, d), (1, k)] {
+            let p = x.p();
+            let requests = x.ok + x.errors;
+            let cpu = procs
+                .list
+                .iter()
+                .filter_map(|(n, _)| {
+                    let v = x.cpu.get(n)?;
+                    (requests > 0).then(|| format!("{n} {:.2}", v * 1000.0 / requests as f64))
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            table.row(vec![
+                rate_cell.clone(),
+                case.name.into(),
+                if ti == 0 { "apiserver direct".into() } else { "through kache".into() },
+                requests.to_string(),
+                x.errors.to_string(),
+                fmt_bytes(median(&x.bytes)),
+                fmt_num(p.p50_ms),
+                fmt_num(p.p99_ms),
+                fmt_num(x.mean()),
+                if ti == 1 { ratio(pk.p50_ms, pd.p50_ms) } else { String::new() },
+                if ti == 1 { ratio(pk.p99_ms, pd.p99_ms) } else { String::new() },
+                if ti == 1 { x.counters.memory_share() } else { String::new() },
+                if ti == 1 { x.counters.upstream_per(x.ok + x.errors) } else { String::new() },
+                cpu,
+            ]);
+        }
+        if pd.p50_ms > 0.0 {
+            report.figure(
+                format!("real apiserver, {}, {rate_label} foreign writes/s: kache ÷ direct (p50)", case.name),
+                pk.p50_ms / pd.p50_ms,
+                "×",
+                None,
+                format!(
+                    "p50 {} vs {} ms, p99 {} vs {} ms, mean {} vs {} ms; {} served from memory",
+                    fmt_num(pk.p50_ms),
+                    fmt_num(pd.p50_ms),
+                    fmt_num(pk.p99_ms),
+                    fmt_num(pd.p99_ms),
+                    fmt_num(k.mean()),
+                    fmt_num(d.mean()),
+                    k.counters.memory_share()
+                ),
+            );
+        }
+        if d.errors + k.errors > 0 {
+            report.error(format!(
+                "{} at {rate} foreign writes/s: {} errors direct, {} through kache",
+                case.name, d.errors, k.errors
+            ));
+        }
+    }
+}
