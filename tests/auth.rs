@@ -15,25 +15,20 @@ use http::{Request, StatusCode};
 use http_body_util::Empty;
 use serde_json::json;
 
-use common::auth::{difference, names};
+use common::auth::{KACHE_TOKEN, difference, names, token as user_token};
 use common::tls::{Pki, tls_get};
 use common::{Resp, client};
 use kache::app::{Config, Kache, UpstreamSource};
 use kache::auth::{AuthMode, AuthSettings};
 use kache::upstream::discovery::{Selection, parse_resource_specs};
-use kache_sim::auth::{AuthConfig, Rule, UserInfo};
-use kache_sim::{Sim, SimHandle};
+use kache_sim::SimHandle;
+use kache_sim::auth::Rule;
 
-const KACHE_TOKEN: &str = "kache-token";
 /// Bound on how long a revocation may take to show (the TTLs below are far shorter); not a timing
 /// assertion, a hang guard.
 const CONVERGE_WITHIN: Duration = Duration::from_secs(20);
 /// TTLs the revocation test configures.
 const TINY_TTL: Duration = Duration::from_millis(200);
-
-fn user_token(user: &str) -> String {
-    format!("{user}-token")
-}
 
 /// alice: pods in namespace `a` (get, list, watch). bob: pods everywhere (list, watch) and nodes (get).
 /// carol: nothing but the bootstrap policy.
@@ -51,27 +46,8 @@ fn rules() -> Vec<Rule> {
 }
 
 async fn start_sim() -> SimHandle {
-    let mut auth = AuthConfig::new().with_token(KACHE_TOKEN, UserInfo::new("kache", &["system:masters"]));
-    for user in ["alice", "bob", "carol", "root"] {
-        let groups: &[&str] = if user == "root" { &["system:masters"] } else { &[] };
-        auth = auth.with_token(user_token(user), UserInfo::new(user, groups));
-    }
-    for rule in rules() {
-        auth = auth.with_rule(rule);
-    }
-    let sim = Sim::builder()
-        .bookmark_interval(Duration::from_millis(100))
-        .auth(Some(auth))
-        .start()
-        .await
-        .expect("sim starts");
-    for ns in ["a", "b"] {
-        sim.create("namespaces", None, json!({"metadata": {"name": ns}})).expect("namespace");
-        for i in 0..2 {
-            let pod = json!({"metadata": {"name": format!("p-{ns}-{i}")}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
-            sim.create("pods", Some(ns), pod).expect("pod");
-        }
-    }
+    let users = [("alice", false), ("bob", false), ("carol", false), ("root", true)];
+    let sim = common::auth::start_sim(&users, rules(), false).await;
     for n in ["n1", "n2"] {
         sim.create("nodes", None, json!({"metadata": {"name": n}})).expect("node");
     }

@@ -38,12 +38,7 @@ async fn chain() -> (SimHandle, Kache, Kache) {
         .start()
         .await
         .expect("sim starts");
-    for ns in NAMESPACES {
-        sim.create("namespaces", None, namespace(ns)).expect("namespace");
-        for i in 0..PODS_PER_NAMESPACE {
-            sim.create("pods", Some(ns), pod(ns, &format!("p{i:03}"), &[], "node-1")).expect("pod");
-        }
-    }
+    common::seed_pods(&sim, &NAMESPACES, PODS_PER_NAMESPACE);
     let pods_only = |c: &mut kache::app::Config| {
         c.selection =
             Selection { include: Some(parse_resource_specs("pods").expect("specs")), exclude: Vec::new() };

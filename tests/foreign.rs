@@ -42,12 +42,7 @@ async fn cluster_with(foreign_rate: f64, tweak: impl FnOnce(&mut kache::app::Con
         .start()
         .await
         .expect("sim starts");
-    for ns in NAMESPACES {
-        sim.create("namespaces", None, namespace(ns)).expect("namespace");
-        for i in 0..PODS_PER_NAMESPACE {
-            sim.create("pods", Some(ns), pod(ns, &format!("p{i:03}"), &[], "node-1")).expect("pod");
-        }
-    }
+    common::seed_pods(&sim, &NAMESPACES, PODS_PER_NAMESPACE);
     let kache = start_kache(&sim.url(), |c| {
         c.selection =
             Selection { include: Some(parse_resource_specs("pods").expect("specs")), exclude: Vec::new() };

@@ -8,22 +8,15 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use common::auth::{config, difference, kubeconfig, names, request, start};
+use common::auth::{KACHE_TOKEN, config, difference, kubeconfig, names, request, start, token};
 use common::tls::{Pki, tls_get};
 use kache::auth::AuthSettings;
-use kache_sim::auth::{AuthConfig, Rule, UserInfo};
-use kache_sim::{Sim, SimHandle};
-
-const KACHE_TOKEN: &str = "kache-token";
-
-fn token(user: &str) -> String {
-    format!("{user}-token")
-}
+use kache_sim::SimHandle;
+use kache_sim::auth::Rule;
 
 /// alice: pods in namespace `a`. imp: may impersonate the user alice and the group `team` (nothing else,
 /// no reads of its own). The service account `a/reader`: pods in `a`. The group `team`: pods in `b`.
@@ -66,30 +59,8 @@ fn rules() -> Vec<Rule> {
 }
 
 async fn start_sim() -> SimHandle {
-    let mut auth = AuthConfig::new().with_token(KACHE_TOKEN, UserInfo::new("kache", &["system:masters"]));
-    for user in ["alice", "imp", "carol", "root", "node"] {
-        let groups: &[&str] = if matches!(user, "root" | "node") { &["system:masters"] } else { &[] };
-        auth = auth.with_token(token(user), UserInfo::new(user, groups));
-    }
-    for rule in rules() {
-        auth = auth.with_rule(rule);
-    }
-    let sim = Sim::builder()
-        .bookmark_interval(Duration::from_millis(100))
-        .auth(Some(auth))
-        .start()
-        .await
-        .expect("sim starts");
-    for ns in ["a", "b"] {
-        sim.create("namespaces", None, json!({"metadata": {"name": ns}})).expect("namespace");
-        for i in 0..2 {
-            let pod = json!({"metadata": {"name": format!("p-{ns}-{i}")}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
-            sim.create("pods", Some(ns), pod).expect("pod");
-            let secret = json!({"metadata": {"name": format!("s-{ns}-{i}")}, "data": {"k": "c2VjcmV0"}});
-            sim.create("secrets", Some(ns), secret).expect("secret");
-        }
-    }
-    sim
+    let users = [("alice", false), ("imp", false), ("carol", false), ("root", true), ("node", true)];
+    common::auth::start_sim(&users, rules(), true).await
 }
 
 /// The reads of the matrix, all at resourceVersion=0 so that kache answers cached ones from memory.

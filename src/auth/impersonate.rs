@@ -31,6 +31,7 @@ use http::HeaderMap;
 use super::{AUTHENTICATED_GROUP, Attributes, Credential, Identity};
 use crate::codec::gojson::go_quote;
 use crate::codec::status::ApiError;
+use crate::serve::selector::is_dns1123_subdomain_syntax;
 
 const USER: &str = "impersonate-user";
 const GROUP: &str = "impersonate-group";
@@ -369,17 +370,14 @@ fn node_name(user: &str) -> Option<&str> {
     user.strip_prefix(NODE_PREFIX).filter(|n| is_dns1123_subdomain(n))
 }
 
+/// `IsDNS1123Label`: at most 63 characters of `[a-z0-9]([-a-z0-9]*[a-z0-9])?`.
 fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
+    s.len() <= 63 && !s.contains('.') && is_dns1123_subdomain_syntax(s)
 }
 
+/// `IsDNS1123Subdomain`: at most 253 characters of dot-separated labels.
 fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns1123_label)
+    s.len() <= 253 && is_dns1123_subdomain_syntax(s)
 }
 
 /// `url.PathUnescape` of an extra key; a malformed escape keeps the key as sent (as the apiserver);

@@ -583,11 +583,7 @@ fn token_key(token: &str) -> TokenKey {
 /// Removes the client's credentials and identity claims.
 fn strip_identity_headers(headers: &mut HeaderMap) {
     headers.remove(header::AUTHORIZATION);
-    let names: Vec<HeaderName> =
-        headers.keys().filter(|k| k.as_str().starts_with("impersonate-")).cloned().collect();
-    for name in names {
-        headers.remove(name);
-    }
+    strip_impersonation(headers);
 }
 
 /// `Impersonate-*` headers naming exactly `id`. A part that a header cannot carry unchanged (control

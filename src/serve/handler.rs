@@ -315,9 +315,10 @@ impl KacheHandler {
             return self.forward(req, id).await;
         }
         let Some(store) = self.servable_store(&req, r) else { return self.forward(req, id).await };
+        let attrs = Attributes::from_request(r);
         let impersonated;
         let id = if impersonating {
-            match self.auth.impersonate(id, req.headers(), Some(&Attributes::from_request(r)), true).await {
+            match self.auth.impersonate(id, req.headers(), Some(&attrs), true).await {
                 Impersonation::As(user) => {
                     impersonated = user;
                     &impersonated
@@ -330,7 +331,7 @@ impl KacheHandler {
         };
         // Authorization of a read served from memory (k-sec), before anything about the resource is looked
         // at, as the apiserver's filter chain orders it. Forwarded requests are authorized upstream.
-        if let Err(e) = self.auth.authorize(id, &Attributes::from_request(r)).await {
+        if let Err(e) = self.auth.authorize(id, &attrs).await {
             return error_response(&e, &req, false);
         }
         // Encodings other than JSON (Table, protobuf, YAML, CBOR) are forwarded: the upstream answers them.

@@ -7,11 +7,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Request;
 use http_body_util::{BodyExt, Empty};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use kache::app::{Config, Kache, UpstreamSource};
 use kache::auth::AuthSettings;
 use kache::upstream::discovery::{Selection, parse_resource_specs};
+use kache_sim::auth::{AuthConfig, Rule, UserInfo};
+use kache_sim::{Sim, SimHandle};
 
 use super::{Resp, client, get_with};
 
@@ -112,4 +114,43 @@ pub fn difference(
         .map(|f| format!("{what}: {f} kache {} upstream {}", g[*f], w[*f]))
         .collect();
     (!fields.is_empty()).then(|| fields.join("\n"))
+}
+
+/// The token of kache's own identity (`system:masters`) in the sims of these tests.
+pub const KACHE_TOKEN: &str = "kache-token";
+
+/// A user's static token in these tests.
+pub fn token(user: &str) -> String {
+    format!("{user}-token")
+}
+
+/// A sim with authentication on: kache's token, a token per `(user, in system:masters)`, the `rules`; seeded
+/// with namespaces `a` and `b` of two pods each (`p-<ns>-<i>`), and two Secrets each when `secrets`.
+pub async fn start_sim(users: &[(&str, bool)], rules: Vec<Rule>, secrets: bool) -> SimHandle {
+    let mut auth = AuthConfig::new().with_token(KACHE_TOKEN, UserInfo::new("kache", &["system:masters"]));
+    for (user, master) in users {
+        let groups: &[&str] = if *master { &["system:masters"] } else { &[] };
+        auth = auth.with_token(token(user), UserInfo::new(*user, groups));
+    }
+    for rule in rules {
+        auth = auth.with_rule(rule);
+    }
+    let sim = Sim::builder()
+        .bookmark_interval(Duration::from_millis(100))
+        .auth(Some(auth))
+        .start()
+        .await
+        .expect("sim starts");
+    for ns in ["a", "b"] {
+        sim.create("namespaces", None, json!({"metadata": {"name": ns}})).expect("namespace");
+        for i in 0..2 {
+            let pod = json!({"metadata": {"name": format!("p-{ns}-{i}")}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+            sim.create("pods", Some(ns), pod).expect("pod");
+            if secrets {
+                let secret = json!({"metadata": {"name": format!("s-{ns}-{i}")}, "data": {"k": "c2VjcmV0"}});
+                sim.create("secrets", Some(ns), secret).expect("secret");
+            }
+        }
+    }
+    sim
 }

@@ -119,3 +119,13 @@ pub fn pod(ns: &str, name: &str, labels: &[(&str, &str)], node: &str) -> Value {
 pub fn namespace(name: &str) -> Value {
     serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 }
+
+/// Creates `namespaces` with `per_namespace` pods each (`p000`, `p001`, … on `node-1`).
+pub fn seed_pods(sim: &SimHandle, namespaces: &[&str], per_namespace: usize) {
+    for ns in namespaces {
+        sim.create("namespaces", None, namespace(ns)).expect("namespace");
+        for i in 0..per_namespace {
+            sim.create("pods", Some(ns), pod(ns, &format!("p{i:03}"), &[], "node-1")).expect("pod");
+        }
+    }
+}

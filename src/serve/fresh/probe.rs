@@ -12,14 +12,19 @@ use crate::upstream::Upstream;
 /// A probe response larger than this is refused (a `limit=1` list is one object).
 const MAX_PROBE_BODY: usize = 8 << 20;
 
-/// One consistent `limit=1` list at `path`; returns its `metadata.resourceVersion`.
-pub(super) async fn probe(upstream: &Upstream, path: &str) -> Result<u64, String> {
-    let req = Request::builder()
+/// A GET of `path` asking for JSON, as probes and proof watches send it.
+pub(super) fn json_get(path: &str) -> Result<Request<crate::body::Body>, String> {
+    Request::builder()
         .method(Method::GET)
         .uri(path)
         .header(http::header::ACCEPT, "application/json")
         .body(body::empty())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// One consistent `limit=1` list at `path`; returns its `metadata.resourceVersion`.
+pub(super) async fn probe(upstream: &Upstream, path: &str) -> Result<u64, String> {
+    let req = json_get(path)?;
     let resp = upstream.send(req).await.map_err(|e| e.to_string())?;
     let status = resp.status();
     let bytes = http_body_util::Limited::new(resp.into_body(), MAX_PROBE_BODY)

@@ -16,10 +16,9 @@
 use std::time::Duration;
 
 use bytes::BytesMut;
-use http::{Method, Request, StatusCode};
+use http::StatusCode;
 use http_body_util::BodyExt;
 
-use crate::body;
 use crate::upstream::Upstream;
 
 /// The proof watch's `timeoutSeconds`: its pre-deadline bookmark comes after ~1–2 s (issue 16: 1.9 s
@@ -42,12 +41,7 @@ pub(super) async fn quiet_until(
     let path = format!(
         "{collection}?watch=1&allowWatchBookmarks=true&resourceVersion={from}&timeoutSeconds={PROOF_WATCH_SECONDS}"
     );
-    let req = Request::builder()
-        .method(Method::GET)
-        .uri(path)
-        .header(http::header::ACCEPT, "application/json")
-        .body(body::empty())
-        .map_err(|e| e.to_string())?;
+    let req = super::probe::json_get(&path)?;
     let resp = upstream.send(req).await.map_err(|e| e.to_string())?;
     if resp.status() != StatusCode::OK {
         return Err(format!("proof watch answered {}", resp.status()));

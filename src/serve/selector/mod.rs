@@ -10,6 +10,7 @@ pub use field::{
     custom_resource_field_label, custom_resource_metadata_fields,
 };
 pub use label::{LabelSelector, LabelSelectorError, Operator, Requirement};
+pub use validation::is_dns1123_subdomain_syntax;
 
 #[cfg(test)]
 mod test_support;
