@@ -278,7 +278,18 @@ async fn run(seed: u64, mode: Mode) {
     sim.restart().await;
     // Nothing reaches the reflectors until requests are let through again: a store behind the restart's
     // revision must relist (its watch resumes below the new history floor and gets 410). One that saw the
-    // writes anyway (the sim's stall is not instantaneous) may resume.
+    // writes anyway (the sim's stall is not instantaneous) may resume. The restart drops connections
+    // asynchronously: wait until every reflector has seen its old watch end (its next request met the
+    // injected 503), so no frame still in flight on an old connection lands after `behind` is sampled.
+    let deadline = tokio::time::Instant::now() + CONVERGE_TIMEOUT;
+    while !registry.statuses().iter().all(|s| s.last_error.as_deref().is_some_and(|e| e.contains("503"))) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "reflectors never saw the restart: {:#?}",
+            registry.statuses()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let floor = sim.revision();
     let behind: Vec<bool> = stores.iter().map(|s| s.resource_version() < floor).collect();
     sim.fail_next(0, 200);
