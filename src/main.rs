@@ -17,6 +17,7 @@ use kache::upstream::discovery::{Selection, parse_resource_specs};
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
 
+#[cfg(feature = "demo")]
 mod demo;
 
 #[derive(Parser, Debug)]
@@ -41,6 +42,7 @@ enum Command {
     /// Serve a read replica of an upstream kube-apiserver.
     Serve(ServeArgs),
     /// Start a simulated apiserver with a realistic dataset and kache in front of it.
+    #[cfg(feature = "demo")]
     Demo(demo::DemoArgs),
 }
 
@@ -226,6 +228,7 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => serve(args).await,
+            #[cfg(feature = "demo")]
             Command::Demo(args) => demo::run(args).await,
         }
     })

@@ -169,18 +169,25 @@ fn decode_raw_url_base64(src: &[u8]) -> Result<Vec<u8>, TokenError> {
 }
 
 /// `json.Unmarshal(data, &continueToken{})`: case-insensitive field names, unknown fields ignored, `null`
-/// leaves the zero value, the last duplicate wins. Error texts approximate Go's for the common cases.
+/// leaves the zero value (a top-level `null` too), members are applied in document order so the last
+/// duplicate wins, and the earliest type mismatch is the error. Error texts approximate Go's for the common
+/// cases. The members are read in document order by [`TokenDoc`]'s visitor, so the result does not depend
+/// on how a `serde_json::Map` orders keys (serde_json's `preserve_order` feature).
 fn parse_token_json(data: &[u8]) -> Result<(String, i64, String), TokenError> {
-    let value: serde_json::Value =
+    let doc: TokenDoc =
         serde_json::from_slice(data).map_err(|e| TokenError::Json(go_syntax_error(&e, data)))?;
-    let serde_json::Value::Object(map) = value else {
-        return Err(TokenError::Json(format!(
-            "json: cannot unmarshal {} into Go value of type storage.continueToken",
-            go_kind(&value)
-        )));
+    let members = match doc {
+        TokenDoc::Object(members) => members,
+        TokenDoc::Null => Vec::new(),
+        TokenDoc::Other(kind) => {
+            return Err(TokenError::Json(format!(
+                "json: cannot unmarshal {kind} into Go value of type storage.continueToken"
+            )));
+        }
     };
     let (mut version, mut rv, mut start) = (String::new(), 0i64, String::new());
-    for (k, v) in &map {
+    let mut first_error = None;
+    for (k, v) in &members {
         let field = match k.to_ascii_lowercase().as_str() {
             "v" => "v",
             "rv" => "rv",
@@ -193,22 +200,90 @@ fn parse_token_json(data: &[u8]) -> Result<(String, i64, String), TokenError> {
                 go_kind(v)
             ))
         };
-        match (field, v) {
-            (_, serde_json::Value::Null) => {}
-            ("rv", serde_json::Value::Number(n)) => {
-                rv = n.as_i64().ok_or_else(|| {
-                    TokenError::Json(format!(
-                        "json: cannot unmarshal number {n} into Go struct field continueToken.rv of type int64"
-                    ))
-                })?;
+        let outcome = match (field, v) {
+            (_, serde_json::Value::Null) => Ok(()),
+            ("rv", serde_json::Value::Number(n)) => match n.as_i64() {
+                Some(n) => {
+                    rv = n;
+                    Ok(())
+                }
+                None => Err(TokenError::Json(format!(
+                    "json: cannot unmarshal number {n} into Go struct field continueToken.rv of type int64"
+                ))),
+            },
+            ("rv", _) => Err(mismatch("int64")),
+            ("v", serde_json::Value::String(s)) => {
+                version = s.clone();
+                Ok(())
             }
-            ("rv", _) => return Err(mismatch("int64")),
-            ("v", serde_json::Value::String(s)) => version = s.clone(),
-            ("start", serde_json::Value::String(s)) => start = s.clone(),
-            _ => return Err(mismatch("string")),
+            ("start", serde_json::Value::String(s)) => {
+                start = s.clone();
+                Ok(())
+            }
+            _ => Err(mismatch("string")),
+        };
+        // Go skips a mismatched member, completes the decode and reports the earliest mismatch.
+        if let Err(e) = outcome {
+            first_error.get_or_insert(e);
         }
     }
-    Ok((version, rv, start))
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok((version, rv, start)),
+    }
+}
+
+/// A token's JSON document: an object's members in document order (duplicates kept), `null`, or the kind
+/// of any other top-level value.
+enum TokenDoc {
+    Object(Vec<(String, serde_json::Value)>),
+    Null,
+    Other(&'static str),
+}
+
+impl<'de> serde::Deserialize<'de> for TokenDoc {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = TokenDoc;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<TokenDoc, A::Error> {
+                let mut members = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    members.push((key, map.next_value::<serde_json::Value>()?));
+                }
+                Ok(TokenDoc::Object(members))
+            }
+            fn visit_unit<E>(self) -> Result<TokenDoc, E> {
+                Ok(TokenDoc::Null)
+            }
+            fn visit_none<E>(self) -> Result<TokenDoc, E> {
+                Ok(TokenDoc::Null)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<TokenDoc, E> {
+                Ok(TokenDoc::Other("bool"))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<TokenDoc, E> {
+                Ok(TokenDoc::Other("number"))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<TokenDoc, E> {
+                Ok(TokenDoc::Other("number"))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<TokenDoc, E> {
+                Ok(TokenDoc::Other("number"))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<TokenDoc, E> {
+                Ok(TokenDoc::Other("string"))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<TokenDoc, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(TokenDoc::Other("array"))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 fn go_kind(v: &serde_json::Value) -> &'static str {

@@ -115,6 +115,30 @@ fn go_json_leniency() {
     );
 }
 
+#[test]
+fn members_apply_in_document_order_whatever_the_map_type() {
+    // Go applies members in document order: the last one naming a field wins, whatever its case. A sorted
+    // map would put "RV" before "rv" and keep 7; an insertion-ordered one would keep the first position.
+    let t = b64("{\"v\":\"meta.k8s.io/v1\",\"rv\":7,\"RV\":8,\"start\":\"/a\\u0000\",\"rv\":9}");
+    assert_eq!(decode(&t), Ok(Continue { rv: 9, start_key: "a\0".into() }));
+    let t = b64("{\"v\":\"meta.k8s.io/v1\",\"rv\":9,\"start\":\"/a\\u0000\",\"Rv\":3}");
+    assert_eq!(decode(&t).map(|c| c.rv), Ok(3));
+    // A mismatched member is skipped and the earliest mismatch reported, even when a later member is valid.
+    let t = b64("{\"v\":\"meta.k8s.io/v1\",\"rv\":\"x\",\"start\":1,\"rv\":4}");
+    assert_eq!(
+        msg(&t),
+        "invalid continue token: continue key is not valid: json: cannot unmarshal string into Go struct \
+         field continueToken.rv of type int64"
+    );
+    // A top-level null leaves the zero token, whose empty version is the first check to fail.
+    assert_eq!(decode(&b64("null")), Err(TokenError::UnrecognizedVersion(String::new())));
+    assert_eq!(
+        msg(&b64("[1]")),
+        "invalid continue token: continue key is not valid: json: cannot unmarshal array into Go value of type \
+         storage.continueToken"
+    );
+}
+
 proptest! {
     #[test]
     fn round_trips(rv in prop_oneof![Just(-1i64), 1i64..i64::MAX], ns in "[a-z0-9-]{1,10}", name in "[a-z0-9.-]{1,20}") {
