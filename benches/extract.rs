@@ -1,4 +1,4 @@
-//! Ingest codec benchmarks: kache's extraction (serde_json validation + sonic-rs lookups) against a
+//! Ingest codec benchmarks: kache's extraction (one serde_json pass keeping raw values) against a
 //! serde_json baseline doing the same work (the obvious implementation: borrowed structs with `Cow`
 //! strings and `RawValue`).
 //!
@@ -16,9 +16,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use kache::codec::extract::{
-    ingest_list, ingest_watch_line, object_from_json, parse_watch_line, split_list, with_type_meta,
-};
+use kache::codec::extract::{object_from_json, parse_watch_line, split_list, with_type_meta};
 use kache::resource::{Gvr, ResourceInfo};
 use kache::store::{Object, make_key};
 use serde::Deserialize;
@@ -216,9 +214,6 @@ fn bench_object(c: &mut Criterion) {
             object_from_json(Bytes::copy_from_slice(&frame.object), &pods_info).expect("valid")
         })
     });
-    g.bench_function("ingest_watch_line", |b| {
-        b.iter(|| ingest_watch_line(black_box(line.clone()), &pods_info).expect("valid"))
-    });
     g.bench_function("serde_json", |b| b.iter(|| baseline::watch_line(black_box(&line))));
     g.finish();
 }
@@ -253,9 +248,6 @@ fn bench_list(c: &mut Criterion) {
                 .map(|item| object_from_json(with_type_meta(item, "Pod", "v1"), &pods_info).expect("valid"))
                 .collect::<Vec<_>>()
         })
-    });
-    g.bench_function("ingest_list", |b| {
-        b.iter(|| ingest_list(black_box(&body), &pods_info).expect("valid").objects.len())
     });
     g.finish();
 }

@@ -1,9 +1,13 @@
 //! The kind-specific field-selector fields, extracted once at ingest and rendered like the apiserver's
 //! `ToSelectableFields` functions (k/k `pkg/registry/*/strategy.go`).
 
-use sonic_rs::{JsonValueTrait, LazyValue};
+use std::fmt;
 
-use super::json::render_scalar;
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::ExtractError;
+use super::json::{self, Key, MembersVisitor, render_scalar};
 use crate::resource::FieldKind;
 
 /// Go's `strconv.FormatBool(false)`: the pod field set's `spec.hostNetwork` and the node field set's
@@ -12,84 +16,136 @@ const GO_FALSE: &str = "false";
 /// `strconv.Itoa(int(Status.Replicas))` for a ReplicaSet / ReplicationController without status.
 const GO_ZERO: &str = "0";
 
-/// The raw values of a kind's extra fields, found by either extraction path.
+/// The raw values of a kind's extra fields.
 pub(super) struct FieldValues<'a> {
     /// One per `kind.extra_fields()`, in order. For events, the `source` slot holds `source.component`.
-    pub slots: Vec<Option<LazyValue<'a>>>,
+    pub slots: Vec<Option<&'a RawValue>>,
     /// Pods: `status.podIPs`.
-    pub pod_ips: Option<LazyValue<'a>>,
+    pub pod_ips: Option<&'a RawValue>,
 }
 
-/// The JSON path to read for an extra field: its dotted path, except the event field set's `source`,
-/// which is `source.component`.
-pub(super) fn json_path(kind: FieldKind, field: &'static str) -> Vec<&'static str> {
+/// Where an extra field lives: a top-level member, or a member of one (`spec.nodeName`). The event field
+/// set's `source` is `source.component`.
+fn segments(kind: FieldKind, field: &'static str) -> (&'static str, Option<&'static str>) {
     match (kind, field) {
-        (FieldKind::Event, "source") => vec!["source", "component"],
-        _ => field.split('.').collect(),
+        (FieldKind::Event, "source") => ("source", Some("component")),
+        _ => match field.split_once('.') {
+            Some((root, child)) => (root, Some(child)),
+            None => (field, None),
+        },
     }
 }
 
-/// Top-level members that the kind's extra fields start from, collected during the general path's walk.
-pub(super) struct Roots<'a> {
+/// What one pass over an object finds: its `metadata` and the kind's extra fields.
+pub(super) struct Scan<'a> {
+    pub metadata: Option<&'a RawValue>,
+    pub fields: FieldValues<'a>,
+}
+
+/// Reads the object `text` in one serde_json pass that validates all of it (grammar, nothing after the
+/// value): `metadata` and the members the kind's fields start from are kept as raw values, everything
+/// else is skipped. Duplicate members: the last one wins, like Go's decoder.
+pub(super) fn scan(text: &str, kind: FieldKind) -> Result<Scan<'_>, ExtractError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let found =
+        de::Deserializer::deserialize_any(&mut de, ObjectVisitor { kind }).map_err(ExtractError::Json)?;
+    de.end().map_err(|_| ExtractError::TrailingBytes)?;
+    found.ok_or(ExtractError::NotAnObject)
+}
+
+struct ObjectVisitor {
     kind: FieldKind,
-    /// `(root name, value)`; the last duplicate wins, like Go's decoder.
-    found: Vec<(&'static str, LazyValue<'a>)>,
 }
 
-// === impl Roots ===
+impl<'de> Visitor<'de> for ObjectVisitor {
+    type Value = Option<Scan<'de>>;
 
-impl<'a> Roots<'a> {
-    pub(super) fn new(kind: FieldKind) -> Self {
-        Self { kind, found: Vec::new() }
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
     }
 
-    /// Keeps `value` if `key` is the first segment of one of the kind's fields.
-    pub(super) fn offer(&mut self, key: &str, value: LazyValue<'a>) {
-        let paths = self.kind.extra_fields();
-        let Some(root) = paths.iter().map(|p| first_segment(p)).find(|r| *r == key) else {
-            return;
-        };
-        match self.found.iter_mut().find(|(r, _)| *r == root) {
-            Some(slot) => slot.1 = value,
-            None => self.found.push((root, value)),
-        }
-    }
-
-    /// Resolves every field path below the roots, one pass over each root's members.
-    pub(super) fn values(self) -> FieldValues<'a> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let kind = self.kind;
-        let paths: Vec<Vec<&'static str>> = kind.extra_fields().iter().map(|f| json_path(kind, f)).collect();
-        let mut slots: Vec<Option<LazyValue<'a>>> = vec![None; paths.len()];
-        let mut pod_ips = None;
-        for (root, value) in self.found {
-            for (i, path) in paths.iter().enumerate() {
-                if path.len() == 1 && path[0] == root {
-                    slots[i] = Some(value.clone());
-                }
-            }
-            if !paths.iter().any(|p| p.len() == 2 && p[0] == root) {
+        let paths: Vec<(&'static str, Option<&'static str>)> =
+            kind.extra_fields().iter().map(|f| segments(kind, f)).collect();
+        let mut slots: Vec<Option<&'de RawValue>> = vec![None; paths.len()];
+        let (mut metadata, mut pod_ips) = (None, None);
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            let key = &*key;
+            if key == "metadata" {
+                metadata = Some(map.next_value::<&'de RawValue>()?);
                 continue;
             }
-            let Some(members) = value.into_object_iter() else { continue };
-            for member in members {
-                // The root was validated; an error here cannot happen, but stay total.
-                let Ok((key, child)) = member else { break };
-                for (i, path) in paths.iter().enumerate() {
-                    if path.len() == 2 && path[0] == root && path[1] == key {
-                        slots[i] = Some(child.clone());
+            let pod_status = kind == FieldKind::Pod && key == "status";
+            let nested = pod_status || paths.iter().any(|(r, c)| *r == key && c.is_some());
+            if paths.iter().any(|(r, c)| *r == key && c.is_none()) {
+                let value = map.next_value::<&'de RawValue>()?;
+                for (slot, _) in slots.iter_mut().zip(&paths).filter(|(_, (r, c))| *r == key && c.is_none()) {
+                    *slot = Some(value);
+                }
+            } else if nested {
+                // A later duplicate of a root replaces what an earlier one set.
+                for (slot, _) in slots.iter_mut().zip(&paths).filter(|(_, (r, _))| *r == key) {
+                    *slot = None;
+                }
+                if pod_status {
+                    pod_ips = None;
+                }
+                let Some(children) = map.next_value::<MaybeMembers<'de>>()?.0 else { continue };
+                for (child, value) in children {
+                    for (slot, _) in
+                        slots.iter_mut().zip(&paths).filter(|(_, (r, c))| *r == key && *c == Some(&*child))
+                    {
+                        *slot = Some(value);
+                    }
+                    if pod_status && child == "podIPs" {
+                        pod_ips = Some(value);
                     }
                 }
-                if kind == FieldKind::Pod && root == "status" && key == "podIPs" {
-                    pod_ips = Some(child);
-                }
+            } else {
+                map.next_value::<IgnoredAny>()?;
             }
         }
-        FieldValues { slots, pod_ips }
+        Ok(Some(Scan { metadata, fields: FieldValues { slots, pod_ips } }))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
     }
 }
 
-fn first_segment(path: &'static str) -> &'static str {
-    path.split_once('.').map_or(path, |(first, _)| first)
+/// A member value's own members when it is an object (`None` for any other JSON value).
+struct MaybeMembers<'a>(Option<json::Members<'a>>);
+
+impl<'de> serde::Deserialize<'de> for MaybeMembers<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(MembersVisitor).map(MaybeMembers)
+    }
 }
 
 /// Values of `kind.extra_fields()`, in that order; `None` where the object does not set the field (the
@@ -97,8 +153,7 @@ fn first_segment(path: &'static str) -> &'static str {
 /// field set prints a typed zero value (`"false"`, `"0"`).
 pub(super) fn render(kind: FieldKind, values: &FieldValues<'_>) -> Box<[Option<Box<str>>]> {
     let paths = kind.extra_fields();
-    let mut out: Vec<Option<Box<str>>> =
-        values.slots.iter().map(|s| s.as_ref().and_then(render_scalar)).collect();
+    let mut out: Vec<Option<Box<str>>> = values.slots.iter().map(|s| s.and_then(render_scalar)).collect();
     let reporting = paths.iter().position(|p| *p == "reportingComponent").and_then(|i| out[i].clone());
     for (i, path) in paths.iter().enumerate() {
         let value = &mut out[i];
@@ -110,7 +165,7 @@ pub(super) fn render(kind: FieldKind, values: &FieldValues<'_>) -> Box<[Option<B
                 value.get_or_insert_with(|| Box::from(GO_ZERO));
             }
             (FieldKind::Pod, "status.podIP") => {
-                if let Some(first) = values.pod_ips.as_ref().and_then(first_pod_ip) {
+                if let Some(first) = values.pod_ips.and_then(first_pod_ip) {
                     *value = Some(first);
                 }
             }
@@ -126,8 +181,11 @@ pub(super) fn render(kind: FieldKind, values: &FieldValues<'_>) -> Box<[Option<B
 
 /// `status.podIPs[0].ip` when `podIPs` is a non-empty array (the internal pod's `PodIPs[0].IP`, to which
 /// the v1 conversion folds `status.podIP`). A first entry without `ip` reads as "".
-fn first_pod_ip(pod_ips: &LazyValue<'_>) -> Option<Box<str>> {
-    let mut entries = pod_ips.clone().into_array_iter()?;
-    let first = entries.next()?.ok()?;
-    Some(first.get("ip").as_ref().and_then(render_scalar).unwrap_or_default())
+fn first_pod_ip(pod_ips: &RawValue) -> Option<Box<str>> {
+    let entries: Vec<&RawValue> = serde_json::from_str(pod_ips.get()).ok()?;
+    let first = entries.first()?;
+    let ip = json::members(first.get()).ok().flatten().and_then(|members| {
+        members.iter().rev().find(|(k, _)| k == "ip").and_then(|(_, v)| render_scalar(v))
+    });
+    Some(ip.unwrap_or_default())
 }

@@ -1,10 +1,13 @@
-//! Small helpers over sonic-rs lazy values: validated object walks, byte offsets, scalar rendering.
+//! Small helpers over serde_json: borrowed raw values, object members in document order, byte offsets,
+//! scalar rendering. Every value these helpers return was validated by the serde_json pass that found it.
 
 use std::borrow::Cow;
+use std::fmt;
 use std::ops::Range;
 
 use serde::Deserialize;
-use sonic_rs::{JsonValueTrait, LazyValue};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 
 use super::ExtractError;
 
@@ -21,76 +24,129 @@ pub(super) fn skip_ws(buf: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// Byte range of a lazy value inside `base`. The value must borrow from `base` (sonic-rs returns
-/// sub-slices of its input for `&[u8]` inputs); `None` if it does not, which would be a bug.
-pub(super) fn range_in(base: &[u8], value: &LazyValue<'_>) -> Option<Range<usize>> {
-    // The unchecked parser may include whitespace after a number in its raw slice.
-    let raw = value.as_raw_str().trim_end_matches([' ', '\t', '\n', '\r']).as_bytes();
+/// Byte range of a raw value inside `base`. The value must borrow from `base` (serde_json's borrowed
+/// `RawValue` is a sub-slice of its `&str` input); `None` if it does not, which would be a bug.
+pub(super) fn range_in(base: &[u8], value: &RawValue) -> Option<Range<usize>> {
+    let raw = value.get().as_bytes();
     let start = (raw.as_ptr() as usize).checked_sub(base.as_ptr() as usize)?;
     let end = start.checked_add(raw.len())?;
     (end <= base.len()).then_some(start..end)
 }
 
-/// Validates `buf` as one JSON value (UTF-8, grammar, nothing but whitespace after it) and returns it as
-/// text.
-///
-/// serde_json validates: on this project's baseline x86-64 target (no AVX2) its validating scan is about
-/// 1.4× faster than sonic-rs's checked skip (benches/extract.rs); once the bytes are known to be valid,
-/// sonic-rs's unchecked lazy access picks the few members kache needs at several GB/s.
-pub(super) fn validate(buf: &[u8]) -> Result<&str, ExtractError> {
-    // UTF-8 first: serde_json does not check the UTF-8 of strings it only skips.
-    let text = std::str::from_utf8(buf).map_err(|_| ExtractError::InvalidUtf8)?;
+/// An object's members in document order (duplicates kept), with unescaped keys and raw values.
+pub(super) type Members<'a> = Vec<(Cow<'a, str>, &'a RawValue)>;
+
+/// The members of the JSON value `text` (a raw value found by an earlier pass, or a whole document):
+/// `Ok(None)` when it is valid JSON but not an object; an error for invalid JSON or trailing bytes.
+pub(super) fn members(text: &str) -> Result<Option<Members<'_>>, ExtractError> {
     let mut de = serde_json::Deserializer::from_str(text);
-    serde::de::IgnoredAny::deserialize(&mut de).map_err(ExtractError::Json)?;
+    let found = de.deserialize_any(MembersVisitor).map_err(ExtractError::Json)?;
     de.end().map_err(|_| ExtractError::TrailingBytes)?;
-    Ok(text)
+    Ok(found)
 }
 
-/// Walks the members of the JSON object in `buf` after validating all of it (see [`validate`]).
-///
-/// `visit` gets each member's index, unescaped key, lazy value and the value's byte range in `buf`.
-pub(super) fn walk_object<'a>(
-    buf: &'a [u8],
-    mut visit: impl FnMut(usize, Cow<'a, str>, LazyValue<'a>, Range<usize>) -> Result<(), ExtractError>,
-) -> Result<(), ExtractError> {
-    let text = validate(buf)?;
-    if buf.get(skip_ws(buf, 0)) != Some(&b'{') {
-        return Err(ExtractError::NotAnObject);
+/// Collects an object's members; any other value is consumed (validated) and reported as `None`.
+pub(super) struct MembersVisitor;
+
+impl<'de> Visitor<'de> for MembersVisitor {
+    type Value = Option<Members<'de>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
     }
-    // SAFETY: `text` is one valid JSON object (validated just above), which is all sonic-rs's unchecked
-    // iterator requires; every lazy value it yields is a sub-slice of `text`.
-    let members = unsafe { sonic_rs::to_object_iter_unchecked(text) };
-    for (index, member) in members.enumerate() {
-        let (key, value) = member.map_err(|_| ExtractError::Internal("validated JSON failed to iterate"))?;
-        let range = range_in(buf, &value).ok_or(ExtractError::Internal("value outside its input"))?;
-        visit(index, key, value, range)?;
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            out.push((key.0, map.next_value::<&'de RawValue>()?));
+        }
+        Ok(Some(out))
     }
-    Ok(())
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// A string, borrowed from the input when it has no escapes.
+pub(super) struct Key<'a>(pub Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// Whether a raw value is JSON null.
+pub(super) fn is_null(value: &RawValue) -> bool {
+    value.get() == "null"
 }
 
 /// A string member: `Ok(None)` for JSON null (Go decodes null into a string as ""), an error for any other
 /// non-string type.
-pub(super) fn opt_str<'v>(
-    value: &'v LazyValue<'_>,
+pub(super) fn opt_str<'a>(
+    value: &'a RawValue,
     what: &'static str,
-) -> Result<Option<&'v str>, ExtractError> {
-    if value.is_null() {
+) -> Result<Option<Cow<'a, str>>, ExtractError> {
+    if is_null(value) {
         return Ok(None);
     }
-    value.as_str().map(Some).ok_or(ExtractError::WrongType(what))
+    if !value.get().starts_with('"') {
+        return Err(ExtractError::WrongType(what));
+    }
+    serde_json::from_str::<Key<'a>>(value.get()).map(|k| Some(k.0)).map_err(ExtractError::Json)
 }
 
 /// Renders a scalar the way Go's field-set functions print it: strings unescaped, booleans as
 /// `true`/`false`, numbers as their JSON text. `None` for null, objects and arrays (never a field value).
-pub(super) fn render_scalar(value: &LazyValue<'_>) -> Option<Box<str>> {
-    if value.is_str() {
-        return value.as_str().map(Box::from);
+pub(super) fn render_scalar(value: &RawValue) -> Option<Box<str>> {
+    let text = value.get();
+    match text.as_bytes().first()? {
+        b'"' => opt_str(value, "").ok().flatten().map(|s| Box::from(&*s)),
+        b't' | b'f' | b'-' | b'0'..=b'9' => Some(Box::from(text)),
+        _ => None,
     }
-    if value.is_boolean() || value.is_number() {
-        // The unchecked parser may include whitespace after a number in its raw slice.
-        return Some(Box::from(value.as_raw_str().trim_end_matches([' ', '\t', '\n', '\r'])));
-    }
-    None
 }
 
 /// Parses a resourceVersion: ASCII digits only (Rust's `u64::from_str` would also take a leading `+`).

@@ -6,9 +6,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use super::{ExtractError, Validity, json, object_from};
-use crate::resource::ResourceInfo;
-use crate::store::Object;
+use super::{ExtractError, json};
 
 /// A list response taken apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,34 +80,6 @@ pub fn split_list(body: &Bytes) -> Result<ListParts, ExtractError> {
         items: slices,
         items_have_type_meta,
     })
-}
-
-/// A list response ingested in one go.
-#[derive(Debug)]
-pub struct IngestedList {
-    /// The list's metadata and item slices.
-    pub parts: ListParts,
-    /// One stored object per item, in order (items that cannot be stored are errors, to count and skip).
-    pub objects: Vec<Result<Object, ExtractError>>,
-}
-
-/// Splits a list response and turns every item into a stored object: the full form (type meta added with
-/// [`with_type_meta`] where missing, in a buffer of its own so the body can be freed), then extracted
-/// without validating each item again (the body was validated as a whole). Equivalent to
-/// [`split_list`] + [`with_type_meta`] + [`super::object_from_json`] per item, and faster.
-pub fn ingest_list(body: &Bytes, info: &ResourceInfo) -> Result<IngestedList, ExtractError> {
-    let parts = split_list(body)?;
-    let api_version = info.api_version();
-    let objects = parts
-        .items
-        .iter()
-        .map(|item| {
-            let full = with_type_meta(item, &info.kind, &api_version);
-            let full = if full.as_ptr() == item.as_ptr() { Bytes::copy_from_slice(&full) } else { full };
-            object_from(full, info, Validity::Valid)
-        })
-        .collect();
-    Ok(IngestedList { parts, objects })
 }
 
 /// The full form of a list item: `item` itself when it starts with `kind`/`apiVersion`, otherwise a copy

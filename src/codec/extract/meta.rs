@@ -1,25 +1,28 @@
 //! The members of `metadata` kache keeps.
 
-use sonic_rs::{JsonValueTrait, LazyValue};
+use std::borrow::Cow;
 
-use super::{ExtractError, ITERATION, json};
+use serde_json::value::RawValue;
+
+use super::{ExtractError, json};
 use crate::store::Labels;
 
-/// The raw `metadata` members, found by either extraction path.
+/// The raw `metadata` members.
 #[derive(Default)]
 pub(super) struct MetaValues<'a> {
-    pub name: Option<LazyValue<'a>>,
-    pub namespace: Option<LazyValue<'a>>,
-    pub uid: Option<LazyValue<'a>>,
-    pub resource_version: Option<LazyValue<'a>>,
-    pub labels: Option<LazyValue<'a>>,
+    pub name: Option<&'a RawValue>,
+    pub namespace: Option<&'a RawValue>,
+    pub uid: Option<&'a RawValue>,
+    pub resource_version: Option<&'a RawValue>,
+    pub labels: Option<&'a RawValue>,
 }
 
-/// The decoded members (strings borrowed from the lazy values: no copies until the object is built).
-pub(super) struct Meta<'v> {
-    pub name: Option<&'v str>,
-    pub namespace: Option<&'v str>,
-    pub uid: Option<&'v str>,
+/// The decoded members (strings borrowed from the input unless escaped: no copies until the object is
+/// built).
+pub(super) struct Meta<'a> {
+    pub name: Option<Cow<'a, str>>,
+    pub namespace: Option<Cow<'a, str>>,
+    pub uid: Option<Cow<'a, str>>,
     pub resource_version: u64,
     pub labels: Labels,
 }
@@ -27,15 +30,14 @@ pub(super) struct Meta<'v> {
 // === impl MetaValues ===
 
 impl<'a> MetaValues<'a> {
-    /// Collects the members by iterating `metadata` (the general path).
-    pub fn read(metadata: &LazyValue<'a>) -> Result<Self, ExtractError> {
-        if metadata.is_null() {
+    /// Collects the members of `metadata` (one pass over its raw text).
+    pub fn read(metadata: &'a RawValue) -> Result<Self, ExtractError> {
+        if json::is_null(metadata) {
             return Err(ExtractError::MissingMetadata);
         }
-        let members = metadata.clone().into_object_iter().ok_or(ExtractError::WrongType("metadata"))?;
+        let members = json::members(metadata.get())?.ok_or(ExtractError::WrongType("metadata"))?;
         let mut values = MetaValues::default();
-        for member in members {
-            let (key, value) = member.map_err(|_| ExtractError::Internal(ITERATION))?;
+        for (key, value) in members {
             let slot = match &*key {
                 "name" => &mut values.name,
                 "namespace" => &mut values.namespace,
@@ -50,25 +52,25 @@ impl<'a> MetaValues<'a> {
         Ok(values)
     }
 
-    pub fn decode(&self) -> Result<Meta<'_>, ExtractError> {
-        fn text<'v>(
-            v: &'v Option<LazyValue<'_>>,
+    pub fn decode(&self) -> Result<Meta<'a>, ExtractError> {
+        fn text<'a>(
+            v: Option<&'a RawValue>,
             what: &'static str,
-        ) -> Result<Option<&'v str>, ExtractError> {
+        ) -> Result<Option<Cow<'a, str>>, ExtractError> {
             match v {
                 Some(v) => json::opt_str(v, what),
                 None => Ok(None),
             }
         }
-        let rv_text = text(&self.resource_version, "metadata.resourceVersion")?.unwrap_or_default();
+        let rv_text = text(self.resource_version, "metadata.resourceVersion")?.unwrap_or_default();
         let resource_version =
-            json::parse_rv(rv_text).ok_or_else(|| ExtractError::BadResourceVersion(rv_text.to_owned()))?;
+            json::parse_rv(&rv_text).ok_or_else(|| ExtractError::BadResourceVersion(rv_text.into_owned()))?;
         Ok(Meta {
-            name: text(&self.name, "metadata.name")?.filter(|n| !n.is_empty()),
-            namespace: text(&self.namespace, "metadata.namespace")?,
-            uid: text(&self.uid, "metadata.uid")?,
+            name: text(self.name, "metadata.name")?.filter(|n| !n.is_empty()),
+            namespace: text(self.namespace, "metadata.namespace")?,
+            uid: text(self.uid, "metadata.uid")?,
             resource_version,
-            labels: match &self.labels {
+            labels: match self.labels {
                 Some(labels) => read_labels(labels)?,
                 None => Labels::default(),
             },
@@ -77,16 +79,15 @@ impl<'a> MetaValues<'a> {
 }
 
 /// `metadata.labels` sorted by key (the last duplicate wins, like Go's decoder); null reads as empty.
-fn read_labels(value: &LazyValue<'_>) -> Result<Labels, ExtractError> {
-    if value.is_null() {
+fn read_labels(value: &RawValue) -> Result<Labels, ExtractError> {
+    if json::is_null(value) {
         return Ok(Box::default());
     }
-    let members = value.clone().into_object_iter().ok_or(ExtractError::WrongType("metadata.labels"))?;
-    let mut labels = Vec::new();
-    for member in members {
-        let (key, value) = member.map_err(|_| ExtractError::Internal(ITERATION))?;
-        let value = json::opt_str(&value, "metadata.labels")?.unwrap_or("");
-        labels.push((Box::from(&*key), Box::from(value)));
+    let members = json::members(value.get())?.ok_or(ExtractError::WrongType("metadata.labels"))?;
+    let mut labels = Vec::with_capacity(members.len());
+    for (key, value) in members {
+        let value = json::opt_str(value, "metadata.labels")?.unwrap_or_default();
+        labels.push((Box::from(&*key), Box::from(&*value)));
     }
     // Reverse then stable-sort: among equal keys the last one comes first, and dedup keeps the first.
     labels.reverse();

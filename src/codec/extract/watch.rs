@@ -5,11 +5,9 @@ use std::borrow::Cow;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use sonic_rs::JsonValueTrait;
 
-use super::{ExtractError, INITIAL_EVENTS_END_ANNOTATION, ITERATION, Validity, json, object_from};
-use crate::resource::ResourceInfo;
-use crate::store::{EventType, Object};
+use super::{ExtractError, INITIAL_EVENTS_END_ANNOTATION, json};
+use crate::store::EventType;
 
 /// The `type` of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -91,34 +89,6 @@ struct Frame<'a> {
     object: Option<&'a RawValue>,
 }
 
-/// One watch line ingested in one go.
-#[derive(Debug)]
-pub enum WatchIngest {
-    /// ADDED, MODIFIED or DELETED, with the object as stored (its bytes in a buffer of their own).
-    Change(EventType, Object),
-    /// A BOOKMARK.
-    Bookmark(Bookmark),
-    /// An ERROR event: the `Status` object's bytes (the stream ends after it).
-    Error(Bytes),
-}
-
-/// Decodes one watch line and, for a change, extracts its object without validating it a second time
-/// (the line was validated as a whole). Equivalent to [`parse_watch_line`] + a copy of the object +
-/// [`super::object_from_json`] (or [`bookmark_from_json`]), and faster.
-pub fn ingest_watch_line(line: Bytes, info: &ResourceInfo) -> Result<WatchIngest, ExtractError> {
-    let frame = parse_watch_line(line)?;
-    match frame.event_type {
-        WatchEventType::Bookmark => bookmark_from_json(&frame.object).map(WatchIngest::Bookmark),
-        WatchEventType::Error => Ok(WatchIngest::Error(frame.object)),
-        WatchEventType::Added | WatchEventType::Modified | WatchEventType::Deleted => {
-            let kind = frame.event_type.store_event_type().ok_or(ExtractError::Internal("not a change"))?;
-            // A copy, so the object does not keep the stream's read buffer alive.
-            let object = object_from(Bytes::copy_from_slice(&frame.object), info, Validity::Valid)?;
-            Ok(WatchIngest::Change(kind, object))
-        }
-    }
-}
-
 /// What a BOOKMARK event tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bookmark {
@@ -138,23 +108,17 @@ pub const MAX_BOOKMARK_TAIL: usize = 4096;
 /// keys; kache builds those itself), for tails over [`MAX_BOOKMARK_TAIL`], and for anything malformed.
 /// The object must be valid JSON (the watch line was validated whole), so the tail is a run of members.
 pub fn bookmark_tail(object: &[u8]) -> Option<Bytes> {
-    let mut keys = Vec::with_capacity(3);
-    let mut metadata_end = None;
-    json::walk_object(object, |_, key, value, _| {
-        if keys.len() < 3 {
-            keys.push(key.to_string());
-        }
-        if key == "metadata" {
-            metadata_end = json::range_in(object, &value).map(|r| r.end);
-        }
-        Ok(())
-    })
-    .ok()?;
-    if keys.iter().map(String::as_str).collect::<Vec<_>>() != ["kind", "apiVersion", "metadata"] {
+    let text = std::str::from_utf8(object).ok()?;
+    let members = json::members(text).ok()??;
+    let keys: Vec<&str> = members.iter().take(3).map(|(k, _)| &**k).collect();
+    if keys != ["kind", "apiVersion", "metadata"] {
         return None;
     }
+    // The last `metadata` member is the one a decoder keeps.
+    let metadata = members.iter().rev().find(|(k, _)| k == "metadata").map(|(_, v)| *v)?;
+    let metadata_end = json::range_in(object, metadata)?.end;
     let end = object.iter().rposition(|b| *b == b'}')?;
-    let tail = object.get(metadata_end?..end)?;
+    let tail = object.get(metadata_end..end)?;
     let tail = trim_json_ws(tail);
     if tail.len() > MAX_BOOKMARK_TAIL || !(tail.is_empty() || tail.starts_with(b",")) {
         return None;
@@ -180,27 +144,26 @@ fn trim_json_ws(mut b: &[u8]) -> &[u8] {
 
 /// Reads a BOOKMARK event's object (`{"kind":…,"metadata":{"resourceVersion":…,"annotations":…}}`).
 pub fn bookmark_from_json(object: &[u8]) -> Result<Bookmark, ExtractError> {
-    let mut metadata = None;
-    json::walk_object(object, |_, key, value, _| {
-        if key == "metadata" {
-            metadata = Some(value);
-        }
-        Ok(())
-    })?;
+    let text = std::str::from_utf8(object).map_err(|_| ExtractError::InvalidUtf8)?;
+    let members = json::members(text)?.ok_or(ExtractError::NotAnObject)?;
+    let metadata = members.iter().rev().find(|(k, _)| k == "metadata").map(|(_, v)| *v);
     let metadata = metadata.ok_or(ExtractError::MissingMetadata)?;
-    let members = metadata.into_object_iter().ok_or(ExtractError::MissingMetadata)?;
+    let members = json::members(metadata.get())?.ok_or(ExtractError::MissingMetadata)?;
     let (mut rv, mut initial_events_end) = (String::new(), false);
-    for member in members {
-        let (key, value) = member.map_err(|_| ExtractError::Internal(ITERATION))?;
+    for (key, value) in members {
         match &*key {
             "resourceVersion" => {
-                rv = json::opt_str(&value, "metadata.resourceVersion")?.unwrap_or("").to_owned();
+                rv = json::opt_str(value, "metadata.resourceVersion")?.unwrap_or_default().into_owned();
             }
-            "annotations" if value.is_object() => {
-                initial_events_end = value
-                    .get(INITIAL_EVENTS_END_ANNOTATION)
-                    .and_then(|v| v.as_str().map(|s| s == "true"))
-                    .unwrap_or(false);
+            "annotations" => {
+                if let Some(annotations) = json::members(value.get())? {
+                    initial_events_end = annotations
+                        .iter()
+                        .rev()
+                        .find(|(k, _)| k == INITIAL_EVENTS_END_ANNOTATION)
+                        .and_then(|(_, v)| json::opt_str(v, "").ok().flatten())
+                        .is_some_and(|v| v == "true");
+                }
             }
             _ => {}
         }
