@@ -1061,17 +1061,45 @@ fn custom_resources_match_the_crd_apiserver() {
         ] {
             d.same(&format!("{WIDGETS}?{q}"), &[], Memory).await;
         }
-        // Field selectors on other fields depend on the CRD's selectableFields: the apiserver filters on
-        // `spec.color` and refuses the rest with its custom-resource wording (forwarded).
+        // Field selectors on other fields follow the CRD's selectableFields (learned from kache's own
+        // cache of CRDs): the apiserver filters on `spec.color` and refuses the rest with its custom-resource
+        // wording; kache does both from memory. A widget without a color selects as "".
+        let w = create(&direct, &widgets_in("team-b"), &colorless_widget("team-b", "w-nocolor")).await;
+        caught_up_at(&via, WIDGETS, w).await;
         for q in [
             "fieldSelector=spec.color%3Dred",
+            "fieldSelector=spec.color%3D%3Dblue&limit=7",
             "fieldSelector=spec.color%21%3Dred,metadata.namespace%3Dteam-b",
+            "fieldSelector=spec.color%3D",
+            "fieldSelector=spec.color%3Dred,metadata.name%3Dw-010",
+            "fieldSelector=spec.color%3Dgreen",
+            "fieldSelector=spec.color%3Dred&labelSelector=tier%3Dgold",
             "fieldSelector=spec.size%3D1",
             "fieldSelector=.spec.color%3Dred",
             "fieldSelector=metadata.uid%3Dx",
+            "fieldSelector=spec.color%3Dred,spec.size%3D1",
+            "fieldSelector=spec.color%3Dred&resourceVersion=0",
         ] {
-            d.same(&format!("{WIDGETS}?{q}"), &[], Upstream).await;
+            d.same(&format!("{WIDGETS}?{q}"), &[], Memory).await;
         }
+        d.same(&format!("{}?fieldSelector=spec.color%3Dblue", widgets_in("team-a")), &[], Memory).await;
+        let red_page =
+            d.same(&format!("{WIDGETS}?fieldSelector=spec.color%3Dred&limit=25"), &[], Memory).await;
+        d.same(
+            &format!(
+                "{WIDGETS}?fieldSelector=spec.color%3Dred&limit=25&continue={}",
+                continue_token(&red_page)
+            ),
+            &[],
+            Memory,
+        )
+        .await;
+        d.same(
+            &format!("{WIDGETS}?fieldSelector=spec.color%3Dred&resourceVersion=0"),
+            &[("accept", META_LIST)],
+            Memory,
+        )
+        .await;
         // The custom resource handler negotiates without go-restful: `application/*` is JSON, and what it
         // cannot negotiate is its 406 (indented, no trailing newline), for gets, lists and watches alike.
         d.same(&format!("{WIDGETS}?resourceVersion=0"), &[("accept", "application/*")], Memory).await;
@@ -1093,12 +1121,90 @@ fn custom_resources_match_the_crd_apiserver() {
             "watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan";
         let mut wl = d.watch(&format!("{}?{watch_list}", widgets_in("team-a")), &[], Memory).await;
         d.lines(&mut wl, WIDGETS_PER_NAMESPACE + 1).await;
-        create(&direct, &widgets_in("team-a"), &widget("team-a", 501)).await;
+        let w = create(&direct, &widgets_in("team-a"), &widget("team-a", 501)).await;
         d.event(&mut wl).await;
+
+        // Watches selecting on `spec.color`: objects enter (ADDED), change inside (MODIFIED) and leave
+        // (DELETED, the previous object at the event's revision) the selection as their color changes.
+        let red = "fieldSelector=spec.color%3Dred";
+        let mut from_w = d.watch(&format!("{WIDGETS}?watch=1&resourceVersion={w}&{red}"), &[], Memory).await;
+        let mut wl_red = d.watch(&format!("{}?{watch_list}&{red}", widgets_in("team-a")), &[], Memory).await;
+        d.lines(&mut wl_red, WIDGETS_PER_NAMESPACE / 2 + 1).await;
+        let mut meta_red =
+            d.watch(&format!("{}?watch=1&{red}", widgets_in("team-a")), &[("accept", META)], Memory).await;
+        d.lines(&mut meta_red, WIDGETS_PER_NAMESPACE / 2).await;
+        let mut bad = d.watch(&format!("{WIDGETS}?watch=1&fieldSelector=spec.size%3D1"), &[], Memory).await;
+        d.first(&mut bad).await;
+        recolor(&direct, "team-a", "w-001", json!({"color": "red"})).await; // enters
+        recolor(&direct, "team-a", "w-003", json!({"size": 1003})).await; // outside, stays outside
+        recolor(&direct, "team-a", "w-002", json!({"color": "blue"})).await; // leaves
+        recolor(&direct, "team-a", "w-004", json!({"size": 1004})).await; // inside, stays inside
+        recolor(&direct, "team-a", "w-006", json!({"color": null})).await; // leaves (absent reads as "")
+        for watch in [&mut from_w, &mut wl_red, &mut meta_red] {
+            for _ in 0..4 {
+                d.event(watch).await;
+            }
+        }
+
+        // A CRD update that changes selectableFields (`spec.color` out, `spec.size` in) takes effect: the
+        // apiserver rebuilds the resource's storage from its CRD informer, kache reads its cached CRD.
+        let mut crd = widget_crd();
+        crd["spec"]["versions"][0]["selectableFields"] = json!([{"jsonPath": ".spec.size"}]);
+        crd["metadata"]["resourceVersion"] = direct.get(&format!("{CRDS}/widgets.example.com")).await.json()
+            ["metadata"]["resourceVersion"]
+            .clone();
+        let r =
+            direct.write(Method::PUT, &format!("{CRDS}/widgets.example.com"), "application/json", &crd).await;
+        assert_eq!(r.status, StatusCode::OK, "PUT the CRD: {}", text(&r.body));
+        let updated = rv_of(&r.json());
+        common::eventually("the apiserver selects on spec.size", SYNC_TIMEOUT, || {
+            let direct = direct.clone();
+            async move {
+                direct.get(&format!("{WIDGETS}?fieldSelector=spec.size%3D4")).await.status == StatusCode::OK
+            }
+        })
+        .await;
+        caught_up_at(&via, CRDS, updated).await;
+        let w = create(&direct, &widgets_in("team-b"), &widget("team-b", 502)).await;
+        caught_up_at(&via, WIDGETS, w).await;
+        for q in [
+            "fieldSelector=spec.size%3D4",
+            "fieldSelector=spec.size%21%3D4,metadata.namespace%3Dteam-a",
+            "fieldSelector=spec.size%3D1004",
+            "fieldSelector=spec.size%3D",
+            "fieldSelector=spec.color%3Dred",
+        ] {
+            d.same(&format!("{WIDGETS}?{q}"), &[], Memory).await;
+        }
+        let mut sized = d
+            .watch(&format!("{WIDGETS}?watch=1&resourceVersion={w}&fieldSelector=spec.size%3D7"), &[], Memory)
+            .await;
+        recolor(&direct, "team-b", "w-007", json!({"size": 8})).await; // leaves
+        recolor(&direct, "team-b", "w-008", json!({"size": 7})).await; // enters
+        d.event(&mut sized).await;
+        d.event(&mut sized).await;
 
         d.finish();
         kache.shutdown().await;
     });
+}
+
+/// A widget whose spec has no color.
+fn colorless_widget(ns: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"size": 7},
+    })
+}
+
+/// Merge-patches a widget's spec (a `null` member removes it).
+async fn recolor(api: &Endpoint, ns: &str, name: &str, spec: Value) -> u64 {
+    let path = format!("{}/{name}", widgets_in(ns));
+    let r = api.write(Method::PATCH, &path, "application/merge-patch+json", &json!({"spec": spec})).await;
+    assert_eq!(r.status, StatusCode::OK, "PATCH {path}: {}", text(&r.body));
+    rv_of(&r.json())
 }
 
 /// Waits until kache's store behind `path` has reached `rv`.
