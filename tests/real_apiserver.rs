@@ -785,6 +785,9 @@ const CHURN_ROUNDS: usize = 15;
 const INFORMER_DURATION: &str = "6s";
 /// The same with a kache restart in the middle (the informer backs off and re-watches).
 const INFORMER_DURATION_WITH_RESTART: &str = "12s";
+/// The same with an apiserver restart in the middle: its start-up (seconds on a loaded machine) and kache's
+/// reflector backoff while it is down come on top.
+const INFORMER_DURATION_WITH_APISERVER_RESTART: &str = "30s";
 
 /// The period of the background foreign writes while an informer runs (a real cluster's leases and events).
 const FOREIGN_PERIOD: Duration = Duration::from_millis(50);
@@ -809,24 +812,39 @@ fn foreign_writer(
                 _ = tick.tick() => {}
             }
             let name = format!("bg-{tag}-{n}");
-            if fischers {
-                foreign_write(&api, &name).await;
+            let (path, obj) = if fischers {
+                (FISCHERS.to_owned(), fischer(&name))
             } else {
-                create(&api, &ns_path("ns-bg"), &flunder("ns-bg", &name, n)).await;
+                (ns_path("ns-bg"), flunder("ns-bg", &name, n))
+            };
+            // While the apiserver restarts, writes fail; the next tick tries again.
+            match api.try_request(Method::POST, &path, "application/json", &obj).await {
+                Some(r) if r.status == StatusCode::CREATED => n += 1,
+                _ => {}
             }
-            n += 1;
         }
     })
 }
 
-/// Runs `informer-check` through kache, with foreign writes all through its run: waits for its sync line, writes [`CHURN_ROUNDS`] rounds (with
-/// `restart_midway`, kache is stopped and started again on its port in the middle, with writes while it is
-/// down), then requires exit 0 (its store equals a consistent list from the apiserver).
+/// What restarts in the middle of an informer's run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Restart {
+    None,
+    /// kache is stopped and started again on its port, with writes while it is down.
+    Kache,
+    /// The apiserver process restarts (etcd stays): a fresh watch cache, so kache's re-watch from before
+    /// it gets 410 and kache relists, with writes around it.
+    Apiserver,
+}
+
+/// Runs `informer-check` through kache, with foreign writes all through its run: waits for its sync line,
+/// writes [`CHURN_ROUNDS`] rounds (with a [`Restart`] in the middle), then requires exit 0 (its store
+/// equals a consistent list from the apiserver).
 async fn informer_check(
     api: &RealApiserver,
     direct: &Endpoint,
     kache: &mut Option<Kache>,
-    restart_midway: bool,
+    restart: Restart,
     resource: &str,
     watchlist: bool,
 ) {
@@ -841,11 +859,16 @@ async fn informer_check(
         resource.to_owned(),
         format!("--watchlist={watchlist}"),
         "--duration".to_owned(),
-        if restart_midway { INFORMER_DURATION_WITH_RESTART } else { INFORMER_DURATION }.to_owned(),
+        match restart {
+            Restart::None => INFORMER_DURATION,
+            Restart::Kache => INFORMER_DURATION_WITH_RESTART,
+            Restart::Apiserver => INFORMER_DURATION_WITH_APISERVER_RESTART,
+        }
+        .to_owned(),
         "--sync-timeout".to_owned(),
         "60s".to_owned(),
     ];
-    let tag = format!("{}-{watchlist}-{restart_midway}", resource.rsplit('/').next().unwrap_or(resource));
+    let tag = format!("{}-{watchlist}-{restart:?}", resource.rsplit('/').next().unwrap_or(resource));
     let stop = tokio_util::sync::CancellationToken::new();
     let background = foreign_writer(direct, resource, tag.clone(), stop.clone());
     let program = api.informer_check.as_ref().expect("start.sh prints INFORMER_CHECK");
@@ -884,7 +907,11 @@ async fn informer_check(
     .await
     .unwrap_or(false);
     if synced {
-        if restart_midway {
+        if restart == Restart::Apiserver {
+            churn(direct, &format!("{tag}-a"), CHURN_ROUNDS / 2).await;
+            api.restart_apiserver().await;
+            churn(direct, &format!("{tag}-c"), CHURN_ROUNDS / 2).await;
+        } else if restart == Restart::Kache {
             churn(direct, &format!("{tag}-a"), CHURN_ROUNDS / 2).await;
             // Its watch ends with kache; it re-watches (or relists on 410) against the new one.
             let old = kache.take().expect("kache runs");
@@ -918,8 +945,9 @@ async fn informer_check(
 }
 
 /// A client-go informer (`informer-check`) through kache, WatchList on and off, with foreign writes all
-/// through its run (issue 16: a real cluster's leases and events) and writes after its sync, and once with a kache restart in the middle: its store must equal a consistent
-/// list from the apiserver (exit 0).
+/// through its run (issue 16: a real cluster's leases and events) and writes after its sync, once with a
+/// kache restart and twice with an apiserver restart in the middle: its store must equal a consistent list
+/// from the apiserver (exit 0).
 #[test]
 fn client_go_informers_through_kache_match_the_apiserver() {
     let _serial = serial();
@@ -937,14 +965,28 @@ fn client_go_informers_through_kache_match_the_apiserver() {
             ("fischers", true),
             ("fischers", false),
         ] {
-            informer_check(&api, &direct, &mut kache, false, resource, watchlist).await;
+            informer_check(&api, &direct, &mut kache, Restart::None, resource, watchlist).await;
         }
         let kache_stats = kache.as_ref().expect("kache runs").stats().clone();
         assert!(kache_stats.memory() > memory, "kache served the informers from memory");
         // A kache restart in the middle of an informer's run.
-        informer_check(&api, &direct, &mut kache, true, "wardle.example.com/v1beta1/flunders", true).await;
+        let flunders = "wardle.example.com/v1beta1/flunders";
+        informer_check(&api, &direct, &mut kache, Restart::Kache, flunders, true).await;
+        // An apiserver restart in the middle (WatchList on and off): kache relists, the informers follow.
+        let reconnects = kache_reconnects(kache.as_ref().expect("kache runs"));
+        informer_check(&api, &direct, &mut kache, Restart::Apiserver, flunders, true).await;
+        informer_check(&api, &direct, &mut kache, Restart::Apiserver, "fischers", false).await;
+        assert!(
+            kache_reconnects(kache.as_ref().expect("kache runs")) > reconnects,
+            "kache's reflectors re-watched or relisted after the apiserver's restarts"
+        );
         kache.expect("kache runs").shutdown().await;
     });
+}
+
+/// Re-watches and relists of every resource kache caches (from its reflector statuses).
+fn kache_reconnects(kache: &Kache) -> u64 {
+    kache.registry().statuses().iter().map(|s| s.relists + s.watch_restarts).sum()
 }
 
 // === Custom resources: the CRD apiserver ===
