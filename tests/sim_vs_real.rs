@@ -8,8 +8,8 @@
 //! 2. kache in front of the sim = the sim, byte for byte;
 //! 3. the sim = the real apiserver, after a normalisation of what two independent stores cannot share:
 //!    resourceVersions (and the revisions inside continue tokens and Status messages), uids,
-//!    creationTimestamps and `managedFields` (the sim does not model server-side apply's field manager;
-//!    see sim/README.md). Key order and the trailing newline are still compared; string escaping is not.
+//!    creationTimestamps and `managedFields` (their manager is the writing client's user agent, and their
+//!    times differ). Key order and the trailing newline are still compared; string escaping is not.
 //!    A difference here is the model's: fix the sim, or list it in [`KNOWN_DIFFERENCES`] with the reason.
 //!
 //! Periodic watch bookmarks are each server's own timing: after the initial events, BOOKMARK lines are

@@ -564,8 +564,14 @@ impl KacheHandler {
             gzip_cache: Some(&self.gzip_cache),
             view,
         };
+        let consistent = q.rv == Rv::Unset && q.cont.is_none();
         let (resp, stats) = serve_list(store, &q, &self.freshness).await?;
         metrics::list_served(&r.gvr, stats.fetched, stats.returned);
+        if consistent {
+            // A consistent list served from memory (the apiserver's cacher counts its lists the same way;
+            // the fallbacks are counted where they are forwarded).
+            metrics::consistent_read(&r.gvr, true, false);
+        }
         Ok(resp)
     }
 
