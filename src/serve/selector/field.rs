@@ -131,11 +131,7 @@ impl FieldSelector {
         fields: SelectableFields,
     ) -> Result<Self, FieldSelectorError> {
         let labels: Vec<&str> = fields.iter().map(|f| f.label.as_str()).collect();
-        let mut converted = self.convert_with(|l| {
-            let selectable = labels.contains(&l);
-            let meta = l == "metadata.name" || (namespaced && l == "metadata.namespace");
-            if selectable || meta { Ok(l.to_owned()) } else { Err(format!("field label not supported: {l}")) }
-        })?;
+        let mut converted = self.convert_with(|l| custom_resource_field_label(namespaced, &labels, l))?;
         converted.custom = Some(fields);
         Ok(converted)
     }
