@@ -13,6 +13,9 @@
 //! - periodic watch bookmarks: when each server sends them is its own (about once a minute), so after a
 //!   watch's initial events the comparison skips BOOKMARK lines; the initial-events-end bookmark is
 //!   compared in place.
+//! - pre-deadline bookmarks: compared in place on short watches (sent only when the revision moved past what
+//!   the watcher has seen), with runs of identical ones collapsed: the apiserver's bookmark tick sometimes
+//!   sends the same one twice.
 //!
 //! No difference is tolerated: the deprecation `Warning` of v1alpha1 reads and the kind's empty
 //! `"spec":{},"status":{}` in BOOKMARK objects, once known differences, are now learned from the upstream
@@ -603,6 +606,22 @@ impl Differential<'_> {
     }
 }
 
+/// A stream's lines with runs of identical BOOKMARK lines collapsed to one: the apiserver repeats its
+/// pre-deadline bookmark when its bookmark tick (1 s, jittered) first fires just before the pre-deadline
+/// time (observed: two at the same revision 1.2 s apart on a 5 s watch, one on a 10 s watch).
+fn collapse_bookmarks(stream: &[u8]) -> bytes::Bytes {
+    let mut out: Vec<u8> = Vec::new();
+    let mut last: &[u8] = b"";
+    for line in stream.split_inclusive(|b| *b == b'\n') {
+        if is_bookmark(line) && line == last {
+            continue;
+        }
+        out.extend_from_slice(line);
+        last = line;
+    }
+    out.into()
+}
+
 /// The next line that is not a bookmark.
 async fn next_event(watch: &mut common::real::Watch) -> bytes::Bytes {
     loop {
@@ -694,10 +713,43 @@ fn watches_match_the_apiserver() {
         d.lines(&mut wl, PER_NAMESPACE + 1).await;
         let mut unset = d.watch(&format!("{ns_b}?watch=1"), &[], Either).await;
         d.lines(&mut unset, PER_NAMESPACE).await;
-        relabel(&direct, "ns-b", "f-001", "db").await;
+        let now = relabel(&direct, "ns-b", "f-001", "db").await;
         for w in [&mut wl, &mut unset] {
             d.event(w).await;
         }
+
+        // Bookmark timing: a watch that allows bookmarks, from the current revision, ending after a few
+        // seconds with nothing written: the apiserver's cacher sends its pre-deadline bookmark only when its
+        // revision moved past what the watcher has seen (its periodic ones are a minute apart), so the whole
+        // streams must be equal (and empty).
+        caught_up(&via, now).await;
+        let mut short = d
+            .watch(
+                &format!(
+                    "{FLUNDERS}?watch=1&resourceVersion={now}&allowWatchBookmarks=true&timeoutSeconds=5"
+                ),
+                &[],
+                Memory,
+            )
+            .await;
+        let (a, b) = (short.api.rest().await, short.via.rest().await);
+        d.compared += 1;
+        d.compare(&format!("{} whole stream", short.what), &line_resp(&a), &line_resp(&b));
+        assert!(a.is_empty(), "nothing moved, nothing sent: {}", text(&a));
+        // The same with a write the watch's selector filters out: the revision moved past what the watcher
+        // has seen, so the pre-deadline bookmark comes, at the write's revision, from both.
+        let mut filtered = d
+            .watch(
+                &format!("{FLUNDERS}?watch=1&resourceVersion={now}&allowWatchBookmarks=true&timeoutSeconds=5&labelSelector=app%3Dnothing"),
+                &[],
+                Memory,
+            )
+            .await;
+        relabel(&direct, "ns-c", "f-009", "web").await;
+        let (a, b) = (collapse_bookmarks(&filtered.api.rest().await), collapse_bookmarks(&filtered.via.rest().await));
+        assert!(is_bookmark(&a), "the apiserver sends its pre-deadline bookmark: {}", text(&a));
+        d.compared += 1;
+        d.compare(&format!("{} whole stream", filtered.what), &line_resp(&a), &line_resp(&b));
 
         d.finish();
         kache.shutdown().await;
@@ -785,6 +837,9 @@ const CHURN_ROUNDS: usize = 15;
 const INFORMER_DURATION: &str = "6s";
 /// The same with a kache restart in the middle (the informer backs off and re-watches).
 const INFORMER_DURATION_WITH_RESTART: &str = "12s";
+/// The same with an apiserver restart in the middle: its start-up (seconds on a loaded machine) and kache's
+/// reflector backoff while it is down come on top.
+const INFORMER_DURATION_WITH_APISERVER_RESTART: &str = "30s";
 
 /// The period of the background foreign writes while an informer runs (a real cluster's leases and events).
 const FOREIGN_PERIOD: Duration = Duration::from_millis(50);
@@ -809,24 +864,39 @@ fn foreign_writer(
                 _ = tick.tick() => {}
             }
             let name = format!("bg-{tag}-{n}");
-            if fischers {
-                foreign_write(&api, &name).await;
+            let (path, obj) = if fischers {
+                (FISCHERS.to_owned(), fischer(&name))
             } else {
-                create(&api, &ns_path("ns-bg"), &flunder("ns-bg", &name, n)).await;
+                (ns_path("ns-bg"), flunder("ns-bg", &name, n))
+            };
+            // While the apiserver restarts, writes fail; the next tick tries again.
+            match api.try_request(Method::POST, &path, "application/json", &obj).await {
+                Some(r) if r.status == StatusCode::CREATED => n += 1,
+                _ => {}
             }
-            n += 1;
         }
     })
 }
 
-/// Runs `informer-check` through kache, with foreign writes all through its run: waits for its sync line, writes [`CHURN_ROUNDS`] rounds (with
-/// `restart_midway`, kache is stopped and started again on its port in the middle, with writes while it is
-/// down), then requires exit 0 (its store equals a consistent list from the apiserver).
+/// What restarts in the middle of an informer's run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Restart {
+    None,
+    /// kache is stopped and started again on its port, with writes while it is down.
+    Kache,
+    /// The apiserver process restarts (etcd stays): a fresh watch cache, so kache's re-watch from before
+    /// it gets 410 and kache relists, with writes around it.
+    Apiserver,
+}
+
+/// Runs `informer-check` through kache, with foreign writes all through its run: waits for its sync line,
+/// writes [`CHURN_ROUNDS`] rounds (with a [`Restart`] in the middle), then requires exit 0 (its store
+/// equals a consistent list from the apiserver).
 async fn informer_check(
     api: &RealApiserver,
     direct: &Endpoint,
     kache: &mut Option<Kache>,
-    restart_midway: bool,
+    restart: Restart,
     resource: &str,
     watchlist: bool,
 ) {
@@ -841,11 +911,16 @@ async fn informer_check(
         resource.to_owned(),
         format!("--watchlist={watchlist}"),
         "--duration".to_owned(),
-        if restart_midway { INFORMER_DURATION_WITH_RESTART } else { INFORMER_DURATION }.to_owned(),
+        match restart {
+            Restart::None => INFORMER_DURATION,
+            Restart::Kache => INFORMER_DURATION_WITH_RESTART,
+            Restart::Apiserver => INFORMER_DURATION_WITH_APISERVER_RESTART,
+        }
+        .to_owned(),
         "--sync-timeout".to_owned(),
         "60s".to_owned(),
     ];
-    let tag = format!("{}-{watchlist}-{restart_midway}", resource.rsplit('/').next().unwrap_or(resource));
+    let tag = format!("{}-{watchlist}-{restart:?}", resource.rsplit('/').next().unwrap_or(resource));
     let stop = tokio_util::sync::CancellationToken::new();
     let background = foreign_writer(direct, resource, tag.clone(), stop.clone());
     let program = api.informer_check.as_ref().expect("start.sh prints INFORMER_CHECK");
@@ -884,7 +959,11 @@ async fn informer_check(
     .await
     .unwrap_or(false);
     if synced {
-        if restart_midway {
+        if restart == Restart::Apiserver {
+            churn(direct, &format!("{tag}-a"), CHURN_ROUNDS / 2).await;
+            api.restart_apiserver().await;
+            churn(direct, &format!("{tag}-c"), CHURN_ROUNDS / 2).await;
+        } else if restart == Restart::Kache {
             churn(direct, &format!("{tag}-a"), CHURN_ROUNDS / 2).await;
             // Its watch ends with kache; it re-watches (or relists on 410) against the new one.
             let old = kache.take().expect("kache runs");
@@ -918,8 +997,9 @@ async fn informer_check(
 }
 
 /// A client-go informer (`informer-check`) through kache, WatchList on and off, with foreign writes all
-/// through its run (issue 16: a real cluster's leases and events) and writes after its sync, and once with a kache restart in the middle: its store must equal a consistent
-/// list from the apiserver (exit 0).
+/// through its run (issue 16: a real cluster's leases and events) and writes after its sync, once with a
+/// kache restart and twice with an apiserver restart in the middle: its store must equal a consistent list
+/// from the apiserver (exit 0).
 #[test]
 fn client_go_informers_through_kache_match_the_apiserver() {
     let _serial = serial();
@@ -937,14 +1017,28 @@ fn client_go_informers_through_kache_match_the_apiserver() {
             ("fischers", true),
             ("fischers", false),
         ] {
-            informer_check(&api, &direct, &mut kache, false, resource, watchlist).await;
+            informer_check(&api, &direct, &mut kache, Restart::None, resource, watchlist).await;
         }
         let kache_stats = kache.as_ref().expect("kache runs").stats().clone();
         assert!(kache_stats.memory() > memory, "kache served the informers from memory");
         // A kache restart in the middle of an informer's run.
-        informer_check(&api, &direct, &mut kache, true, "wardle.example.com/v1beta1/flunders", true).await;
+        let flunders = "wardle.example.com/v1beta1/flunders";
+        informer_check(&api, &direct, &mut kache, Restart::Kache, flunders, true).await;
+        // An apiserver restart in the middle (WatchList on and off): kache relists, the informers follow.
+        let reconnects = kache_reconnects(kache.as_ref().expect("kache runs"));
+        informer_check(&api, &direct, &mut kache, Restart::Apiserver, flunders, true).await;
+        informer_check(&api, &direct, &mut kache, Restart::Apiserver, "fischers", false).await;
+        assert!(
+            kache_reconnects(kache.as_ref().expect("kache runs")) > reconnects,
+            "kache's reflectors re-watched or relisted after the apiserver's restarts"
+        );
         kache.expect("kache runs").shutdown().await;
     });
+}
+
+/// Re-watches and relists of every resource kache caches (from its reflector statuses).
+fn kache_reconnects(kache: &Kache) -> u64 {
+    kache.registry().statuses().iter().map(|s| s.relists + s.watch_restarts).sum()
 }
 
 // === Custom resources: the CRD apiserver ===
@@ -1061,17 +1155,45 @@ fn custom_resources_match_the_crd_apiserver() {
         ] {
             d.same(&format!("{WIDGETS}?{q}"), &[], Memory).await;
         }
-        // Field selectors on other fields depend on the CRD's selectableFields: the apiserver filters on
-        // `spec.color` and refuses the rest with its custom-resource wording (forwarded).
+        // Field selectors on other fields follow the CRD's selectableFields (learned from kache's own
+        // cache of CRDs): the apiserver filters on `spec.color` and refuses the rest with its custom-resource
+        // wording; kache does both from memory. A widget without a color selects as "".
+        let w = create(&direct, &widgets_in("team-b"), &colorless_widget("team-b", "w-nocolor")).await;
+        caught_up_at(&via, WIDGETS, w).await;
         for q in [
             "fieldSelector=spec.color%3Dred",
+            "fieldSelector=spec.color%3D%3Dblue&limit=7",
             "fieldSelector=spec.color%21%3Dred,metadata.namespace%3Dteam-b",
+            "fieldSelector=spec.color%3D",
+            "fieldSelector=spec.color%3Dred,metadata.name%3Dw-010",
+            "fieldSelector=spec.color%3Dgreen",
+            "fieldSelector=spec.color%3Dred&labelSelector=tier%3Dgold",
             "fieldSelector=spec.size%3D1",
             "fieldSelector=.spec.color%3Dred",
             "fieldSelector=metadata.uid%3Dx",
+            "fieldSelector=spec.color%3Dred,spec.size%3D1",
+            "fieldSelector=spec.color%3Dred&resourceVersion=0",
         ] {
-            d.same(&format!("{WIDGETS}?{q}"), &[], Upstream).await;
+            d.same(&format!("{WIDGETS}?{q}"), &[], Memory).await;
         }
+        d.same(&format!("{}?fieldSelector=spec.color%3Dblue", widgets_in("team-a")), &[], Memory).await;
+        let red_page =
+            d.same(&format!("{WIDGETS}?fieldSelector=spec.color%3Dred&limit=25"), &[], Memory).await;
+        d.same(
+            &format!(
+                "{WIDGETS}?fieldSelector=spec.color%3Dred&limit=25&continue={}",
+                continue_token(&red_page)
+            ),
+            &[],
+            Memory,
+        )
+        .await;
+        d.same(
+            &format!("{WIDGETS}?fieldSelector=spec.color%3Dred&resourceVersion=0"),
+            &[("accept", META_LIST)],
+            Memory,
+        )
+        .await;
         // The custom resource handler negotiates without go-restful: `application/*` is JSON, and what it
         // cannot negotiate is its 406 (indented, no trailing newline), for gets, lists and watches alike.
         d.same(&format!("{WIDGETS}?resourceVersion=0"), &[("accept", "application/*")], Memory).await;
@@ -1093,12 +1215,90 @@ fn custom_resources_match_the_crd_apiserver() {
             "watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan";
         let mut wl = d.watch(&format!("{}?{watch_list}", widgets_in("team-a")), &[], Memory).await;
         d.lines(&mut wl, WIDGETS_PER_NAMESPACE + 1).await;
-        create(&direct, &widgets_in("team-a"), &widget("team-a", 501)).await;
+        let w = create(&direct, &widgets_in("team-a"), &widget("team-a", 501)).await;
         d.event(&mut wl).await;
+
+        // Watches selecting on `spec.color`: objects enter (ADDED), change inside (MODIFIED) and leave
+        // (DELETED, the previous object at the event's revision) the selection as their color changes.
+        let red = "fieldSelector=spec.color%3Dred";
+        let mut from_w = d.watch(&format!("{WIDGETS}?watch=1&resourceVersion={w}&{red}"), &[], Memory).await;
+        let mut wl_red = d.watch(&format!("{}?{watch_list}&{red}", widgets_in("team-a")), &[], Memory).await;
+        d.lines(&mut wl_red, WIDGETS_PER_NAMESPACE / 2 + 1).await;
+        let mut meta_red =
+            d.watch(&format!("{}?watch=1&{red}", widgets_in("team-a")), &[("accept", META)], Memory).await;
+        d.lines(&mut meta_red, WIDGETS_PER_NAMESPACE / 2).await;
+        let mut bad = d.watch(&format!("{WIDGETS}?watch=1&fieldSelector=spec.size%3D1"), &[], Memory).await;
+        d.first(&mut bad).await;
+        recolor(&direct, "team-a", "w-001", json!({"color": "red"})).await; // enters
+        recolor(&direct, "team-a", "w-003", json!({"size": 1003})).await; // outside, stays outside
+        recolor(&direct, "team-a", "w-002", json!({"color": "blue"})).await; // leaves
+        recolor(&direct, "team-a", "w-004", json!({"size": 1004})).await; // inside, stays inside
+        recolor(&direct, "team-a", "w-006", json!({"color": null})).await; // leaves (absent reads as "")
+        for watch in [&mut from_w, &mut wl_red, &mut meta_red] {
+            for _ in 0..4 {
+                d.event(watch).await;
+            }
+        }
+
+        // A CRD update that changes selectableFields (`spec.color` out, `spec.size` in) takes effect: the
+        // apiserver rebuilds the resource's storage from its CRD informer, kache reads its cached CRD.
+        let mut crd = widget_crd();
+        crd["spec"]["versions"][0]["selectableFields"] = json!([{"jsonPath": ".spec.size"}]);
+        crd["metadata"]["resourceVersion"] = direct.get(&format!("{CRDS}/widgets.example.com")).await.json()
+            ["metadata"]["resourceVersion"]
+            .clone();
+        let r =
+            direct.write(Method::PUT, &format!("{CRDS}/widgets.example.com"), "application/json", &crd).await;
+        assert_eq!(r.status, StatusCode::OK, "PUT the CRD: {}", text(&r.body));
+        let updated = rv_of(&r.json());
+        common::eventually("the apiserver selects on spec.size", SYNC_TIMEOUT, || {
+            let direct = direct.clone();
+            async move {
+                direct.get(&format!("{WIDGETS}?fieldSelector=spec.size%3D4")).await.status == StatusCode::OK
+            }
+        })
+        .await;
+        caught_up_at(&via, CRDS, updated).await;
+        let w = create(&direct, &widgets_in("team-b"), &widget("team-b", 502)).await;
+        caught_up_at(&via, WIDGETS, w).await;
+        for q in [
+            "fieldSelector=spec.size%3D4",
+            "fieldSelector=spec.size%21%3D4,metadata.namespace%3Dteam-a",
+            "fieldSelector=spec.size%3D1004",
+            "fieldSelector=spec.size%3D",
+            "fieldSelector=spec.color%3Dred",
+        ] {
+            d.same(&format!("{WIDGETS}?{q}"), &[], Memory).await;
+        }
+        let mut sized = d
+            .watch(&format!("{WIDGETS}?watch=1&resourceVersion={w}&fieldSelector=spec.size%3D7"), &[], Memory)
+            .await;
+        recolor(&direct, "team-b", "w-007", json!({"size": 8})).await; // leaves
+        recolor(&direct, "team-b", "w-008", json!({"size": 7})).await; // enters
+        d.event(&mut sized).await;
+        d.event(&mut sized).await;
 
         d.finish();
         kache.shutdown().await;
     });
+}
+
+/// A widget whose spec has no color.
+fn colorless_widget(ns: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"size": 7},
+    })
+}
+
+/// Merge-patches a widget's spec (a `null` member removes it).
+async fn recolor(api: &Endpoint, ns: &str, name: &str, spec: Value) -> u64 {
+    let path = format!("{}/{name}", widgets_in(ns));
+    let r = api.write(Method::PATCH, &path, "application/merge-patch+json", &json!({"spec": spec})).await;
+    assert_eq!(r.status, StatusCode::OK, "PATCH {path}: {}", text(&r.body));
+    rv_of(&r.json())
 }
 
 /// Waits until kache's store behind `path` has reached `rv`.

@@ -116,15 +116,44 @@ fn json_err(data: &[u8], e: &serde_json::Error) -> String {
     let first = data.iter().copied().find(|b| !b.is_ascii_whitespace());
     match first {
         Some(b) if b != b'{' && b != b'[' && b != b'"' && !b.is_ascii_digit() && b != b'-' => {
-            format!("invalid character '{}' looking for beginning of value", b as char)
+            format!("invalid character '{}' looking for beginning of value", go_quote_char(b))
         }
         _ => format!("invalid character in JSON input: {e}"),
+    }
+}
+
+/// Go's `quoteChar` (encoding/json): the byte as `strconv.Quote` prints it, between single quotes — a
+/// byte that is not printable ASCII is `\xNN` (found against the real apiserver: `'\x81'`).
+fn go_quote_char(b: u8) -> String {
+    match b {
+        b'\'' => "\\'".into(),
+        b'\\' => "\\\\".into(),
+        0x07 => "\\a".into(),
+        0x08 => "\\b".into(),
+        0x0c => "\\f".into(),
+        b'\n' => "\\n".into(),
+        b'\r' => "\\r".into(),
+        b'\t' => "\\t".into(),
+        0x0b => "\\v".into(),
+        0x20..=0x7e => (b as char).to_string(),
+        _ => format!("\\x{b:02x}"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_errors_quote_bytes_like_go() {
+        // base64("garbage") starts with 0x81: the real apiserver says '\x81'.
+        let data = [0x81, 0xaa];
+        let e = serde_json::from_slice::<serde_json::Value>(&data).expect_err("not JSON");
+        assert_eq!(json_err(&data, &e), "invalid character '\\x81' looking for beginning of value");
+        assert_eq!(go_quote_char(b'x'), "x");
+        assert_eq!(go_quote_char(b'\''), "\\'");
+        assert_eq!(go_quote_char(b'\n'), "\\n");
+    }
 
     #[test]
     fn matches_transcript_tokens() {

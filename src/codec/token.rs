@@ -307,8 +307,20 @@ fn go_syntax_error(e: &serde_json::Error, data: &[u8]) -> String {
     // serde reports 1-based line/column; the column points at the offending byte on a one-line input.
     let offset = if e.line() <= 1 { e.column().saturating_sub(1) } else { 0 };
     let c = data.get(offset).copied().unwrap_or(b' ');
-    let shown =
-        if c.is_ascii_graphic() || c == b' ' { (c as char).to_string() } else { format!("\\x{c:02x}") };
+    // Go's `quoteChar`: `strconv.Quote` of the byte between single quotes.
+    let shown = match c {
+        b'\'' => "\\'".to_owned(),
+        b'\\' => "\\\\".to_owned(),
+        b'\n' => "\\n".to_owned(),
+        b'\r' => "\\r".to_owned(),
+        b'\t' => "\\t".to_owned(),
+        0x07 => "\\a".to_owned(),
+        0x08 => "\\b".to_owned(),
+        0x0b => "\\v".to_owned(),
+        0x0c => "\\f".to_owned(),
+        0x20..=0x7e => (c as char).to_string(),
+        _ => format!("\\x{c:02x}"),
+    };
     if e.to_string().starts_with("trailing characters") {
         format!("invalid character '{shown}' after top-level value")
     } else {

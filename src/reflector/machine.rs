@@ -160,6 +160,7 @@ impl Reflector {
 
     /// Records a failure and backs off before `then`.
     fn fail(&mut self, error: ReflectError, then: State) -> State {
+        error.record();
         if error.is_bad_bytes() {
             self.status.add_bad_frames(1);
         }
@@ -174,6 +175,7 @@ impl Reflector {
 
     /// A streaming list failed in a way a paginated list may not: use lists from now on.
     fn fall_back(&mut self, error: ReflectError) -> State {
+        error.record();
         if error.is_bad_bytes() {
             self.status.add_bad_frames(1);
         }
@@ -334,6 +336,7 @@ impl Reflector {
                 }
             }
             Err(e) if e.is_gone() && continue_token.is_some() => {
+                e.record();
                 info!(resource = %self.info.gvr, "continue token expired; restarting the list");
                 State::listing()
             }
@@ -349,6 +352,7 @@ impl Reflector {
                 State::Watching { stream, rv, opened: Instant::now(), events: 0 }
             }
             Err(e) if e.is_gone() => {
+                e.record();
                 info!(resource = %self.info.gvr, rv, "resourceVersion expired; relisting");
                 State::Sync
             }
@@ -456,6 +460,7 @@ impl Reflector {
                 Ok(WatchEvent::Error(status)) => {
                     let error = ReflectError::Api(status);
                     outcome = Some(if error.is_gone() {
+                        error.record();
                         info!(resource = %self.info.gvr, rv = *rv, "watch expired (410); relisting");
                         State::Sync
                     } else {

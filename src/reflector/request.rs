@@ -9,6 +9,7 @@ use super::config::ReflectorConfig;
 use super::decode::{ApiStatus, DecodeError, decode_status};
 use super::stream::WatchStream;
 use crate::body::{self, Body, BoxError};
+use crate::metrics::UpstreamErrorReason;
 use crate::resource::Gvr;
 use crate::upstream::Transport;
 use crate::upstream::{ReadBodyError, UpstreamError, read_body};
@@ -71,6 +72,33 @@ impl ReflectError {
     /// Bytes kache could not use (counted as bad frames).
     pub(crate) fn is_bad_bytes(&self) -> bool {
         matches!(self, Self::Decode(_) | Self::FrameTooLarge(_) | Self::Truncated)
+    }
+
+    /// The `reason` label of `kache_upstream_errors_total`.
+    pub(crate) fn reason(&self) -> UpstreamErrorReason {
+        use UpstreamErrorReason as R;
+        match self {
+            Self::Upstream(e) if e.caused_by::<rustls::Error>() => R::Tls,
+            Self::Upstream(UpstreamError::Connect(_)) => R::Connect,
+            Self::Upstream(UpstreamError::Transport(_)) => R::Stream,
+            Self::Upstream(_) => R::Other,
+            Self::Api(s) => match s.code {
+                410 => R::Gone,
+                429 => R::Throttled,
+                408 | 504 => R::Timeout,
+                500..=599 => R::Server,
+                400..=499 => R::Client,
+                _ => R::Other,
+            },
+            Self::Stalled(_) => R::Timeout,
+            Self::Body(_) | Self::Stream(_) | Self::Truncated | Self::ShortWatch(_) => R::Stream,
+            Self::Decode(_) | Self::FrameTooLarge(_) | Self::NoInitialEventsEnd(_) => R::Decode,
+        }
+    }
+
+    /// Counts this error in `kache_upstream_errors_total`.
+    pub(crate) fn record(&self) {
+        crate::metrics::upstream_error(self.reason());
     }
 
     /// How long the upstream asked us to wait.

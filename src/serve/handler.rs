@@ -25,6 +25,7 @@ use crate::codec::status::{self as status, ApiError};
 use crate::forward::{Forwarder, WriteTracker};
 use crate::metrics;
 use crate::reflector::Registry;
+use crate::serve::crd_fields::CrdFields;
 use crate::serve::fresh::{Fallback, Freshness};
 use crate::serve::gzcache::GzipCache;
 use crate::serve::list::{GetQuery, ListQuery, NotServed, ResponseOptions, serve_get, serve_list};
@@ -156,6 +157,8 @@ pub struct KacheHandler {
     stats: Arc<HandlerStats>,
     gzip_cache: GzipCache,
     registry: Arc<Registry>,
+    /// Custom resources' selectable fields, from the cached CRDs.
+    crd_fields: CrdFields,
     forwarder: Forwarder,
     freshness: Arc<Freshness>,
     writes: Arc<WriteTracker>,
@@ -190,6 +193,7 @@ impl KacheHandler {
             stats: Arc::default(),
             gzip_cache: GzipCache::default(),
             registry,
+            crd_fields: CrdFields::default(),
             forwarder,
             freshness,
             writes,
@@ -416,6 +420,31 @@ impl KacheHandler {
         }
     }
 
+    /// The list options of a list or watch (steps 2–5). A custom resource's field selector naming more
+    /// than its object meta is converted with the CRD's `selectableFields` for the requested version
+    /// (learned from the cached CRDs): filtered from memory, or the apiserver's `field label not
+    /// supported: f`. `NotServed` while kache cannot tell which fields the CRD declares.
+    fn list_options(
+        &self,
+        req: &Request<Body>,
+        r: &ResourceRequest,
+        info: &crate::resource::ResourceInfo,
+    ) -> Result<Result<ListOptions, ApiError>, NotServed> {
+        let opts = match params::parse_list_options(req.uri().query(), r.legacy_watch_path) {
+            Ok(opts) => opts,
+            Err(e) => return Ok(Err(e)),
+        };
+        if info.list_items_have_type_meta
+            && !crate::serve::selector::custom_resource_metadata_fields(&opts.field_selector, info.namespaced)
+        {
+            let Some(fields) = self.crd_fields.lookup(&self.registry, &info.gvr, self.lazy) else {
+                return Err(NotServed::Forward("custom resource field selector: CRD not known"));
+            };
+            return Ok(opts.convert_custom_fields(info.namespaced, fields));
+        }
+        Ok(opts.convert_fields(info.field_kind()))
+    }
+
     /// The synced store that can answer this request from memory, if any.
     fn servable_store(&self, req: &Request<Body>, r: &ResourceRequest) -> Option<Arc<Store>> {
         if req.method() != Method::GET || r.subresource.is_some() {
@@ -494,7 +523,7 @@ impl KacheHandler {
     ) -> Result<Response<Body>, NotServed> {
         let info = store.info();
         let kind = info.field_kind();
-        let opts = match list_options(req, r, info)? {
+        let opts = match self.list_options(req, r, info)? {
             Ok(opts) => opts,
             Err(e) => return Ok(error_response(&e, req, false)),
         };
@@ -535,8 +564,14 @@ impl KacheHandler {
             gzip_cache: Some(&self.gzip_cache),
             view,
         };
+        let consistent = q.rv == Rv::Unset && q.cont.is_none();
         let (resp, stats) = serve_list(store, &q, &self.freshness).await?;
         metrics::list_served(&r.gvr, stats.fetched, stats.returned);
+        if consistent {
+            // A consistent list served from memory (the apiserver's cacher counts its lists the same way;
+            // the fallbacks are counted where they are forwarded).
+            metrics::consistent_read(&r.gvr, true, false);
+        }
         Ok(resp)
     }
 
@@ -549,7 +584,7 @@ impl KacheHandler {
         view: View,
     ) -> Result<Response<Body>, NotServed> {
         let info = store.info();
-        let mut opts = match list_options(req, r, info)? {
+        let mut opts = match self.list_options(req, r, info)? {
             Ok(opts) => opts,
             Err(e) => return Ok(error_response(&e, req, false)),
         };
@@ -653,27 +688,6 @@ pub fn error_response(err: &ApiError, req: &Request<Body>, pretty: bool) -> Resp
         resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     with_common_headers(resp, req)
-}
-
-/// The list options of a list or watch (steps 2–5), or `NotServed` when a field selector of a custom
-/// resource names a field other than `metadata.name` / `metadata.namespace`: whether the apiserver filters
-/// on it or refuses it (`field label not supported: f`) depends on the CRD's `selectableFields`, so the
-/// upstream answers it.
-fn list_options(
-    req: &Request<Body>,
-    r: &ResourceRequest,
-    info: &crate::resource::ResourceInfo,
-) -> Result<Result<ListOptions, ApiError>, NotServed> {
-    let opts = match params::parse_list_options(req.uri().query(), r.legacy_watch_path) {
-        Ok(opts) => opts,
-        Err(e) => return Ok(Err(e)),
-    };
-    if info.list_items_have_type_meta
-        && !crate::serve::selector::custom_resource_metadata_fields(&opts.field_selector, info.namespaced)
-    {
-        return Err(NotServed::Forward("custom resource field selector"));
-    }
-    Ok(opts.convert_fields(info.field_kind()))
 }
 
 /// A 406: the error's own negotiation fails on the same Accept header, so the apiserver writes it with

@@ -232,6 +232,19 @@ impl ListOptions {
         Ok(self)
     }
 
+    /// Step 5 for a custom resource whose CRD declares `fields` as selectable in the requested version:
+    /// the apiextensions-apiserver's conversion (`field label not supported: f` for anything else).
+    pub fn convert_custom_fields(
+        mut self,
+        namespaced: bool,
+        fields: crate::serve::selector::custom::SelectableFields,
+    ) -> Result<Self, ApiError> {
+        self.field_selector = std::mem::take(&mut self.field_selector)
+            .convert_custom(namespaced, fields)
+            .map_err(|e| ApiError::BadRequest(e.0))?;
+        Ok(self)
+    }
+
     /// Step 6: a watch of a single object by path name (`/watch/namespaces/ns/pods/NAME`, or a path name
     /// on a list route): a conflicting `metadata.name` selector is a 400; otherwise the selector becomes
     /// `metadata.name=NAME` when it was empty.

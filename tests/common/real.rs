@@ -80,6 +80,8 @@ pub struct RealApiserver {
     pub kubeconfig: PathBuf,
     /// The client-go informer checker (printed by `start.sh` only).
     pub informer_check: Option<PathBuf>,
+    /// The apiserver process [`RealApiserver::restart_apiserver`] started in place of start.sh's.
+    restarted: std::sync::Mutex<Option<std::process::Child>>,
 }
 
 impl RealApiserver {
@@ -118,6 +120,7 @@ impl RealApiserver {
             url: String::new(),
             kubeconfig: PathBuf::new(),
             informer_check: None,
+            restarted: std::sync::Mutex::new(None),
         };
         let out = Command::new("bash")
             .arg(api.scripts.join(flavor.script()))
@@ -171,6 +174,74 @@ impl RealApiserver {
         );
     }
 
+    /// Restarts the apiserver process alone, as a rolling restart of a control plane does: etcd, its data
+    /// and the port stay; the new process has a fresh watch cache (watches from before it get 410 Gone).
+    /// Runs exactly the command line start.sh ran (read from `/proc`), so it needs Linux.
+    pub async fn restart_apiserver(&self) {
+        let pid_file = self.run_dir.join("apiserver.pid");
+        let pid = std::fs::read_to_string(&pid_file).expect("apiserver.pid").trim().to_owned();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the apiserver's command line");
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let mut previous = self.restarted.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match previous.as_mut() {
+            // One this guard started: kill and reap it.
+            Some(child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            None => {
+                // As stop.sh: TERM, then KILL if it has not exited within 5 s. A process that exited but
+                // was not reaped yet (a zombie under whichever process adopted it) counts as exited.
+                let exited = |pid: &str| {
+                    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+                        stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'))
+                    })
+                };
+                let status = Command::new("kill").arg(&pid).status().expect("kill runs");
+                assert!(status.success(), "kill {pid}");
+                let deadline = std::time::Instant::now() + Duration::from_secs(5);
+                while !exited(&pid) && std::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                if !exited(&pid) {
+                    let _ = Command::new("kill").args(["-9", &pid]).status();
+                }
+                super::eventually("the old apiserver exits", RESPONSE_TIMEOUT, || {
+                    let gone = exited(&pid);
+                    async move { gone }
+                })
+                .await;
+            }
+        }
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(self.run_dir.join("apiserver.log"))
+            .expect("apiserver.log");
+        let child = Command::new(&args[0])
+            .args(&args[1..])
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("the apiserver starts again");
+        std::fs::write(&pid_file, child.id().to_string()).expect("apiserver.pid");
+        *self.restarted.lock().unwrap_or_else(|p| p.into_inner()) = Some(child);
+        let api = Endpoint::from_kubeconfig("apiserver", &self.kubeconfig).await;
+        super::eventually("the restarted apiserver is ready", Duration::from_secs(90), || {
+            let api = api.clone();
+            async move {
+                let req = Request::get("/readyz").body(kache::body::empty()).expect("request");
+                matches!(api.client.send(req).await, Ok(r) if r.status() == StatusCode::OK)
+            }
+        })
+        .await;
+    }
+
     /// The last lines of the apiserver's log, for failure messages.
     pub fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(self.run_dir.join("apiserver.log")).unwrap_or_default();
@@ -181,6 +252,12 @@ impl RealApiserver {
 
 impl Drop for RealApiserver {
     fn drop(&mut self) {
+        // A restarted apiserver is this process's child: reap it, so stop.sh does not wait on a zombie.
+        if let Some(mut child) = self.restarted.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_file(self.run_dir.join("apiserver.pid"));
+        }
         stop(&self.scripts, &self.run_dir);
     }
 }
@@ -243,6 +320,28 @@ impl Endpoint {
             .await
             .unwrap_or_else(|_| panic!("{}: no response to {path} within {RESPONSE_TIMEOUT:?}", self.name))
             .unwrap_or_else(|e| panic!("{}: {path}: {e}", self.name))
+    }
+
+    /// A request that may fail (the upstream restarting): `None` when no whole response came.
+    pub async fn try_request(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: &serde_json::Value,
+    ) -> Option<Resp> {
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::CONTENT_TYPE, content_type)
+            .body(kache::body::full(serde_json::to_vec(body).expect("JSON")))
+            .expect("request");
+        let resp = tokio::time::timeout(RESPONSE_TIMEOUT, self.client.send(req)).await.ok()?.ok()?;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let body =
+            tokio::time::timeout(RESPONSE_TIMEOUT, resp.into_body().collect()).await.ok()?.ok()?.to_bytes();
+        Some(Resp { status, headers, body })
     }
 
     /// A request, its response read whole.

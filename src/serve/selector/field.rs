@@ -1,8 +1,10 @@
 //! Field selectors: apimachinery's `fields.ParseSelector` (terms, escapes, messages), the per-kind field
 //! label conversion of the registry (which fields a kind supports), and matching against stored objects.
 
+use std::borrow::Cow;
 use std::fmt;
 
+use super::custom::{self, SelectableFields};
 use crate::codec::gojson::go_quote;
 use crate::resource::FieldKind;
 use crate::store::Object;
@@ -27,6 +29,9 @@ pub struct FieldTerm {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FieldSelector {
     terms: Vec<FieldTerm>,
+    /// A custom resource's selectable fields, set by [`FieldSelector::convert_custom`]: terms on them read
+    /// the object's bytes.
+    custom: Option<SelectableFields>,
 }
 
 /// Why a field selector failed to parse or names an unsupported field; the message reaches clients as a 400.
@@ -41,6 +46,8 @@ enum FieldRef {
     Namespace,
     /// Index into [`Object::fields`] (aligned with [`FieldKind::extra_fields`]).
     Extra(usize),
+    /// Index into the selector's custom resource [`SelectableFields`]: read from the object's bytes.
+    Custom(usize),
     /// A field the kind accepts but does not put in its field set: always reads as `""`.
     Absent,
 }
@@ -73,7 +80,7 @@ impl FieldSelector {
             }
             terms.push(FieldTerm { field: lhs.to_owned(), op, value });
         }
-        Ok(Self { terms })
+        Ok(Self { terms, custom: None })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -99,7 +106,7 @@ impl FieldSelector {
             t.field = convert_field_label(kind, &t.field).map_err(FieldSelectorError)?.to_owned();
             terms.push(t);
         }
-        Ok(Self { terms })
+        Ok(Self { terms, custom: self.custom })
     }
 
     /// Like [`FieldSelector::convert`] with any conversion function (e.g. [`custom_resource_field_label`]
@@ -113,18 +120,36 @@ impl FieldSelector {
             t.field = convert(&t.field).map_err(FieldSelectorError)?;
             terms.push(t);
         }
-        Ok(Self { terms })
+        Ok(Self { terms, custom: self.custom })
+    }
+
+    /// The field label conversion of a custom resource whose CRD declares `fields` for the requested
+    /// version ([`custom_resource_field_label`]); terms on them then match on the objects' bytes.
+    pub fn convert_custom(
+        self,
+        namespaced: bool,
+        fields: SelectableFields,
+    ) -> Result<Self, FieldSelectorError> {
+        let labels: Vec<&str> = fields.iter().map(|f| f.label.as_str()).collect();
+        let mut converted = self.convert_with(|l| custom_resource_field_label(namespaced, &labels, l))?;
+        converted.custom = Some(fields);
+        Ok(converted)
     }
 
     /// Whether an object's fields satisfy every term. A field missing from the object reads as `""`, so
     /// `!=` matches it. Call [`FieldSelector::convert`] first; unknown fields read as `""`.
     pub fn matches(&self, obj: &Object, kind: FieldKind) -> bool {
-        self.terms.iter().all(|t| term_matches(t, field_value(obj, resolve(kind, &t.field))))
+        let custom = self.custom.as_deref().unwrap_or_default();
+        self.terms.iter().all(|t| term_matches(t, &field_value(obj, resolve(kind, custom, &t.field), custom)))
     }
 
     /// A matcher with the fields resolved once, for scanning many objects of one kind.
     pub fn matcher(&self, kind: FieldKind) -> FieldMatcher<'_> {
-        FieldMatcher { terms: self.terms.iter().map(|t| (resolve(kind, &t.field), t)).collect() }
+        let custom = self.custom.as_deref().unwrap_or_default();
+        FieldMatcher {
+            terms: self.terms.iter().map(|t| (resolve(kind, custom, &t.field), t)).collect(),
+            custom,
+        }
     }
 }
 
@@ -145,11 +170,12 @@ impl fmt::Display for FieldSelector {
 /// A [`FieldSelector`] with its fields resolved for one kind.
 pub struct FieldMatcher<'a> {
     terms: Vec<(FieldRef, &'a FieldTerm)>,
+    custom: &'a [custom::SelectableField],
 }
 
 impl FieldMatcher<'_> {
     pub fn matches(&self, obj: &Object) -> bool {
-        self.terms.iter().all(|(r, t)| term_matches(t, field_value(obj, *r)))
+        self.terms.iter().all(|(r, t)| term_matches(t, &field_value(obj, *r, self.custom)))
     }
 }
 
@@ -160,21 +186,29 @@ fn term_matches(t: &FieldTerm, actual: &str) -> bool {
     }
 }
 
-fn resolve(kind: FieldKind, field: &str) -> FieldRef {
+fn resolve(kind: FieldKind, custom: &[custom::SelectableField], field: &str) -> FieldRef {
     match field {
         "metadata.name" => FieldRef::Name,
         "metadata.namespace" => FieldRef::Namespace,
-        f => kind.extra_fields().iter().position(|x| *x == f).map_or(FieldRef::Absent, FieldRef::Extra),
+        f => match custom.iter().position(|c| c.label == f) {
+            Some(i) => FieldRef::Custom(i),
+            None => {
+                kind.extra_fields().iter().position(|x| *x == f).map_or(FieldRef::Absent, FieldRef::Extra)
+            }
+        },
     }
 }
 
-fn field_value(obj: &Object, r: FieldRef) -> &str {
+fn field_value<'a>(obj: &'a Object, r: FieldRef, custom: &[custom::SelectableField]) -> Cow<'a, str> {
     match r {
-        FieldRef::Name => obj.name(),
+        FieldRef::Name => Cow::Borrowed(obj.name()),
         // Cluster-scoped objects have no metadata.namespace in their field set: reads as "".
-        FieldRef::Namespace => obj.namespace().unwrap_or(""),
-        FieldRef::Extra(i) => obj.fields.get(i).and_then(|v| v.as_deref()).unwrap_or(""),
-        FieldRef::Absent => "",
+        FieldRef::Namespace => Cow::Borrowed(obj.namespace().unwrap_or("")),
+        FieldRef::Extra(i) => Cow::Borrowed(obj.fields.get(i).and_then(|v| v.as_deref()).unwrap_or("")),
+        FieldRef::Custom(i) => {
+            Cow::Owned(custom.get(i).map_or_else(String::new, |f| custom::value_at(&obj.raw, &f.path)))
+        }
+        FieldRef::Absent => Cow::Borrowed(""),
     }
 }
 

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use proptest::prelude::*;
 
 use super::*;
@@ -73,6 +75,42 @@ fn custom_resource_conversion() {
     assert_eq!(conv(true, ".spec.color=red"), Err("field label not supported: .spec.color".into()));
     assert_eq!(conv(true, "spec.size=1"), Err("field label not supported: spec.size".into()));
     assert_eq!(conv(true, "metadata.uid=1"), Err("field label not supported: metadata.uid".into()));
+}
+
+/// Terms on a CRD's selectable fields read the object's bytes; the others its key.
+#[test]
+fn custom_resource_fields_match_the_stored_bytes() {
+    let fields: crate::serve::selector::custom::SelectableFields = Arc::from(vec![
+        crate::serve::selector::custom::SelectableField {
+            label: "spec.color".into(),
+            path: vec!["spec".into(), "color".into()],
+        },
+        crate::serve::selector::custom::SelectableField {
+            label: "spec.size".into(),
+            path: vec!["spec".into(), "size".into()],
+        },
+    ]);
+    let mut red = object(Some("ns"), "w1", &[], &[]);
+    red.raw = bytes::Bytes::from_static(
+        br#"{"apiVersion":"example.com/v1","kind":"Widget","spec":{"color":"red","size":3}}"#,
+    );
+    let mut bare = object(Some("ns"), "w2", &[], &[]);
+    bare.raw = bytes::Bytes::from_static(br#"{"apiVersion":"example.com/v1","kind":"Widget","spec":{}}"#);
+    let sel = |s: &str| ok(s).convert_custom(true, fields.clone()).expect("supported");
+    let m = |s: &str, o: &Object| {
+        sel(s).matches(o, FieldKind::Generic) && sel(s).matcher(FieldKind::Generic).matches(o)
+    };
+    assert!(m("spec.color=red", &red) && !m("spec.color=red", &bare));
+    assert!(m("spec.color=", &bare) && m("spec.color!=red", &bare));
+    assert!(m("spec.size=3,metadata.name=w1", &red) && !m("spec.size=3,metadata.name=w2", &red));
+    assert_eq!(
+        ok("spec.notes=x").convert_custom(true, fields.clone()).map_err(|e| e.0),
+        Err("field label not supported: spec.notes".to_owned())
+    );
+    assert_eq!(
+        ok("metadata.namespace=ns").convert_custom(false, fields).map_err(|e| e.0),
+        Err("field label not supported: metadata.namespace".to_owned())
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Label and field selectors: parsing with the apiserver's grammar and messages, and matching against
 //! stored objects (labels and extracted fields, never the object bytes).
 
+pub mod custom;
 pub mod field;
 pub mod label;
 mod validation;

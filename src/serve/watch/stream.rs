@@ -130,6 +130,8 @@ pub struct Watcher {
     _active: ActiveGuard,
     /// This watcher in the resource's `kache_watchers`; closing it as slow counts there too.
     metrics: crate::metrics::WatcherGuard,
+    /// When the watch started (`apiserver_watch_list_duration_seconds` runs to its initial-events-end).
+    started: Instant,
 }
 
 // === impl Watcher ===
@@ -167,6 +169,7 @@ impl Watcher {
             store,
             _active: ActiveGuard::new(),
             metrics,
+            started: now,
         };
         watcher.start(spec.start);
         watcher
@@ -310,6 +313,7 @@ impl Watcher {
             (Some(shape), true) => {
                 shape.put_frame(&mut out, snapshot.rv, true);
                 stats::record_bookmark();
+                crate::metrics::watch_list_done(self.store.info(), self.started.elapsed());
                 // The apiserver re-queues a watch-list watcher for the next dispatcher tick.
                 let now = Instant::now();
                 self.bookmarked = snapshot.rv;

@@ -1,0 +1,157 @@
+//! Every documented metric moves (issue 17, item 7): a workload that exercises each part of kache — reads
+//! from memory and forwarded, watches of every kind (a WatchList, bookmarks, a watcher too slow to keep up,
+//! one from before kache's history), writes, upstream failures, a dropped upstream watch and an upstream
+//! restart that forces a relist — then every metric of `kache::metrics::names::ALL` must have a series with
+//! a non-zero value. A metric that stayed at zero while what it counts happened is how
+//! `kache_slow_watchers_closed_total` and `kache_watchers` went unnoticed once; a new metric fails here
+//! until something moves it or [`COVERED_ELSEWHERE`] names the test that does.
+
+mod common;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use kache::metrics::names::{self, MetricKind};
+
+/// Metrics this workload cannot drive without configuration that would change what it measures, each with
+/// the test that proves it moves.
+const COVERED_ELSEWHERE: &[(&str, &str)] = &[
+    (
+        "kache_upstream_bad_frames_total",
+        "reflector::tests (a scripted upstream sends truncated and invalid frames)",
+    ),
+    (
+        "kache_reflector_restarts_total",
+        "reflector::registry_tests (a reflector task that panics is restarted)",
+    ),
+    ("kache_auth_cache_total", "tests/auth.rs (--auth=delegated)"),
+    ("kache_impersonation_total", "tests/impersonation.rs"),
+    ("kache_limit_rejections_total", "tests/auth.rs and serve::server::tests (client and connection limits)"),
+    ("kache_freshness_waits_total", "tests/foreign.rs and serve::fresh tests (a busy resource's reads wait)"),
+    (
+        "kache_freshness_proofs_total",
+        "tests/foreign.rs and tests/chain.rs (quiet resources proven by bookmarks)",
+    ),
+    ("kache_freshness_ahead_reads_total", "tests/foreign.rs (reads at a revision the upstream reached)"),
+    ("apiserver_watch_cache_read_wait_seconds", "tests/consistency.rs (consistent reads that wait)"),
+];
+
+fn pod(name: &str) -> Value {
+    common::pod("default", name, &[("app", "web")], "node-1")
+}
+
+/// The largest value among the series of `def` in the exposition (`None`: no series at all).
+fn largest(text: &str, def: &names::MetricDef) -> Option<f64> {
+    let series = match def.kind {
+        MetricKind::Histogram => format!("{}_count", def.name),
+        _ => def.name.to_owned(),
+    };
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.strip_prefix(series.as_str()).is_some_and(|r| r.starts_with('{') || r.starts_with(' ')))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .reduce(f64::max)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_documented_metric_moves() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let sim = common::start_sim().await;
+    for i in 0..20 {
+        sim.create("pods", Some("default"), pod(&format!("p-{i}"))).expect("pod");
+    }
+    // A small broadcast ring, so a watcher that does not read falls behind quickly.
+    let mut config = kache::app::Config::for_url(sim.url());
+    config.reflector.store.broadcast_capacity = 64;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let kache =
+        kache::app::Kache::start_with_metrics(config, listener, Some(metrics)).await.expect("kache starts");
+    tokio::time::timeout(Duration::from_secs(30), kache.wait_synced()).await.expect("kache syncs");
+    let url = kache.url();
+    let pods = "/api/v1/namespaces/default/pods";
+    let dir = tempfile::tempdir().expect("temp dir");
+    common::real::write_kubeconfig(&dir.path().join("kubeconfig"), &url);
+    let via = common::real::Endpoint::from_kubeconfig("kache", &dir.path().join("kubeconfig")).await;
+
+    // Reads from memory (rv=0, consistent, a get, a selector) and a forwarded one (a Table).
+    assert_eq!(common::get(&url, &format!("{pods}?resourceVersion=0")).await.status, 200);
+    assert_eq!(common::get(&url, pods).await.status, 200);
+    assert_eq!(common::get(&url, &format!("{pods}/p-1")).await.status, 200);
+    assert_eq!(common::get(&url, &format!("{pods}?labelSelector=app%3Dweb&limit=5")).await.status, 200);
+    let table = [("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")];
+    common::get_with(&url, pods, &table).await;
+    // A write through kache (forwarded).
+    let created = via.write(http::Method::POST, pods, "application/json", &pod("via-kache")).await;
+    assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+
+    // A WatchList that stays open (watchers, open streams, events and bookmarks sent).
+    let watch_list = format!(
+        "{pods}?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"
+    );
+    let mut open = via.watch(&watch_list, &[]).await;
+    // Its initial events end with the initial-events-end bookmark.
+    while !open.line().await.expect("the watch-list streams").starts_with(br#"{"type":"BOOKMARK""#) {}
+
+    // A watcher that does not read: closed as too slow while writes pour in.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("rcvbuf");
+    let mut stalled = socket.connect(kache.addr()).await.expect("connect");
+    let from = sim.revision();
+    let request = format!(
+        "GET {pods}?watch=1&resourceVersion={from} HTTP/1.1\r\nHost: kache\r\nConnection: close\r\n\r\n"
+    );
+    stalled.write_all(request.as_bytes()).await.expect("send request");
+    let padding = "x".repeat(8 << 10);
+    for i in 0..400 {
+        let mut p = pod(&format!("big-{i}"));
+        p["metadata"]["annotations"] = json!({"padding": padding});
+        sim.create("pods", Some("default"), p).expect("pod");
+    }
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), stalled.read_to_end(&mut raw))
+        .await
+        .expect("the stalled watch is closed")
+        .expect("read");
+
+    // A watch from before kache's history (it started after revision 1): 410 Expired, an ended stream.
+    let mut expired = via.watch(&format!("{pods}?watch=1&resourceVersion=1"), &[]).await;
+    let first = expired.line().await.unwrap_or_default();
+    assert!(String::from_utf8_lossy(&first).contains("410"), "{}", String::from_utf8_lossy(&first));
+
+    // Upstream trouble: writes kache does not see (its watch stalls), a compaction past them, failures,
+    // then its watch dropped: the re-watch fails, then gets 410 and kache relists.
+    sim.stall_watches(true);
+    for i in 0..3 {
+        sim.create("pods", Some("default"), pod(&format!("unseen-{i}"))).expect("pod");
+    }
+    sim.compact(None);
+    sim.fail_next(2, 503);
+    sim.drop_watches();
+    sim.stall_watches(false);
+    let registry = kache.registry().clone();
+    common::eventually("kache relists after the compaction", Duration::from_secs(60), || {
+        let relisted = registry.statuses().iter().any(|s| s.relists > 0);
+        async move { relisted }
+    })
+    .await;
+
+    // Scraped as Prometheus does (store and reflector gauges are refreshed at each scrape).
+    let scrape = common::get(&kache.metrics_url().expect("a metrics listener"), "/metrics").await;
+    let text = String::from_utf8_lossy(&scrape.body).into_owned();
+    let mut still = Vec::new();
+    for def in names::ALL {
+        let covered = COVERED_ELSEWHERE.iter().any(|(n, _)| *n == def.name);
+        match (largest(&text, def), covered) {
+            (Some(v), _) if v > 0.0 => {}
+            (_, true) => {}
+            (found, false) => still.push(format!("{} ({:?})", def.name, found)),
+        }
+    }
+    drop(open);
+    assert!(still.is_empty(), "documented metrics that never moved: {still:#?}\n\n{text}");
+    kache.shutdown().await;
+    sim.shutdown().await;
+}
