@@ -25,6 +25,7 @@ mod meta;
 mod tests;
 mod watch;
 
+pub use json::value_at;
 pub use list::{ListParts, split_list, with_type_meta};
 pub use watch::{
     Bookmark, MAX_BOOKMARK_TAIL, WatchEventType, WatchFrame, bookmark_from_json, bookmark_tail,

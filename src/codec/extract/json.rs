@@ -118,6 +118,21 @@ impl<'de> Deserialize<'de> for Key<'de> {
     }
 }
 
+/// The value at `path` (member names from the root) in the JSON object `text`: the last member of each
+/// name wins, like Go's decoder; `None` when a segment is missing, crosses a non-object, or `text` is not
+/// valid JSON.
+pub fn value_at<'a, S: AsRef<str>>(text: &'a str, path: &[S]) -> Option<&'a RawValue> {
+    let mut current: &'a str = text;
+    let mut found = None;
+    for segment in path {
+        let members = members(current).ok()??;
+        let value = members.into_iter().rev().find(|(k, _)| k == segment.as_ref()).map(|(_, v)| v)?;
+        current = value.get();
+        found = Some(value);
+    }
+    found
+}
+
 /// Whether a raw value is JSON null.
 pub(super) fn is_null(value: &RawValue) -> bool {
     value.get() == "null"

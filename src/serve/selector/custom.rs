@@ -104,19 +104,15 @@ pub fn parse_json_path(s: &str) -> Option<Vec<String>> {
 /// The value `path` selects in `raw` (one JSON object), as `fmt.Sprint` prints it; `""` when absent or
 /// null.
 pub fn value_at(raw: &[u8], path: &[String]) -> String {
-    use sonic_rs::JsonValueTrait;
-    let Ok(value) = sonic_rs::get(raw, path) else { return String::new() };
-    if let Some(s) = value.as_str() {
-        return s.to_owned();
+    let Ok(text) = std::str::from_utf8(raw) else { return String::new() };
+    let Some(value) = crate::codec::extract::value_at(text, path) else { return String::new() };
+    match value.get().as_bytes().first() {
+        Some(b'"') => serde_json::from_str::<String>(value.get()).unwrap_or_default(),
+        Some(b't' | b'f') => value.get().to_owned(),
+        Some(b'-' | b'0'..=b'9') => go_sprint_number(value.get()),
+        // Null, and (unreachable under the CRD's schema) objects and arrays.
+        _ => String::new(),
     }
-    if let Some(b) = value.as_bool() {
-        return b.to_string();
-    }
-    if value.is_number() {
-        return go_sprint_number(value.as_raw_str().trim_end_matches([' ', '\t', '\n', '\r']));
-    }
-    // Null, and (unreachable under the CRD's schema) objects and arrays.
-    String::new()
 }
 
 /// A JSON number as Go prints the value the apiserver decoded it into: an `int64` when the text is an
