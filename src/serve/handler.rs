@@ -92,7 +92,7 @@ impl ResponseEncoding {
         Some(match n {
             N::Json { .. } => Self::Json,
             N::JsonPartialMetadata { .. } | N::PartialMetadataV1beta1 => Self::PartialMetadata,
-            N::Table => Self::Table,
+            N::Table | N::JsonTable { .. } => Self::Table,
             N::Protobuf => Self::Protobuf,
             N::Yaml => Self::Yaml,
             N::Cbor => Self::Cbor,
@@ -374,6 +374,21 @@ impl KacheHandler {
                 self.stats.count_encoding(encoding, false);
                 return self.forward(req, id).await;
             }
+            // A Table from memory for the kinds kache prints exactly (an invalid `includeObject` is the
+            // upstream's 400 to write, after its own checks); any other kind's Table is forwarded.
+            (negotiate::Negotiated::JsonTable { v1, .. }, _) => {
+                let printer = crate::codec::table::Printer::for_resource(&r.gvr.group, &r.gvr.resource)
+                    .filter(|_| r.gvr.version == "v1");
+                match (printer, crate::codec::table::Include::parse(req.uri().query())) {
+                    (Some(printer), Ok(include)) if r.verb != Verb::Watch => {
+                        View::Table(crate::codec::table::TableView { printer, include, v1: *v1 })
+                    }
+                    _ => {
+                        self.stats.count_encoding(encoding, false);
+                        return self.forward(req, id).await;
+                    }
+                }
+            }
             // A watch that negotiated a type that cannot stream (YAML): the apiserver writes that 406 in the
             // negotiated type (a YAML Status), which is the upstream's to produce.
             (negotiate::Negotiated::NotAcceptable { stream: true }, _) => {
@@ -585,6 +600,7 @@ impl KacheHandler {
             view: match view {
                 View::Full => WatchView::Full,
                 View::Metadata => WatchView::PartialObjectMetadata,
+                View::Table(_) => return Err(NotServed::Forward("table watch")),
             },
             opts,
         };
