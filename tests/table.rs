@@ -316,6 +316,7 @@ async fn kubectl_get_watch_prints_the_same_through_kache() {
         cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
         cmd.spawn().expect("kubectl -w starts")
     };
+    let before = f.tables_from_memory();
     let mut children = [watch(&f.via_kache), watch(&f.via_sim)];
     // The header and one line per existing pod, then one line for a pod created while watching.
     let readers: Vec<_> = children
@@ -356,6 +357,104 @@ async fn kubectl_get_watch_prints_the_same_through_kache() {
     let with_header = |l: &[String]| norm(&[vec![header.clone()], l.to_vec()].concat());
     assert_eq!(with_header(&next[0]), with_header(&next[1]), "kubectl get -w: the event's line");
     assert!(next[0][0].starts_with("watched-0"), "{:?}", next[0]);
+    // kubectl's list and its watch were both Tables from kache's memory.
+    assert!(f.tables_from_memory() >= before + 2, "kubectl get -w served from memory");
+}
+
+/// A watch over plain HTTP, read line by line.
+struct PlainWatch {
+    body: hyper::body::Incoming,
+    buf: Vec<u8>,
+}
+
+impl PlainWatch {
+    async fn start(base: &str, path: &str, headers: &[(&str, &str)]) -> PlainWatch {
+        let mut req = http::Request::get(format!("{base}{path}"));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = common::client()
+            .request(req.body(http_body_util::Empty::new()).expect("request"))
+            .await
+            .expect("response");
+        assert_eq!(resp.status(), 200, "GET {base}{path}");
+        PlainWatch { body: resp.into_body(), buf: Vec::new() }
+    }
+
+    async fn lines(&mut self, n: usize) -> Vec<Vec<u8>> {
+        use http_body_util::BodyExt;
+        let mut out = Vec::new();
+        while out.len() < n {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                out.push(self.buf.drain(..=i).collect());
+                continue;
+            }
+            let frame = tokio::time::timeout(WATCH_TIMEOUT, self.body.frame())
+                .await
+                .expect("a watch event in time")
+                .expect("the stream is open")
+                .expect("a frame");
+            if let Ok(data) = frame.into_data() {
+                self.buf.extend_from_slice(&data);
+            }
+        }
+        out
+    }
+}
+
+/// A Table watch event with the pods' Age cell blanked (a second may tick between the two servers).
+fn event_without_age(line: &[u8]) -> Value {
+    let mut v: Value = serde_json::from_slice(line).expect("a JSON watch event");
+    if let Some(rows) = v["object"]["rows"].as_array_mut() {
+        for r in rows {
+            r["cells"][4] = Value::Null;
+        }
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_watch_events_match_the_sim() {
+    let f = Fixture::start().await;
+    let rev = f.sim.revision();
+    let kache_url = f.kache.url();
+    eventually("kache reached the revision", Duration::from_secs(10), || {
+        let url = kache_url.clone();
+        async move { get_with(&url, &format!("/api/v1/pods?resourceVersion={rev}"), &[]).await.status == 200 }
+    })
+    .await;
+    let before = f.tables_from_memory();
+    let accept = [("accept", KUBECTL_ACCEPT)];
+    for include in ["Object", "Metadata", "None"] {
+        let path = format!(
+            "/api/v1/namespaces/ns-0/pods?watch=1&resourceVersion={}&includeObject={include}&labelSelector=app%3Dw",
+            f.sim.revision()
+        );
+        let mut a = PlainWatch::start(&f.kache.url(), &path, &accept).await;
+        let mut b = PlainWatch::start(&f.sim.url(), &path, &accept).await;
+        let name = format!("w-{include}").to_lowercase();
+        let created = f
+            .sim
+            .create("pods", Some("ns-0"), common::pod("ns-0", &name, &[("app", "w")], "node-1"))
+            .expect("pod");
+        let mut moved = created.clone();
+        moved["metadata"]["labels"] = json!({"app": "gone"});
+        f.sim.update("pods", Some("ns-0"), moved).expect("pod leaves the selector");
+        let (la, lb) = (a.lines(2).await, b.lines(2).await);
+        for (x, y) in la.iter().zip(&lb) {
+            assert_eq!(
+                event_without_age(x),
+                event_without_age(y),
+                "{path}: through kache (left) and directly"
+            );
+        }
+        let first = event_without_age(&la[0]);
+        assert!(first["object"]["columnDefinitions"].is_array(), "the first event carries the columns");
+        let second = event_without_age(&la[1]);
+        assert_eq!(second["type"], json!("DELETED"), "leaving the selector");
+        assert!(second["object"]["columnDefinitions"].is_null(), "later events carry no columns");
+    }
+    assert!(f.tables_from_memory() >= before + 3, "Table watches served from memory");
 }
 
 /// Fetches `path` as a Table from the sim, kache, and the sim again: kache's bytes must equal one of the

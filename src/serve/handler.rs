@@ -380,7 +380,7 @@ impl KacheHandler {
                 let printer = crate::codec::table::Printer::for_resource(&r.gvr.group, &r.gvr.resource)
                     .filter(|_| r.gvr.version == "v1");
                 match (printer, crate::codec::table::Include::parse(req.uri().query())) {
-                    (Some(printer), Ok(include)) if r.verb != Verb::Watch => {
+                    (Some(printer), Ok(include)) if !table_watch_forwarded(r, &req) => {
                         View::Table(crate::codec::table::TableView { printer, include, v1: *v1 })
                     }
                     _ => {
@@ -600,12 +600,24 @@ impl KacheHandler {
             view: match view {
                 View::Full => WatchView::Full,
                 View::Metadata => WatchView::PartialObjectMetadata,
-                View::Table(_) => return Err(NotServed::Forward("table watch")),
+                View::Table(table) => WatchView::Table(table),
             },
             opts,
         };
         Ok(watch::request::serve_watch(request, &self.config.watch, self.shutdown.clone()))
     }
+}
+
+/// Table watches are served from memory without bookmarks only (`kubectl get -w` asks for none); one
+/// that allows bookmarks or streams initial events (which end with a bookmark) is forwarded, because a
+/// bookmark's Table row is the printer's output for an empty object.
+fn table_watch_forwarded(r: &ResourceRequest, req: &Request<Body>) -> bool {
+    if r.verb != Verb::Watch {
+        return false;
+    }
+    let q = crate::serve::query::Query::parse(req.uri().query());
+    let set = |k: &str| q.get(k).is_some_and(crate::serve::query::query_bool);
+    set("allowWatchBookmarks") || set("sendInitialEvents")
 }
 
 /// The namespace a list or watch scans: the URL's, or a `metadata.namespace=` selector's on a cluster-wide
