@@ -378,7 +378,8 @@ impl KacheHandler {
             // upstream's 400 to write, after its own checks); any other kind's Table is forwarded.
             (negotiate::Negotiated::JsonTable { v1, .. }, _) => {
                 let printer = crate::codec::table::Printer::for_resource(&r.gvr.group, &r.gvr.resource)
-                    .filter(|_| r.gvr.version == "v1");
+                    .filter(|_| r.gvr.version == "v1")
+                    .or_else(|| self.custom_printer(&store, r));
                 match (printer, crate::codec::table::Include::parse(req.uri().query())) {
                     (Some(printer), Ok(include)) if !table_watch_forwarded(r, &req) => {
                         View::Table(crate::codec::table::TableView { printer, include, v1: *v1 })
@@ -449,6 +450,26 @@ impl KacheHandler {
             }
         };
         store.is_synced().then_some(store)
+    }
+
+    /// The printer of a custom resource: its CRD's columns for the requested version, from kache's own
+    /// synced store of CustomResourceDefinitions (what the apiserver's CRD handler reads from its informer).
+    /// None when that store is not cached or synced, or the CRD's columns are outside what kache prints.
+    fn custom_printer(&self, store: &Store, r: &ResourceRequest) -> Option<crate::codec::table::Printer> {
+        if !store.info().list_items_have_type_meta {
+            return None;
+        }
+        let crds = self.registry.get(&crate::resource::Gvr::new(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+        ))?;
+        if !crds.is_synced() {
+            return None;
+        }
+        let object = crds.current().get(&format!("{}.{}", r.gvr.resource, r.gvr.group))?.clone();
+        crate::codec::table::crd::for_crd_object(&object, &r.gvr.version)
+            .map(crate::codec::table::Printer::Custom)
     }
 
     /// A consistent read that could not be proven fresh: forward (bounded) or 429.

@@ -7,6 +7,7 @@
 
 pub mod age;
 pub mod cache;
+pub mod crd;
 mod docs;
 pub mod printers;
 pub mod row;
@@ -77,7 +78,12 @@ impl TableView {
             let _ = write!((&mut out).writer(), ",\"remainingItemCount\":{remaining}");
         }
         out.put_slice(b"},\"columnDefinitions\":");
-        if headers {
+        if let (true, Printer::Custom(id)) = (headers, self.printer) {
+            match crd::get(id) {
+                Some(c) => out.put_slice(c.columns_json()),
+                None => out.put_slice(b"[]"),
+            }
+        } else if headers {
             out.put_slice(columns_json(self.printer));
         } else {
             out.put_slice(b"null");

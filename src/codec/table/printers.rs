@@ -22,6 +22,8 @@ pub enum Printer {
     Deployments,
     ReplicaSets,
     Leases,
+    /// A custom resource's printer columns ([`super::crd`], by interned id).
+    Custom(u32),
 }
 
 /// (name, type, priority, description) of one column; `Name` columns carry `format: name`.
@@ -129,6 +131,7 @@ impl Printer {
                 ("Selector", "string", 1, d::RS_SELECTOR),
             ],
             Printer::Leases => vec![NAME, ("Holder", "string", 0, d::LEASE_HOLDER), AGE],
+            Printer::Custom(_) => Vec::new(),
         }
     }
 
@@ -138,6 +141,10 @@ impl Printer {
         let created = Cell::Age(time(o, "/metadata/creationTimestamp"));
         let cells = match self {
             Printer::Pods => return pod(o),
+            Printer::Custom(id) => {
+                return super::crd::get(id)
+                    .map_or(Row { cells: Box::new([]), conditions: None }, |c| c.row(o));
+            }
             Printer::Namespaces => vec![name, Cell::str(text(o, "/status/phase")), created],
             Printer::Nodes => node(o, name, created),
             Printer::ConfigMaps => {
