@@ -529,6 +529,10 @@ async fn table_bytes_match_the_sim_in_every_resource_version_mode() {
             .await;
     assert_eq!(got.json()["rows"][0]["object"]["kind"], json!("Pod"));
     same_table(&f, "/api/v1/nodes/node-1", v1beta1).await;
+    // Indented as Go's MarshalIndent writes it (`?pretty=true`, as curl gets it).
+    same_table(&f, "/api/v1/namespaces/ns-1/pods?limit=3&pretty=true&includeObject=Object", KUBECTL_ACCEPT)
+        .await;
+    same_table(&f, "/api/v1/nodes/node-1?pretty=true", KUBECTL_ACCEPT).await;
     same_table(&f, "/api/v1/namespaces/ns-1/pods/missing", KUBECTL_ACCEPT).await;
     let served = f.tables_from_memory() - before;
     assert!(served >= 100, "Tables answered from kache's memory: {served}");
