@@ -134,7 +134,14 @@ fn show(b: &[u8]) -> String {
 async fn same(sim: &str, kache: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<u8>) {
     let (a, b) = (get_with(sim, path, headers).await, get_with(kache, path, headers).await);
     let what = format!("{path} {headers:?}");
-    let (da, db) = (gunzip(&a), gunzip(&b));
+    let (mut da, db) = (gunzip(&a), gunzip(&b));
+    // Table ages tick with the clock: a direct answer taken after kache's may carry kache's second.
+    if da != db {
+        let again = gunzip(&get_with(sim, path, headers).await);
+        if again == db {
+            da = again;
+        }
+    }
     assert_eq!(a.status, b.status, "status of {what}\n sim:   {}\n kache: {}", show(&da), show(&db));
     for h in ["content-type", "content-encoding", "vary"] {
         assert_eq!(a.headers.get(h), b.headers.get(h), "{h} of {what}");
