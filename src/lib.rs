@@ -13,7 +13,8 @@
 //! - [`reflector`]: one supervised task per cached resource (restarted with backoff if it panics); list+watch
 //!   state machine that feeds the store.
 //! - [`store`]: per-resource immutable snapshots (arc-swap), retained snapshots, bounded event history.
-//! - [`codec`]: bytes in and out: field extraction, list/watch assembly, Status errors, tokens, gzip.
+//! - [`codec`]: bytes in and out: field extraction, list/watch assembly, Tables (`kubectl get`: the
+//!   apiserver's printers, rows cached per object version), Status errors, tokens, gzip.
 //! - [`serve`]: the HTTP front: routing, parameter validation, selectors, list/get/watch from memory.
 //! - [`forward`]: transparent pass-through to the upstream for everything not served from memory.
 //! - [`auth`]: who the client is and whether it may read what it asks for.

@@ -134,7 +134,14 @@ fn show(b: &[u8]) -> String {
 async fn same(sim: &str, kache: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<u8>) {
     let (a, b) = (get_with(sim, path, headers).await, get_with(kache, path, headers).await);
     let what = format!("{path} {headers:?}");
-    let (da, db) = (gunzip(&a), gunzip(&b));
+    let (mut da, db) = (gunzip(&a), gunzip(&b));
+    // Table ages tick with the clock: a direct answer taken after kache's may carry kache's second.
+    if da != db {
+        let again = gunzip(&get_with(sim, path, headers).await);
+        if again == db {
+            da = again;
+        }
+    }
     assert_eq!(a.status, b.status, "status of {what}\n sim:   {}\n kache: {}", show(&da), show(&db));
     for h in ["content-type", "content-encoding", "vary"] {
         assert_eq!(a.headers.get(h), b.headers.get(h), "{h} of {what}");
@@ -186,12 +193,14 @@ async fn every_client_accept_header_matches_the_apiserver() {
     // The v1beta1 list view (forwarded: the sim answers it) for the 8 lists.
     assert_eq!(metadata_v1beta1, 8 * 2, "v1beta1 metadata lists");
     assert!(kache.stats().memory() > memory_before, "JSON and metadata views come from memory");
-    assert!(kache.stats().forwarded() > forwarded_before, "Table, protobuf and YAML are forwarded");
+    assert!(kache.stats().forwarded() > forwarded_before, "protobuf and YAML are forwarded");
     let stats = kache.stats();
-    for e in [ResponseEncoding::Json, ResponseEncoding::PartialMetadata] {
+    // Tables of pods and config maps are printed from memory (issue 20); custom resources' are forwarded.
+    for e in [ResponseEncoding::Json, ResponseEncoding::PartialMetadata, ResponseEncoding::Table] {
         assert!(stats.encoding_memory(e) > 0, "{e:?} served from memory");
     }
-    for e in [ResponseEncoding::Table, ResponseEncoding::Protobuf, ResponseEncoding::Yaml] {
+    assert!(stats.encoding_forwarded(ResponseEncoding::Table) > 0, "custom resources' Tables forwarded");
+    for e in [ResponseEncoding::Protobuf, ResponseEncoding::Yaml] {
         assert!(stats.encoding_forwarded(e) > 0, "{e:?} forwarded");
         assert_eq!(stats.encoding_memory(e), 0, "{e:?} never from memory");
     }

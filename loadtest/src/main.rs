@@ -18,6 +18,7 @@ mod results;
 mod scenario;
 mod statics;
 mod storm;
+mod table;
 mod watch;
 mod writer;
 
@@ -52,6 +53,8 @@ enum Command {
     Smoke(BinArgs),
     /// Benchmark any apiserver (a kubeconfig): directly and through kache, same run, same transport.
     Apiserver(apiserver::Args),
+    /// `kubectl get pods -A` as Tables: through kache vs direct to the sim, and Table ÷ JSON (issue 20).
+    Table(table::Args),
     /// Generate BENCHMARKS.md from run JSON files.
     Report(ReportArgs),
 }
@@ -107,6 +110,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Run(args) => run(args).await,
         Command::Smoke(bins) => smoke(bins).await,
         Command::Apiserver(args) => apiserver::run(args).await,
+        Command::Table(args) => table::run(args).await,
         Command::Report(args) => report_cmd(args),
     }
 }

@@ -16,9 +16,17 @@ pub struct Crd {
     pub kind: String,
     pub plural: String,
     pub namespaced: bool,
+    /// The version's `additionalPrinterColumns` (Table output); empty = the CRD default (Age).
+    pub printer_columns: Vec<crate::table::PrinterColumn>,
 }
 
 impl Crd {
+    /// Declares the version's `additionalPrinterColumns`.
+    pub fn with_columns(mut self, cols: Vec<crate::table::PrinterColumn>) -> Crd {
+        self.printer_columns = cols;
+        self
+    }
+
     /// Parses the CLI form `group/version/Kind/plural/Namespaced|Cluster`.
     pub fn parse(s: &str) -> Result<Crd, String> {
         let parts: Vec<&str> = s.split('/').collect();
@@ -39,6 +47,7 @@ impl Crd {
             kind: kind.to_string(),
             plural: plural.to_string(),
             namespaced,
+            printer_columns: Vec::new(),
         })
     }
 }
@@ -64,6 +73,8 @@ pub struct ResourceDef {
     pub field_order: Vec<&'static str>,
     /// Top-level fields of an empty object (besides kind/apiVersion/metadata), for bookmarks.
     pub empty_fields: Map<String, Value>,
+    /// Custom resources' printer columns (Table output).
+    pub printer_columns: Vec<crate::table::PrinterColumn>,
 }
 
 /// Metadata fields in `metav1.ObjectMeta` order.
@@ -273,6 +284,7 @@ pub fn table(crds: &[Crd]) -> Vec<ResourceDef> {
             delete_returns_object: b.delete_returns_object,
             field_order: b.order.to_vec(),
             empty_fields: fields(b.empty),
+            printer_columns: Vec::new(),
         })
         .collect();
     for c in crds {
@@ -289,6 +301,7 @@ pub fn table(crds: &[Crd]) -> Vec<ResourceDef> {
             delete_returns_object: false,
             field_order: Vec::new(),
             empty_fields: Map::new(),
+            printer_columns: c.printer_columns.clone(),
         });
     }
     out

@@ -15,6 +15,7 @@
 //!   SelfSubjectReview); applied by [`http::authz`] before routing.
 //! - [`workload`]: realistic objects and churn for the CLI and load tests.
 //! - [`kinds`]: the resource table (built-ins and declared custom resources).
+//! - [`table`]: Table output (`kubectl get`): the apiserver's printers, the CRD and default convertors.
 //! - [`status`], [`json`]: Status errors and Go-compatible JSON encoding.
 //! - [`sim`]: the public `Sim::builder()` / `SimHandle` API.
 
@@ -27,6 +28,7 @@ pub mod selector;
 pub mod sim;
 pub mod status;
 pub mod store;
+pub mod table;
 pub mod token;
 pub mod workload;
 pub mod write;

@@ -174,8 +174,8 @@ fn get_pods_all_namespaces_prints_a_table() {
     let Some(env) = Env::start(&workload(3, 9)) else { return };
     let out = env.ok(&["get", "pods", "-A"]);
     let header = out.lines().next().unwrap_or("");
-    // READY/STATUS columns need server-side Table printing; without it kubectl prints NAME and AGE.
-    for column in ["NAMESPACE", "NAME", "AGE"] {
+    // The sim prints Tables as the apiserver's pod printer does (issue 20).
+    for column in ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"] {
         assert!(header.contains(column), "header {header:?} lacks {column}");
     }
     for name in env.pod_names(None) {

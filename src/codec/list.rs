@@ -68,6 +68,8 @@ pub enum View {
     /// `PartialObjectMetadata` (meta.k8s.io/v1): type meta and the object's `metadata`, as metadata informers
     /// ask for with `Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`.
     Metadata,
+    /// A `meta.k8s.io` Table (`kubectl get`), see [`super::table`].
+    Table(super::table::TableView),
 }
 
 /// The type meta of one `PartialObjectMetadata` item, up to its `metadata` value.
@@ -147,6 +149,8 @@ pub struct ListChunks {
     next: usize,
     with_type_meta: bool,
     view: View,
+    /// The time Table ages are computed against (one instant for the whole response).
+    now: i64,
     done: bool,
 }
 
@@ -170,8 +174,10 @@ impl ListChunks {
                 list_header("PartialObjectMetadataList", "meta.k8s.io/v1", meta),
                 Bytes::from_static(LIST_TRAILER),
             ),
+            View::Table(table) => (table.header(meta, true), Bytes::from_static(super::table::TABLE_TRAILER)),
         };
-        Self { header: Some(header), trailer, items, next: 0, with_type_meta, view, done: false }
+        let now = super::table::age::now_ms();
+        Self { header: Some(header), trailer, items, next: 0, with_type_meta, view, now, done: false }
     }
 
     /// The exact number of bytes the chunks will add up to.
@@ -180,6 +186,19 @@ impl ListChunks {
         let items: usize = match self.view {
             View::Full => self.items.iter().map(|o| item_len(o, self.with_type_meta)).sum(),
             View::Metadata => self.items.iter().map(|o| partial_len(o)).sum(),
+            // Rows are not sized ahead (ages are rendered as they are written): encode them to count.
+            View::Table(table) => {
+                let now = self.now;
+                let mut scratch = BytesMut::new();
+                self.items
+                    .iter()
+                    .map(|o| {
+                        scratch.clear();
+                        table.put_row(&mut scratch, o, now);
+                        scratch.len()
+                    })
+                    .sum()
+            }
         };
         if self.view == View::Metadata && self.items.is_empty() {
             return header.saturating_sub(1) + EMPTY_PARTIAL_TRAILER.len();
@@ -210,6 +229,7 @@ impl Iterator for ListChunks {
             match self.view {
                 View::Full => put_item(&mut buf, &self.items[self.next], self.with_type_meta),
                 View::Metadata => put_partial(&mut buf, &self.items[self.next]),
+                View::Table(table) => table.put_row(&mut buf, &self.items[self.next], self.now),
             }
             self.next += 1;
             if buf.len() >= LIST_CHUNK_BYTES {

@@ -8,4 +8,5 @@ pub mod list;
 pub mod meta_view;
 pub mod pretty;
 pub mod status;
+pub mod table;
 pub mod token;

@@ -84,6 +84,8 @@ pub const AUTH_CACHE_TOTAL: &str = "kache_auth_cache_total";
 pub const IMPERSONATION_TOTAL: &str = "kache_impersonation_total";
 pub const LIMIT_REJECTIONS_TOTAL: &str = "kache_limit_rejections_total";
 pub const ENCODING_TOTAL: &str = "kache_encoding_total";
+pub const TABLE_ROWS_TOTAL: &str = "kache_table_rows_total";
+pub const TABLE_ROW_CACHE_BYTES: &str = "kache_table_row_cache_bytes";
 
 /// `apiserver_request_duration_seconds` buckets, as the apiserver's (SLO-oriented, 5 ms to 60 s), with three
 /// sub-5 ms buckets in front because memory-served reads are that fast and would otherwise all land in one.
@@ -287,6 +289,16 @@ pub const ALL: &[MetricDef] = &[
         ENCODING_TOTAL,
         &["encoding", "served"],
         "Responses by content encoding (json, protobuf, cbor, other) and where they came from (memory|forwarded).",
+    ),
+    counter(
+        TABLE_ROWS_TOTAL,
+        &["result"],
+        "Table rows (kubectl get) looked up in the row cache: hit, or miss (printed from the object).",
+    ),
+    gauge(
+        TABLE_ROW_CACHE_BYTES,
+        &[],
+        "Bytes held by cached Table rows (one per object version printed, bounded).",
     ),
 ];
 

@@ -90,9 +90,23 @@ pub fn encoding(encoding: Encoding, served: Served) {
     counter(ENCODING_TOTAL, labels).increment(1);
 }
 
+/// A Table row looked up in the row cache (`hit`) or printed from its object (`miss`).
+pub fn table_rows(hit: bool) {
+    counter(TABLE_ROWS_TOTAL, vec![label("result", if hit { "hit" } else { "miss" })]).increment(1);
+}
+
+/// The bytes the Table row cache holds (set after each insert).
+pub fn table_row_cache_bytes(bytes: u64) {
+    super::recorder::gauge(TABLE_ROW_CACHE_BYTES, Vec::new()).set(bytes as f64);
+}
+
 /// Registers every series of the fixed label sets at zero, so a fresh kache already exports every metric
 /// name its dashboards use. Called by [`install`](super::install); cheap to repeat.
 pub(crate) fn register_fixed_series() {
+    for result in ["hit", "miss"] {
+        counter(TABLE_ROWS_TOTAL, vec![label("result", result)]).increment(0);
+    }
+    super::recorder::gauge(TABLE_ROW_CACHE_BYTES, Vec::new()).increment(0.0);
     for r in UpstreamErrorReason::ALL {
         counter(UPSTREAM_ERRORS_TOTAL, vec![label("reason", r.as_str())]).increment(0);
     }

@@ -93,7 +93,7 @@ impl ResponseEncoding {
         Some(match n {
             N::Json { .. } => Self::Json,
             N::JsonPartialMetadata { .. } | N::PartialMetadataV1beta1 => Self::PartialMetadata,
-            N::Table => Self::Table,
+            N::Table | N::JsonTable { .. } => Self::Table,
             N::Protobuf => Self::Protobuf,
             N::Yaml => Self::Yaml,
             N::Cbor => Self::Cbor,
@@ -378,6 +378,22 @@ impl KacheHandler {
                 self.stats.count_encoding(encoding, false);
                 return self.forward(req, id).await;
             }
+            // A Table from memory for the kinds kache prints exactly (an invalid `includeObject` is the
+            // upstream's 400 to write, after its own checks); any other kind's Table is forwarded.
+            (negotiate::Negotiated::JsonTable { v1, .. }, _) => {
+                let printer = crate::codec::table::Printer::for_resource(&r.gvr.group, &r.gvr.resource)
+                    .filter(|_| r.gvr.version == "v1")
+                    .or_else(|| self.custom_printer(&store, r));
+                match (printer, crate::codec::table::Include::parse(req.uri().query())) {
+                    (Some(printer), Ok(include)) if !table_watch_forwarded(r, &req) => {
+                        View::Table(crate::codec::table::TableView { printer, include, v1: *v1 })
+                    }
+                    _ => {
+                        self.stats.count_encoding(encoding, false);
+                        return self.forward(req, id).await;
+                    }
+                }
+            }
             // A watch that negotiated a type that cannot stream (YAML): the apiserver writes that 406 in the
             // negotiated type (a YAML Status), which is the upstream's to produce.
             (negotiate::Negotiated::NotAcceptable { stream: true }, _) => {
@@ -463,6 +479,26 @@ impl KacheHandler {
             }
         };
         store.is_synced().then_some(store)
+    }
+
+    /// The printer of a custom resource: its CRD's columns for the requested version, from kache's own
+    /// synced store of CustomResourceDefinitions (what the apiserver's CRD handler reads from its informer).
+    /// None when that store is not cached or synced, or the CRD's columns are outside what kache prints.
+    fn custom_printer(&self, store: &Store, r: &ResourceRequest) -> Option<crate::codec::table::Printer> {
+        if !store.info().list_items_have_type_meta {
+            return None;
+        }
+        let crds = self.registry.get(&crate::resource::Gvr::new(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+        ))?;
+        if !crds.is_synced() {
+            return None;
+        }
+        let object = crds.current().get(&format!("{}.{}", r.gvr.resource, r.gvr.group))?.clone();
+        crate::codec::table::crd::for_crd_object(&object, &r.gvr.version)
+            .map(crate::codec::table::Printer::Custom)
     }
 
     /// A consistent read that could not be proven fresh: forward (bounded) or 429.
@@ -620,11 +656,24 @@ impl KacheHandler {
             view: match view {
                 View::Full => WatchView::Full,
                 View::Metadata => WatchView::PartialObjectMetadata,
+                View::Table(table) => WatchView::Table(table),
             },
             opts,
         };
         Ok(watch::request::serve_watch(request, &self.config.watch, self.shutdown.clone()))
     }
+}
+
+/// Table watches are served from memory without bookmarks only (`kubectl get -w` asks for none); one
+/// that allows bookmarks or streams initial events (which end with a bookmark) is forwarded, because a
+/// bookmark's Table row is the printer's output for an empty object.
+fn table_watch_forwarded(r: &ResourceRequest, req: &Request<Body>) -> bool {
+    if r.verb != Verb::Watch {
+        return false;
+    }
+    let q = crate::serve::query::Query::parse(req.uri().query());
+    let set = |k: &str| q.get(k).is_some_and(crate::serve::query::query_bool);
+    set("allowWatchBookmarks") || set("sendInitialEvents")
 }
 
 /// The namespace a list or watch scans: the URL's, or a `metadata.namespace=` selector's on a cluster-wide

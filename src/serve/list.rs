@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use http::{HeaderValue, Response, StatusCode, header};
 
 use crate::body::{self, Body};
@@ -118,7 +118,12 @@ pub async fn serve_list(
         listcodec::ListMeta { resource_version: rv, continue_token, remaining_item_count: page.remaining };
     let stats = ListStats { fetched: snapshot.objects.len(), returned: page.items.len() };
     // A whole resource or namespace at a current snapshot: its compressed form can be reused.
-    let cacheable = limit == 0 && !q.has_selector && q.cont.is_none() && !matches!(at, ReadAt::Exact(_));
+    // (Tables are never cached: their ages move with the clock.)
+    let cacheable = limit == 0
+        && !q.has_selector
+        && q.cont.is_none()
+        && !matches!(at, ReadAt::Exact(_))
+        && !matches!(q.view, View::Table(_));
     let key = format!("{}|{}|{:?}", info.gvr, q.namespace.unwrap_or(""), q.view);
     let cache = q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str()));
     Ok((respond(info, &meta, page.items, q.response, cache, q.view), stats))
@@ -179,6 +184,14 @@ pub async fn serve_get(
                 listcodec::put_partial(&mut out, o);
                 out.freeze()
             }
+            // A get's Table: one row, at the object's resourceVersion (`meta.CommonAccessor`).
+            View::Table(table) => {
+                let meta = listcodec::ListMeta { resource_version: o.resource_version, ..Default::default() };
+                let mut out = table.header(&meta, true);
+                table.put_row(&mut out, o, crate::codec::table::age::now_ms());
+                out.put_slice(b"]}");
+                out.freeze()
+            }
         };
         respond_bytes(vec![object, Bytes::from_static(b"\n")], response)
     }))
@@ -195,7 +208,8 @@ pub fn respond(
     view: View,
 ) -> Response<Body> {
     let chunks = listcodec::ListChunks::with_view(info, meta, items, view);
-    if opts.pretty {
+    // Tables are built whole (as the apiserver does), rather than sized twice.
+    if opts.pretty || matches!(view, View::Table(_)) {
         return respond_bytes(chunks.collect(), opts);
     }
     let len = chunks.total_len();

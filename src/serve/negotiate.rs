@@ -17,7 +17,10 @@ pub enum Negotiated {
     Json { pretty: bool },
     /// `application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`.
     JsonPartialMetadata { list: bool, pretty: bool },
-    /// `as=Table` (JSON or YAML): forwarded.
+    /// `application/json;as=Table;g=meta.k8s.io;v=v1|v1beta1`: served from memory for the kinds kache has
+    /// a printer for, else forwarded.
+    JsonTable { v1: bool, pretty: bool },
+    /// `as=Table` as YAML: forwarded.
     Table,
     /// `application/vnd.kubernetes.protobuf` (with or without a metadata view): forwarded.
     Protobuf,
@@ -36,7 +39,7 @@ pub enum Negotiated {
 impl Negotiated {
     /// Whether kache can answer this from memory (everything else is forwarded or a 406).
     pub fn served_from_memory(&self) -> bool {
-        matches!(self, Self::Json { .. } | Self::JsonPartialMetadata { .. })
+        matches!(self, Self::Json { .. } | Self::JsonPartialMetadata { .. } | Self::JsonTable { .. })
     }
 
     /// The 406 to answer, for [`Negotiated::NotAcceptable`].
@@ -49,7 +52,12 @@ impl Negotiated {
 
     /// Whether the `;pretty=1` media type parameter asked for indentation.
     pub fn pretty(&self) -> bool {
-        matches!(self, Self::Json { pretty: true } | Self::JsonPartialMetadata { pretty: true, .. })
+        matches!(
+            self,
+            Self::Json { pretty: true }
+                | Self::JsonPartialMetadata { pretty: true, .. }
+                | Self::JsonTable { pretty: true, .. }
+        )
     }
 }
 
@@ -130,7 +138,7 @@ fn parse_accept(header: &str) -> Vec<Clause> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum View {
     Object,
-    Table,
+    Table { v1: bool },
     PartialMetadata { list: bool, v1: bool },
 }
 
@@ -161,7 +169,7 @@ fn accept_options(clause: &Clause, enc: Encoding, has_stream: bool) -> Option<(V
     }
     let view = match kind {
         // Tables are only produced as JSON or YAML.
-        "Table" if matches!(enc, Encoding::Json | Encoding::Yaml) => View::Table,
+        "Table" if matches!(enc, Encoding::Json | Encoding::Yaml) => View::Table { v1: version == "v1" },
         "PartialObjectMetadata" => View::PartialMetadata { list: false, v1: version == "v1" },
         "PartialObjectMetadataList" => View::PartialMetadata { list: true, v1: version == "v1" },
         _ => return None,
@@ -199,7 +207,8 @@ fn negotiate_inner(accept: Option<&str>) -> Option<(Negotiated, bool)> {
             }
             let Some((view, pretty)) = accept_options(&clause, enc, has_stream) else { continue };
             let n = match (enc, view) {
-                (_, View::Table) => Negotiated::Table,
+                (Encoding::Json, View::Table { v1 }) => Negotiated::JsonTable { v1, pretty },
+                (_, View::Table { .. }) => Negotiated::Table,
                 (Encoding::Json, View::Object) => Negotiated::Json { pretty },
                 (Encoding::Json, View::PartialMetadata { list, v1: true }) => {
                     Negotiated::JsonPartialMetadata { list, pretty }
@@ -263,7 +272,7 @@ mod tests {
             n(
                 "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
             ),
-            Negotiated::Table
+            Negotiated::JsonTable { v1: true, pretty: false }
         );
         assert_eq!(n("application/json"), Negotiated::Json { pretty: false });
         assert_eq!(n("application/json, */*"), Negotiated::Json { pretty: false });
@@ -299,7 +308,14 @@ mod tests {
             n("application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1, application/json"),
             Negotiated::Json { pretty: false }
         );
-        assert_eq!(n("application/json;as=Table;g=meta.k8s.io;v=v1"), Negotiated::Table);
+        assert_eq!(
+            n("application/json;as=Table;g=meta.k8s.io;v=v1"),
+            Negotiated::JsonTable { v1: true, pretty: false }
+        );
+        assert_eq!(
+            n("application/json;as=Table;g=meta.k8s.io;v=v1beta1"),
+            Negotiated::JsonTable { v1: false, pretty: false }
+        );
         assert_eq!(n("application/yaml;as=Table;g=meta.k8s.io;v=v1"), Negotiated::Table);
         assert_eq!(
             n("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"),

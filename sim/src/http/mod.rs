@@ -282,7 +282,7 @@ async fn resource(
             let res = ctx.state.store.resource(t.id).clone();
             let opts = ListOptions::from_query(q, &res, is_watch)?;
             if is_watch {
-                return Ok(watch::watch(ctx, t.id, t.ns.as_deref(), None, opts));
+                return watch::watch(ctx, q, t.id, t.ns.as_deref(), None, opts);
             }
             let page = list::list(ctx, t.id, t.ns.as_deref(), &opts).await?;
             if let Some(e) = view::mismatch(&res, ctx.view, true) {
@@ -290,6 +290,10 @@ async fn resource(
             }
             let body = match ctx.view {
                 view::View::MetaList(v) => view::encode_list(&page, &page.items, v, ctx.out.pretty),
+                view::View::Table(v) => {
+                    let include = crate::table::Include::from_query(q)?;
+                    crate::json::body(&crate::table::list_table(&res, &page, include, v), ctx.out.pretty)
+                }
                 _ => list::encode_list(&res, list::list_meta(&res, &page), &page.items, ctx.out.pretty),
             };
             Ok(ctx.out.bytes(200, body, "application/json"))
@@ -302,7 +306,7 @@ async fn resource(
                     "fieldSelector metadata.name doesn't match requested name",
                 ));
             }
-            Ok(watch::watch(ctx, t.id, t.ns.as_deref(), Some(name), opts))
+            watch::watch(ctx, q, t.id, t.ns.as_deref(), Some(name), opts)
         }
         (Method::GET, Some(name), Some("log")) => admin::pod_log(ctx, t.ns.as_deref(), name, q),
         (Method::GET | Method::POST, Some(name), Some("exec" | "attach" | "portforward")) => {

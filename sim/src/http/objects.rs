@@ -43,12 +43,17 @@ pub async fn get(
     }
     let key = write::key(&res, ns, name);
     match store.get(id, &key, None) {
+        Ok(Some(obj)) if matches!(ctx.view, View::Table(_)) => {
+            let View::Table(version) = ctx.view else { unreachable!("matched above") };
+            let include = crate::table::Include::from_query(q)?;
+            Ok(ctx.out.json(200, &crate::table::object_table(&res, &obj, include, version)))
+        }
         Ok(Some(obj)) if ctx.view != View::Object => {
             if let Some(e) = view::mismatch(&res, ctx.view, false) {
                 return Err(e);
             }
             let version = match ctx.view {
-                View::Meta(v) | View::MetaList(v) => v,
+                View::Meta(v) | View::MetaList(v) | View::Table(v) => v,
                 View::Object => MetaVersion::V1,
             };
             Ok(ctx.out.json(200, &view::partial(&obj, version)))

@@ -1,8 +1,8 @@
 //! Output views and Accept negotiation (`endpoints/handlers/negotiation` with `munnerz/goautoneg`, and the
 //! transformations of `endpoints/handlers/response.go`).
 //!
-//! The sim encodes JSON only. A clause it cannot produce (YAML, protobuf, `as=Table`) is skipped in favour of
-//! a later JSON clause, which every real client's Accept list ends with; when no JSON clause is acceptable the
+//! The sim encodes JSON only (Tables too, see [`crate::table`]). A clause it cannot produce (YAML, protobuf)
+//! is skipped in favour of a later JSON clause, which every real client's Accept list ends with; when no JSON clause is acceptable the
 //! answer is the apiserver's 406. The metadata-only views (`as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`
 //! or `v1beta1`) are built here as the apiserver builds them: `meta.AsPartialObjectMetadata` of each object,
 //! i.e. its `ObjectMeta` re-encoded in struct order under the `meta.k8s.io` type meta.
@@ -40,6 +40,8 @@ pub enum View {
     Meta(MetaVersion),
     /// `as=PartialObjectMetadataList`: lists.
     MetaList(MetaVersion),
+    /// `as=Table`: gets, lists and watch events as Tables.
+    Table(MetaVersion),
 }
 
 /// The outcome of negotiating a request's Accept header.
@@ -112,7 +114,7 @@ fn parse_accept(header: &str) -> Vec<Clause> {
 }
 
 /// `acceptMediaTypeOptions` with the endpoint's restrictions: the view, or None when the clause is skipped.
-/// `Err(())` marks a clause the apiserver would serve in a form the sim cannot produce (Table).
+/// `Err(())` marks a clause the apiserver would serve in a form the sim cannot produce (YAML/protobuf views).
 fn clause_view(c: &Clause, enc: Encoding, watch: bool) -> Option<Result<View, ()>> {
     if let Some(s) = c.param("stream")
         && !s.is_empty()
@@ -134,6 +136,7 @@ fn clause_view(c: &Clause, enc: Encoding, watch: bool) -> Option<Result<View, ()
     match c.param("as") {
         Some("PartialObjectMetadata") => Some(Ok(View::Meta(version))),
         Some("PartialObjectMetadataList") => Some(Ok(View::MetaList(version))),
+        Some("Table") if enc == Encoding::Json => Some(Ok(View::Table(version))),
         Some("Table") if enc != Encoding::Protobuf => Some(Err(())),
         _ => None,
     }
@@ -283,7 +286,7 @@ mod tests {
         let informer = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1,application/json";
         assert_eq!(negotiate(Some(informer), false), Negotiated::Json(v1));
         let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert_eq!(negotiate(Some(kubectl), false), Negotiated::Json(View::Object));
+        assert_eq!(negotiate(Some(kubectl), false), Negotiated::Json(View::Table(MetaVersion::V1)));
         assert_eq!(
             negotiate(Some("application/vnd.kubernetes.protobuf, */*"), false),
             Negotiated::Json(View::Object)

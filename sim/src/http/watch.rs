@@ -37,18 +37,27 @@ struct Watcher {
     tx: mpsc::Sender<Bytes>,
     /// The highest RV delivered (or started from); bookmarks must exceed it.
     last_rv: u64,
-    /// Objects, or their PartialObjectMetadata.
+    /// Objects, or their PartialObjectMetadata, or Tables.
     view: View,
+    /// Table watches: what rows carry, and whether the next event is the first (with headers).
+    include: crate::table::Include,
+    table_headers: std::cell::Cell<bool>,
 }
 
 /// Starts a watch stream; its errors after this point are ERROR events.
 pub fn watch(
     ctx: &Ctx,
+    q: &crate::options::Query,
     id: ResId,
     ns: Option<&str>,
     name: Option<&str>,
     opts: ListOptions,
-) -> Response<Body> {
+) -> Result<Response<Body>, ApiError> {
+    // Table options are decoded before the stream starts (`serveWatch`'s `optionsForTransform`).
+    let include = match ctx.view {
+        View::Table(_) => crate::table::Include::from_query(q)?,
+        _ => crate::table::Include::Metadata,
+    };
     let (tx, mut rx) = mpsc::channel::<Bytes>(FRAME_BUFFER);
     let state = ctx.state.clone();
     let res = state.store.resource(id).clone();
@@ -60,16 +69,18 @@ pub fn watch(
         tx,
         last_rv: 0,
         view: ctx.view,
+        include,
+        table_headers: std::cell::Cell::new(true),
     };
     tokio::spawn(run(state, id, w));
     let stream =
         futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))));
-    Response::builder()
+    Ok(Response::builder()
         .status(200)
         .header(http::header::CONTENT_TYPE, "application/json")
         .header("cache-control", "no-cache, private")
         .body(StreamBody::new(stream).boxed())
-        .expect("static headers are valid")
+        .expect("static headers are valid"))
 }
 
 fn timeout_of(opts: &ListOptions) -> Option<Duration> {
@@ -266,6 +277,14 @@ impl Watcher {
             View::Object => Some(value_frame(ty, v)),
             View::Meta(version) => Some(value_frame(ty, &view::partial_value(v, version))),
             View::MetaList(_) => None,
+            View::Table(version) => {
+                // Only the first event carries the column definitions (`NoHeaders` afterwards).
+                let headers = self.table_headers.replace(false);
+                Some(value_frame(
+                    ty,
+                    &crate::table::event_table(&self.res, v, headers, self.include, version),
+                ))
+            }
         }
     }
 

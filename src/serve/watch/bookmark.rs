@@ -107,6 +107,11 @@ impl BookmarkShape {
                 head.put_slice(b"\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\"");
                 Bytes::new()
             }
+            // Table watches with bookmarks are forwarded (the handler never starts one); kept total.
+            WatchView::Table(_) => {
+                head.put_slice(b"\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\"");
+                Bytes::new()
+            }
         };
         head.put_slice(b",\"metadata\":{");
         Self { head: head.freeze(), tail, unstructured }

@@ -62,6 +62,9 @@ pub enum WatchView {
     Full,
     /// `Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`: only type meta and metadata.
     PartialObjectMetadata,
+    /// `as=Table` (`kubectl get -w`): each event's object is a one-row Table, with the column definitions
+    /// in the watcher's first event only (`watchEmbeddedEncoder`'s `NoHeaders`). Built per watcher.
+    Table(crate::codec::table::TableView),
 }
 
 /// Appends one event line to `out`.
@@ -94,7 +97,44 @@ pub fn put_object_frame(out: &mut BytesMut, kind: FrameType, object: &Object, vi
             let typed = crate::codec::list::is_typed(object);
             put_frame(out, kind, &partial_metadata(&object.raw, metadata_of(object), typed))
         }
+        WatchView::Table(table) => put_table_frame(out, kind, &table, object, false),
     }
+}
+
+/// Appends the event line of `object` as a one-row Table (`headers`: with the column definitions).
+pub fn put_table_frame(
+    out: &mut BytesMut,
+    kind: FrameType,
+    table: &crate::codec::table::TableView,
+    object: &Object,
+    headers: bool,
+) {
+    let meta =
+        crate::codec::list::ListMeta { resource_version: object.resource_version, ..Default::default() };
+    let mut t = table.header(&meta, headers);
+    table.put_row(&mut t, object, crate::codec::table::age::now_ms());
+    t.put_slice(b"]}");
+    put_frame(out, kind, &t);
+}
+
+/// The DELETED line of an object leaving a selector, as a one-row Table (see [`departure_frame`]).
+pub fn table_departure_frame(
+    prev: &Object,
+    rv: u64,
+    table: &crate::codec::table::TableView,
+    headers: bool,
+) -> Bytes {
+    let raw = match metadata_of(prev) {
+        Some(range) => rewrite_resource_version(&prev.raw, range, rv),
+        None => prev.raw.to_vec(),
+    };
+    let metadata = top_level_member(&raw, b"metadata").map(|r| &raw[r]);
+    let meta = crate::codec::list::ListMeta { resource_version: rv, ..Default::default() };
+    let mut t = table.header(&meta, headers);
+    let typed = crate::codec::list::is_typed(prev);
+    table.put_row_uncached(&mut t, &raw, metadata, typed, crate::codec::table::age::now_ms());
+    t.put_slice(b"]}");
+    frame(FrameType::Deleted, &t)
 }
 
 /// The event line for `object` in `view`.
@@ -119,6 +159,7 @@ pub fn departure_frame(prev: &Object, rv: u64, view: WatchView) -> Bytes {
             let metadata = top_level_member(&raw, b"metadata");
             frame(FrameType::Deleted, &partial_metadata(&raw, metadata, crate::codec::list::is_typed(prev)))
         }
+        WatchView::Table(table) => table_departure_frame(prev, rv, &table, false),
     }
 }
 

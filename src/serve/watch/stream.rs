@@ -116,6 +116,8 @@ pub struct Watcher {
     next_bookmark: Option<Instant>,
     /// The highest RV a bookmark of this watcher carried.
     bookmarked: u64,
+    /// Table watches: the next Table frame is the watcher's first (it carries the column definitions).
+    table_headers: bool,
     /// When this watcher last sent a bookmark (the progress bookmarks' rate bound).
     last_bookmark: Option<Instant>,
     /// A progress bookmark held back by [`PROGRESS_BOOKMARK_GAP`] is due then.
@@ -159,6 +161,7 @@ impl Watcher {
             deadline,
             next_bookmark: next,
             bookmarked: 0,
+            table_headers: true,
             last_bookmark: None,
             progress_due: None,
             bookmark_interval: spec.bookmark_interval,
@@ -295,7 +298,19 @@ impl Watcher {
                 if !self.filter.matches(object) {
                     continue;
                 }
-                frame::put_object_frame(&mut out, FrameType::Added, object, self.view);
+                match self.view {
+                    WatchView::Table(table) => {
+                        frame::put_table_frame(
+                            &mut out,
+                            FrameType::Added,
+                            &table,
+                            object,
+                            self.table_headers,
+                        );
+                        self.table_headers = false;
+                    }
+                    view => frame::put_object_frame(&mut out, FrameType::Added, object, view),
+                }
                 count += 1;
                 if out.len() >= INITIAL_FRAME_BYTES {
                     break;
@@ -441,6 +456,9 @@ impl Watcher {
         }
         self.position = event.rv;
         let view = self.view;
+        if let WatchView::Table(table) = view {
+            return self.table_event(event, &table);
+        }
         let partial = view == WatchView::PartialObjectMetadata;
         // Every frame here is the same for all watchers that send it: built once per event and variant.
         let (variant, kind) = match self.filter.transition(event) {
@@ -457,6 +475,30 @@ impl Watcher {
             }
         };
         Some(shared::frame(event, variant, || frame::object_frame(kind, &event.object, view)))
+    }
+
+    /// A store event as a one-row Table (per watcher: only its first event carries the column definitions,
+    /// and ages are rendered now; the row's cells come from the row cache).
+    fn table_event(&mut self, event: &Arc<Event>, table: &crate::codec::table::TableView) -> Option<Bytes> {
+        let headers = self.table_headers;
+        let frame = match self.filter.transition(event) {
+            Transition::Skip => return None,
+            Transition::AsIs => {
+                let mut out = BytesMut::new();
+                frame::put_table_frame(&mut out, event.kind.into(), table, &event.object, headers);
+                out.freeze()
+            }
+            Transition::Entered => {
+                let mut out = BytesMut::new();
+                frame::put_table_frame(&mut out, FrameType::Added, table, &event.object, headers);
+                out.freeze()
+            }
+            Transition::Left => {
+                frame::table_departure_frame(event.prev.as_deref()?, event.rv, table, headers)
+            }
+        };
+        self.table_headers = false;
+        Some(frame)
     }
 
     /// Ends the watch with the ERROR event of `e`.

@@ -1,0 +1,54 @@
+//! Rows computed once per object version and shared by every request and watcher.
+//!
+//! A row is a pure function of (printer, object bytes), and an object version's bytes never change, so
+//! the memo is keyed by the printer, the object's uid and its resourceVersion. It is process-wide (like
+//! an interner: invisible to semantics) and bounded by the bytes its rows hold; the least recently used
+//! rows go first. `kache_table_rows_total{result=hit|miss}` counts lookups and
+//! `kache_table_row_cache_bytes` reports its weight.
+
+use std::sync::{Arc, OnceLock};
+
+use super::printers::Printer;
+use super::row::Row;
+use crate::store::Object;
+
+/// Bytes of rows kept at most: ~100 k pod rows (about 0.6 KiB each), a large cluster's worth.
+pub const ROW_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+type Key = (Printer, Box<str>, u64);
+
+fn cache() -> &'static moka::sync::Cache<Key, Arc<Row>> {
+    static CACHE: OnceLock<moka::sync::Cache<Key, Arc<Row>>> = OnceLock::new();
+    CACHE.get_or_init(|| {
+        moka::sync::Cache::builder()
+            .max_capacity(ROW_CACHE_BYTES)
+            .weigher(|k: &Key, r: &Arc<Row>| (k.1.len() + 48 + r.heap_bytes()).try_into().unwrap_or(u32::MAX))
+            .build()
+    })
+}
+
+/// The row of `object`, from the cache or computed (and kept).
+pub fn row(printer: Printer, object: &Object) -> Arc<Row> {
+    let key = (printer, object.uid.clone(), object.resource_version);
+    if let Some(hit) = cache().get(&key) {
+        crate::metrics::table_rows(true);
+        return hit;
+    }
+    crate::metrics::table_rows(false);
+    let row = Arc::new(compute(printer, &object.raw));
+    cache().insert(key, row.clone());
+    crate::metrics::table_row_cache_bytes(cache().weighted_size());
+    row
+}
+
+/// Computes a row without the cache (bookmarks and departures, whose bytes are not a stored version).
+pub fn compute(printer: Printer, raw: &[u8]) -> Row {
+    let value: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
+    printer.row(&value)
+}
+
+/// The bytes the cache holds now (after its pending evictions).
+pub fn weighted_bytes() -> u64 {
+    cache().run_pending_tasks();
+    cache().weighted_size()
+}

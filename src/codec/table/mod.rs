@@ -1,0 +1,183 @@
+//! Table output (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1|v1beta1`, what `kubectl get` asks
+//! for) from stored objects: the apiserver's printers for the built-in kinds kache knows ([`printers`]),
+//! each object's row computed once per version ([`cache`]), and the handlers' transformation (`asTable`):
+//! every row carries its object as `includeObject` asks — the stored bytes (`Object`), the
+//! `PartialObjectMetadata` built from the stored metadata bytes (`Metadata`, the default) or `null` (`None`).
+//! A kind kache has no printer for is never approximated: its Table requests are forwarded.
+
+pub mod age;
+pub mod cache;
+pub mod crd;
+mod docs;
+pub mod printers;
+pub mod row;
+
+use std::io::Write as _;
+use std::sync::OnceLock;
+
+use bytes::{BufMut, BytesMut};
+
+use crate::codec::list::{ListMeta, write_json_string};
+use crate::codec::status::ApiError;
+use crate::store::Object;
+pub use printers::Printer;
+
+/// `TableOptions.IncludeObject`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Include {
+    None,
+    Metadata,
+    Object,
+}
+
+impl Include {
+    /// `includeObject` decoded and validated as `optionsForTransform` does (the first value counts).
+    pub fn parse(query: Option<&str>) -> Result<Include, ApiError> {
+        let q = crate::serve::query::Query::parse(query);
+        let value = q.get("includeObject").unwrap_or_default().to_owned();
+        match value.as_str() {
+            "" | "Metadata" => Ok(Include::Metadata),
+            "Object" => Ok(Include::Object),
+            "None" => Ok(Include::None),
+            other => Err(ApiError::BadRequest(format!(
+                "Unable to convert to Table as requested: includeObject: Invalid value: {}: must be 'Metadata', 'Object', 'None', or empty",
+                crate::codec::gojson::go_quote(other)
+            ))),
+        }
+    }
+}
+
+/// How a response's objects are printed as a Table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TableView {
+    pub printer: Printer,
+    pub include: Include,
+    /// `meta.k8s.io/v1` (else `v1beta1`).
+    pub v1: bool,
+}
+
+impl TableView {
+    fn api_version(&self) -> &'static str {
+        if self.v1 { "meta.k8s.io/v1" } else { "meta.k8s.io/v1beta1" }
+    }
+
+    /// `{"kind":"Table","apiVersion":…,"metadata":{…},"columnDefinitions":…,"rows":[`.
+    pub fn header(&self, meta: &ListMeta, headers: bool) -> BytesMut {
+        let mut out = BytesMut::with_capacity(4096);
+        out.put_slice(b"{\"kind\":\"Table\",\"apiVersion\":\"");
+        out.put_slice(self.api_version().as_bytes());
+        out.put_slice(b"\",\"metadata\":{");
+        if meta.resource_version != 0 {
+            let _ = write!((&mut out).writer(), "\"resourceVersion\":\"{}\"", meta.resource_version);
+        }
+        if let Some(token) = &meta.continue_token {
+            out.put_slice(b",\"continue\":");
+            write_json_string(&mut out, token);
+        }
+        if let Some(remaining) = meta.remaining_item_count {
+            let _ = write!((&mut out).writer(), ",\"remainingItemCount\":{remaining}");
+        }
+        out.put_slice(b"},\"columnDefinitions\":");
+        if let (true, Printer::Custom(id)) = (headers, self.printer) {
+            match crd::get(id) {
+                Some(c) => out.put_slice(c.columns_json()),
+                None => out.put_slice(b"[]"),
+            }
+        } else if headers {
+            out.put_slice(columns_json(self.printer));
+        } else {
+            out.put_slice(b"null");
+        }
+        out.put_slice(b",\"rows\":[");
+        out
+    }
+
+    /// Appends the row of a stored object version (its cells from the row cache).
+    pub fn put_row(&self, out: &mut BytesMut, object: &Object, now: i64) {
+        cache::row(self.printer, object).put_head(out, now);
+        self.put_object(out, &object.raw, object_metadata(object), crate::codec::list::is_typed(object));
+        out.put_u8(b'}');
+    }
+
+    /// Appends the row of an object that is not a stored version (a bookmark, a departure): computed here.
+    pub fn put_row_uncached(
+        &self,
+        out: &mut BytesMut,
+        raw: &[u8],
+        metadata: Option<&[u8]>,
+        typed: bool,
+        now: i64,
+    ) {
+        cache::compute(self.printer, raw).put_head(out, now);
+        self.put_object(out, raw, metadata.unwrap_or(b"{}"), typed);
+        out.put_u8(b'}');
+    }
+
+    fn put_object(&self, out: &mut BytesMut, raw: &[u8], metadata: &[u8], typed: bool) {
+        out.put_slice(b",\"object\":");
+        match self.include {
+            Include::None => out.put_slice(b"null"),
+            Include::Object => out.put_slice(raw),
+            Include::Metadata => {
+                out.put_slice(b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"");
+                out.put_slice(self.api_version().as_bytes());
+                out.put_slice(b"\",\"metadata\":");
+                out.put_slice(&crate::codec::meta_view::view_metadata(metadata, typed));
+                out.put_u8(b'}');
+            }
+        }
+    }
+}
+
+/// The end of a Table after its rows, with the newline of `json.Encoder.Encode`.
+pub const TABLE_TRAILER: &[u8] = b"]}\n";
+
+fn object_metadata(object: &Object) -> &[u8] {
+    object.raw.get(object.metadata_range.start as usize..object.metadata_range.end as usize).unwrap_or(b"{}")
+}
+
+/// The encoded `columnDefinitions` of a printer, built once.
+fn columns_json(printer: Printer) -> &'static [u8] {
+    static ALL: OnceLock<Vec<(Printer, Vec<u8>)>> = OnceLock::new();
+    let all = ALL.get_or_init(|| {
+        use Printer::*;
+        [
+            Pods,
+            Namespaces,
+            Nodes,
+            ConfigMaps,
+            Secrets,
+            Services,
+            Endpoints,
+            Events,
+            Deployments,
+            ReplicaSets,
+            Leases,
+        ]
+        .into_iter()
+        .map(|p| {
+            let mut out = BytesMut::new();
+            out.put_u8(b'[');
+            for (i, (name, ty, priority, description)) in p.columns().into_iter().enumerate() {
+                if i > 0 {
+                    out.put_u8(b',');
+                }
+                out.put_slice(b"{\"name\":");
+                write_json_string(&mut out, name);
+                out.put_slice(b",\"type\":");
+                write_json_string(&mut out, ty);
+                out.put_slice(if name == "Name" { b",\"format\":\"name\"" } else { b",\"format\":\"\"" });
+                out.put_slice(b",\"description\":");
+                write_json_string(&mut out, description);
+                let _ = write!((&mut out).writer(), ",\"priority\":{priority}}}");
+            }
+            out.put_u8(b']');
+            (p, out.to_vec())
+        })
+        .collect()
+    });
+    all.iter().find(|(p, _)| *p == printer).map_or(b"null", |(_, j)| j.as_slice())
+}
+
+#[cfg(test)]
+mod tests;
