@@ -16,6 +16,7 @@ mod proxy;
 mod report;
 mod results;
 mod scenario;
+mod soak;
 mod statics;
 mod storm;
 mod watch;
@@ -52,6 +53,9 @@ enum Command {
     Smoke(BinArgs),
     /// Benchmark any apiserver (a kubeconfig): directly and through kache, same run, same transport.
     Apiserver(apiserver::Args),
+    /// Soak sim + kache with mixed reads, watches, churn, reconnect storms and upstream faults; RSS and CPU
+    /// series.
+    Soak(soak::Args),
     /// Generate BENCHMARKS.md from run JSON files.
     Report(ReportArgs),
 }
@@ -107,6 +111,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Run(args) => run(args).await,
         Command::Smoke(bins) => smoke(bins).await,
         Command::Apiserver(args) => apiserver::run(args).await,
+        Command::Soak(args) => soak::cli(args).await,
         Command::Report(args) => report_cmd(args),
     }
 }
@@ -189,7 +194,10 @@ async fn smoke(bins: BinArgs) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("kache-loadtest-smoke-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let ctx = Ctx::new(bins, dir.clone());
-    let report = run_file(&ctx, &file).await;
+    let mut report = run_file(&ctx, &file).await;
+    if let Err(e) = soak::run(&ctx, &soak::Spec::smoke(), &mut report).await {
+        report.error(format!("soak: {e:#}"));
+    }
     ctx.progress.finish_and_clear();
     plot::draw_all(&report.series, &dir)?;
     println!("{}", report.markdown(None));
