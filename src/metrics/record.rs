@@ -93,6 +93,7 @@ pub fn encoding(encoding: Encoding, served: Served) {
 /// Registers every series of the fixed label sets at zero, so a fresh kache already exports every metric
 /// name its dashboards use. Called by [`install`](super::install); cheap to repeat.
 pub(crate) fn register_fixed_series() {
+    super::serving::register_fixed_series();
     for r in UpstreamErrorReason::ALL {
         counter(UPSTREAM_ERRORS_TOTAL, vec![label("reason", r.as_str())]).increment(0);
     }

@@ -1,5 +1,6 @@
 //! The HTTP front: routing, parameter validation, selectors, and get/list/watch from memory.
 
+pub mod admit;
 pub mod fresh;
 pub mod gzcache;
 pub mod handler;
