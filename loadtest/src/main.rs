@@ -5,6 +5,7 @@
 //! - `kache-loadtest smoke` — every scenario kind for a few seconds at tiny sizes (CI; fails only on errors).
 //! - `kache-loadtest report --json loadtest/out/list.json … --out BENCHMARKS.md`.
 
+mod admission;
 mod apiserver;
 mod ctx;
 mod http;
@@ -53,6 +54,8 @@ enum Command {
     Smoke(BinArgs),
     /// Benchmark any apiserver (a kubeconfig): directly and through kache, same run, same transport.
     Apiserver(apiserver::Args),
+    /// Small readers' latency alone and beside 20 pretty + 20 gzip full lists (issue 18: admission).
+    Admission(admission::Args),
     /// Soak sim + kache with mixed reads, watches, churn, reconnect storms and upstream faults; RSS and CPU
     /// series.
     Soak(soak::Args),
@@ -112,6 +115,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Smoke(bins) => smoke(bins).await,
         Command::Apiserver(args) => apiserver::run(args).await,
         Command::Soak(args) => soak::cli(args).await,
+        Command::Admission(args) => admission::cli(args).await,
         Command::Report(args) => report_cmd(args),
     }
 }
