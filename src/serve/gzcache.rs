@@ -175,7 +175,7 @@ impl GzipCache {
     }
 
     /// Entries held (compressed or being compressed).
-    pub fn len(&self) -> usize {
+    pub fn entries(&self) -> usize {
         self.lock().entries.len()
     }
 

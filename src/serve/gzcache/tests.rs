@@ -33,7 +33,7 @@ async fn hit_after_miss_newer_snapshot_replaces_older_is_bypassed() {
 
     let b = c.get_or_compress("pods|", 6, chunks("b", &n)).await;
     assert_eq!(gunzip(&b), "bbbb");
-    assert_eq!((c.len(), c.bytes()), (1, b.len()), "the newer snapshot replaced the older");
+    assert_eq!((c.entries(), c.bytes()), (1, b.len()), "the newer snapshot replaced the older");
     // A slow request still at snapshot 5 is answered but does not displace 6.
     let old = c.get_or_compress("pods|", 5, chunks("a", &n)).await;
     assert_eq!(gunzip(&old), "aaaa");
@@ -64,7 +64,7 @@ async fn least_recently_used_goes_first_when_over_the_byte_bound() {
     c.get_or_compress("b", 1, chunks("a", &n)).await;
     c.get_or_compress("a", 1, chunks("a", &n)).await; // a is now more recent than b
     c.get_or_compress("c", 1, chunks("a", &n)).await;
-    assert_eq!(c.len(), 2);
+    assert_eq!(c.entries(), 2);
     let before = n.load(Ordering::SeqCst);
     c.get_or_compress("a", 1, chunks("a", &n)).await;
     assert_eq!(n.load(Ordering::SeqCst), before, "a stayed (hit)");
