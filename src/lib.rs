@@ -15,7 +15,9 @@
 //! - [`store`]: per-resource immutable snapshots (arc-swap), retained snapshots, bounded event history.
 //! - [`codec`]: bytes in and out: field extraction, list/watch assembly, Tables (`kubectl get`: the
 //!   apiserver's printers, rows cached per object version), Status errors, tokens, gzip.
-//! - [`serve`]: the HTTP front: routing, parameter validation, selectors, list/get/watch from memory.
+//! - [`serve`]: the HTTP front: routing, parameter validation, selectors, list/get/watch from memory; every
+//!   response from memory streamed with bounded buffers (pretty printing and gzip included) and admitted
+//!   against a byte budget (`serve::admit`).
 //! - [`forward`]: transparent pass-through to the upstream for everything not served from memory.
 //! - [`auth`]: who the client is and whether it may read what it asks for.
 //! - [`metrics`]: Prometheus exposition, health and readiness.

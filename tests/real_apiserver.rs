@@ -460,6 +460,11 @@ fn reads_match_the_apiserver() {
         d.same(&format!("{FLUNDERS}?resourceVersion=0"), &gz, Memory).await;
         d.same(FLUNDERS, &gz, Memory).await;
         d.same(&format!("{}/f-001", ns_path("ns-a")), &gz, Memory).await;
+        // Pretty output (`?pretty=true`, curl's User-Agent) of a list over 128 KiB: streamed through the
+        // incremental re-indenter, gzipped on the fly (issue 18).
+        d.same(&format!("{FLUNDERS}?resourceVersion=0&pretty=true"), &[], Memory).await;
+        d.same(&format!("{FLUNDERS}?resourceVersion=0"), &[("user-agent", "curl/8.5.0"), gz[0]], Memory)
+            .await;
 
         // Metadata views.
         d.same(&format!("{FLUNDERS}?resourceVersion=0"), &[("accept", META_LIST)], Memory).await;

@@ -5,6 +5,7 @@
 //! - `kache-loadtest smoke` — every scenario kind for a few seconds at tiny sizes (CI; fails only on errors).
 //! - `kache-loadtest report --json loadtest/out/list.json … --out BENCHMARKS.md`.
 
+mod admission;
 mod apiserver;
 mod ctx;
 mod http;
@@ -16,6 +17,7 @@ mod proxy;
 mod report;
 mod results;
 mod scenario;
+mod soak;
 mod statics;
 mod storm;
 mod table;
@@ -55,6 +57,11 @@ enum Command {
     Apiserver(apiserver::Args),
     /// `kubectl get pods -A` as Tables: through kache vs direct to the sim, and Table ÷ JSON (issue 20).
     Table(table::Args),
+    /// Small readers' latency alone and beside 20 pretty + 20 gzip full lists (issue 18: admission).
+    Admission(admission::Args),
+    /// Soak sim + kache with mixed reads, watches, churn, reconnect storms and upstream faults; RSS and CPU
+    /// series.
+    Soak(soak::Args),
     /// Generate BENCHMARKS.md from run JSON files.
     Report(ReportArgs),
 }
@@ -111,6 +118,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Smoke(bins) => smoke(bins).await,
         Command::Apiserver(args) => apiserver::run(args).await,
         Command::Table(args) => table::run(args).await,
+        Command::Soak(args) => soak::cli(args).await,
+        Command::Admission(args) => admission::cli(args).await,
         Command::Report(args) => report_cmd(args),
     }
 }
@@ -193,7 +202,10 @@ async fn smoke(bins: BinArgs) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("kache-loadtest-smoke-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let ctx = Ctx::new(bins, dir.clone());
-    let report = run_file(&ctx, &file).await;
+    let mut report = run_file(&ctx, &file).await;
+    if let Err(e) = soak::run(&ctx, &soak::Spec::smoke(), &mut report).await {
+        report.error(format!("soak: {e:#}"));
+    }
     ctx.progress.finish_and_clear();
     plot::draw_all(&report.series, &dir)?;
     println!("{}", report.markdown(None));

@@ -100,6 +100,25 @@ pub enum Limit {
     Fallbacks,
     /// Size of an upstream response kache buffers.
     ResponseBody,
+    /// Bytes of memory-served lists in flight (`--max-read-bytes-inflight`).
+    ReadBytes,
+}
+
+/// How the gzip cache answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GzipCacheResult {
+    Hit,
+    Coalesced,
+    Miss,
+    Bypass,
+}
+
+/// Why a gzip cache entry was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GzipEviction {
+    Replaced,
+    Idle,
+    Size,
 }
 
 /// A response's content type.
@@ -146,8 +165,10 @@ label_values!(AuthDecision { Allow => "allow", Deny => "deny", Error => "error" 
 label_values!(Limit {
     Connections => "connections", Inflight => "inflight", Watchers => "watchers", RequestBody => "request_body",
     Headers => "headers", Fallbacks => "fallbacks", ResponseBody => "response_body",
-    TokenReviews => "token_reviews",
+    TokenReviews => "token_reviews", ReadBytes => "read_bytes",
 });
+label_values!(GzipCacheResult { Hit => "hit", Coalesced => "coalesced", Miss => "miss", Bypass => "bypass" });
+label_values!(GzipEviction { Replaced => "replaced", Idle => "idle", Size => "size" });
 label_values!(Encoding { Json => "json", Protobuf => "protobuf", Cbor => "cbor", Other => "other" });
 label_values!(Served { Memory => "memory", Forwarded => "forwarded" });
 

@@ -30,12 +30,13 @@ mod record;
 mod recorder;
 mod resource;
 mod server;
+pub(crate) mod serving;
 mod stats;
 
 pub use health::{CheckResult, HealthResponse};
 pub use labels::{
-    AsResource, AuthDecision, AuthResult, Encoding, ForwardKind, FreshnessOutcome, Limit, Served, Source,
-    UpstreamErrorReason,
+    AsResource, AuthDecision, AuthResult, Encoding, ForwardKind, FreshnessOutcome, GzipCacheResult,
+    GzipEviction, Limit, Served, Source, UpstreamErrorReason,
 };
 pub use logging::{DEFAULT_LOG_LEVEL, LogError, LogFormat, init_tracing};
 pub use record::{

@@ -86,6 +86,15 @@ pub const LIMIT_REJECTIONS_TOTAL: &str = "kache_limit_rejections_total";
 pub const ENCODING_TOTAL: &str = "kache_encoding_total";
 pub const TABLE_ROWS_TOTAL: &str = "kache_table_rows_total";
 pub const TABLE_ROW_CACHE_BYTES: &str = "kache_table_row_cache_bytes";
+// --- reads from memory: admission, compression, the gzip cache (kache) ---
+pub const MEMORY_READS_IN_FLIGHT: &str = "kache_memory_reads_in_flight";
+pub const MEMORY_READ_BYTES_IN_FLIGHT: &str = "kache_memory_read_bytes_in_flight";
+pub const GZIP_CACHE_BYTES: &str = "kache_gzip_cache_bytes";
+pub const GZIP_CACHE_ENTRIES: &str = "kache_gzip_cache_entries";
+pub const GZIP_CACHE_TOTAL: &str = "kache_gzip_cache_total";
+pub const GZIP_CACHE_EVICTIONS_TOTAL: &str = "kache_gzip_cache_evictions_total";
+pub const COMPRESSIONS_IN_FLIGHT: &str = "kache_compressions_in_flight";
+pub const COMPRESSION_SECONDS: &str = "kache_compression_seconds";
 
 /// `apiserver_request_duration_seconds` buckets, as the apiserver's (SLO-oriented, 5 ms to 60 s), with three
 /// sub-5 ms buckets in front because memory-served reads are that fast and would otherwise all land in one.
@@ -98,6 +107,9 @@ const READ_WAIT_BUCKETS: &[f64] = &[0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8,
 /// `apiserver_watch_list_duration_seconds` buckets, the apiserver's with a 10 ms bucket in front.
 const WATCH_LIST_BUCKETS: &[f64] =
     &[0.01, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0];
+
+/// `kache_compression_seconds` buckets: a namespace's list compresses in milliseconds, 100k pods in seconds.
+const COMPRESSION_BUCKETS: &[f64] = &[0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
 const GR: &[&str] = &["group", "resource"];
 
@@ -299,6 +311,39 @@ pub const ALL: &[MetricDef] = &[
         TABLE_ROW_CACHE_BYTES,
         &[],
         "Bytes held by cached Table rows (one per object version printed, bounded).",
+    ),
+    gauge(
+        MEMORY_READS_IN_FLIGHT,
+        &[],
+        "Lists served from memory whose response body is still being sent (admitted against the read byte budget).",
+    ),
+    gauge(
+        MEMORY_READ_BYTES_IN_FLIGHT,
+        &[],
+        "Uncompressed bytes of the memory-served lists in flight, charged at admission and released when the body ends; over --max-read-bytes-inflight a list gets 429 (limit=read_bytes).",
+    ),
+    gauge(GZIP_CACHE_BYTES, &[], "Compressed bytes held by the gzip cache of full lists."),
+    gauge(GZIP_CACHE_ENTRIES, &[], "Entries (resource, namespace, view) in the gzip cache of full lists."),
+    counter(
+        GZIP_CACHE_TOTAL,
+        &["result"],
+        "Compressed full lists asked of the gzip cache: hit (ready), coalesced (waited for another request's compression of the same snapshot), miss (compressed it), bypass (an older snapshot than the cached one: compressed, not cached).",
+    ),
+    counter(
+        GZIP_CACHE_EVICTIONS_TOTAL,
+        &["reason"],
+        "Entries dropped from the gzip cache: replaced (a newer snapshot), idle (unused for the idle time), size (over the byte or entry bound).",
+    ),
+    gauge(
+        COMPRESSIONS_IN_FLIGHT,
+        &[],
+        "Whole-list compressions running on the blocking pool (bounded by the compression concurrency).",
+    ),
+    histogram(
+        COMPRESSION_SECONDS,
+        &[],
+        "Time to compress one full list for the gzip cache, on the blocking pool.",
+        COMPRESSION_BUCKETS,
     ),
 ];
 

@@ -107,6 +107,7 @@ pub(crate) fn register_fixed_series() {
         counter(TABLE_ROWS_TOTAL, vec![label("result", result)]).increment(0);
     }
     super::recorder::gauge(TABLE_ROW_CACHE_BYTES, Vec::new()).increment(0.0);
+    super::serving::register_fixed_series();
     for r in UpstreamErrorReason::ALL {
         counter(UPSTREAM_ERRORS_TOTAL, vec![label("reason", r.as_str())]).increment(0);
     }

@@ -1,75 +1,233 @@
 //! The compressed form of hot full lists, kept per snapshot so repeated lists are not recompressed.
 //!
 //! Only unfiltered, unpaginated lists (a whole resource or a whole namespace, as informers' RV=0 relists and
-//! `kubectl get -A` ask for) are cached: their bytes depend only on the snapshot. One entry per
-//! (resource, namespace) holds the newest snapshot's compressed body; a newer snapshot replaces it.
+//! `kubectl get -A` ask for) are cached: their bytes depend only on the snapshot and the view. One entry per
+//! (resource, namespace, view) holds one snapshot's compressed body; a newer snapshot replaces it.
+//!
+//! Invariants:
+//! - **One compression per (key, snapshot).** Requests that find the entry still being compressed await that
+//!   compression (`tokio::sync::OnceCell`); if its request goes away, the next waiter takes over.
+//! - **Compression never runs on a runtime worker**: on the blocking pool, at most
+//!   [`COMPRESSION_CONCURRENCY`] at once (one core's worth when the machine has few).
+//! - **Bounded and not stale**: at most [`MAX_ENTRIES`] entries and [`MAX_BYTES`] compressed bytes (least
+//!   recently used evicted first); an entry unused for [`IDLE_EVICT`] is dropped at the next access, so a
+//!   snapshot nobody lists any more does not stay pinned.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use tokio::sync::{OnceCell, Semaphore};
 
-/// At most this many (resource, namespace) entries; beyond it the cache stops admitting new keys.
+use crate::codec::gzip::GzipChunks;
+use crate::metrics::serving as m;
+use crate::metrics::{GzipCacheResult, GzipEviction};
+
+/// At most this many (resource, namespace, view) entries.
 pub const MAX_ENTRIES: usize = 256;
 /// At most this many compressed bytes in all.
 pub const MAX_BYTES: usize = 256 << 20;
+/// An entry nobody asked for in this long is dropped: informers relist on their resync period (minutes) or
+/// after a watch failure, and a list whose snapshot moved on is never served from the entry again.
+pub const IDLE_EVICT: Duration = Duration::from_secs(120);
+/// Whole-list compressions running at once. Each takes one core for up to seconds (100k pods: ~400 MB in);
+/// two leave the other cores to everything else on any machine kache runs on.
+pub const COMPRESSION_CONCURRENCY: usize = 2;
+
+/// One cached snapshot of one key.
+struct Entry {
+    rv: u64,
+    cell: Arc<OnceCell<Bytes>>,
+    /// Compressed bytes accounted for this entry (0 while compressing).
+    bytes: usize,
+    last_used: Instant,
+}
 
 #[derive(Default)]
 struct Inner {
-    entries: HashMap<String, (u64, Bytes)>,
+    entries: HashMap<String, Entry>,
     bytes: usize,
 }
 
-/// A bounded cache of compressed list bodies.
-#[derive(Default)]
+/// A bounded cache of compressed list bodies with coalesced, bounded compression.
 pub struct GzipCache {
     inner: Mutex<Inner>,
+    compressions: Arc<Semaphore>,
+    max_bytes: usize,
 }
 
+impl Default for GzipCache {
+    fn default() -> Self {
+        Self::with_max_bytes(MAX_BYTES)
+    }
+}
+
+// === impl GzipCache ===
+
 impl GzipCache {
-    /// The compressed body of `key` at snapshot `rv`, if cached.
-    pub fn get(&self, key: &str, rv: u64) -> Option<Bytes> {
-        let inner = self.inner.lock().expect("gzip cache lock poisoned");
-        inner.entries.get(key).filter(|(at, _)| *at == rv).map(|(_, b)| b.clone())
+    /// A cache holding at most `max_bytes` compressed bytes.
+    pub fn with_max_bytes(max_bytes: usize) -> Self {
+        Self {
+            inner: Mutex::default(),
+            compressions: Arc::new(Semaphore::new(COMPRESSION_CONCURRENCY)),
+            max_bytes,
+        }
     }
 
-    /// Caches `body` for `key` at `rv`, replacing an older snapshot's entry.
-    pub fn put(&self, key: &str, rv: u64, body: Bytes) {
-        let mut inner = self.inner.lock().expect("gzip cache lock poisoned");
-        let old = inner.entries.get(key).map(|(at, b)| (*at, b.len()));
-        match old {
-            Some((at, _)) if at > rv => return,
-            Some((_, len)) => inner.bytes -= len,
-            None if inner.entries.len() >= MAX_ENTRIES => return,
-            None => {}
+    /// The gzip body of `chunks` (the list of `key` at snapshot `rv`): cached, awaited from a concurrent
+    /// request's compression, or compressed here (on the blocking pool) and cached.
+    pub async fn get_or_compress<I>(&self, key: &str, rv: u64, chunks: I) -> Bytes
+    where
+        I: Iterator<Item = Bytes> + Send + 'static,
+    {
+        let now = Instant::now();
+        let cell = {
+            let mut inner = self.lock();
+            evict_idle_locked(&mut inner, now);
+            match inner.entries.get_mut(key) {
+                Some(e) if e.rv == rv => {
+                    e.last_used = now;
+                    m::gzip_cache(if e.cell.initialized() {
+                        GzipCacheResult::Hit
+                    } else {
+                        GzipCacheResult::Coalesced
+                    });
+                    Some(e.cell.clone())
+                }
+                // An older snapshot than the cached one (a slow request): compress, do not cache.
+                Some(e) if e.rv > rv => None,
+                _ => {
+                    if let Some(old) = inner.entries.remove(key) {
+                        remove_accounted_locked(&mut inner, &old, GzipEviction::Replaced);
+                    } else if inner.entries.len() >= MAX_ENTRIES {
+                        evict_lru_locked(&mut inner, key);
+                    }
+                    let cell = Arc::new(OnceCell::new());
+                    let entry = Entry { rv, cell: cell.clone(), bytes: 0, last_used: now };
+                    inner.entries.insert(key.to_owned(), entry);
+                    m::gzip_cache_size(0, 1);
+                    m::gzip_cache(GzipCacheResult::Miss);
+                    Some(cell)
+                }
+            }
+        };
+        let Some(cell) = cell else {
+            m::gzip_cache(GzipCacheResult::Bypass);
+            return self.compress(chunks).await;
+        };
+        let mut compressed_here = false;
+        let body = cell
+            .get_or_init(|| {
+                compressed_here = true;
+                self.compress(chunks)
+            })
+            .await
+            .clone();
+        if compressed_here {
+            self.account(key, &cell, body.len());
         }
-        if inner.bytes + body.len() > MAX_BYTES {
-            inner.entries.remove(key);
-            return;
+        body
+    }
+
+    /// Compresses on the blocking pool, at most [`COMPRESSION_CONCURRENCY`] at once.
+    async fn compress<I>(&self, chunks: I) -> Bytes
+    where
+        I: Iterator<Item = Bytes> + Send + 'static,
+    {
+        let _permit = self.compressions.acquire().await.expect("the semaphore is never closed");
+        m::compression(1, None);
+        let started = Instant::now();
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            for chunk in GzipChunks::new(chunks) {
+                out.extend_from_slice(&chunk);
+            }
+            Bytes::from(out)
+        })
+        .await;
+        m::compression(-1, Some(started.elapsed()));
+        joined.expect("compressing bytes into a Vec does not panic")
+    }
+
+    /// Accounts the bytes of a finished compression to its entry (if it is still the cached one) and
+    /// evicts least recently used entries until the cache fits its byte bound.
+    fn account(&self, key: &str, cell: &Arc<OnceCell<Bytes>>, len: usize) {
+        let mut inner = self.lock();
+        let Some(e) = inner.entries.get_mut(key).filter(|e| Arc::ptr_eq(&e.cell, cell)) else { return };
+        e.bytes = len;
+        inner.bytes += len;
+        m::gzip_cache_size(len as i64, 0);
+        while inner.bytes > self.max_bytes {
+            // Another entry first; this one last (alone, it is simply too big to keep).
+            if !evict_lru_locked(&mut inner, key) {
+                if let Some(own) = inner.entries.remove(key) {
+                    remove_accounted_locked(&mut inner, &own, GzipEviction::Size);
+                }
+                break;
+            }
         }
-        inner.bytes += body.len();
-        inner.entries.insert(key.to_owned(), (rv, body));
     }
 
     /// Compressed bytes held.
     pub fn bytes(&self) -> usize {
-        self.inner.lock().expect("gzip cache lock poisoned").bytes
+        self.lock().bytes
     }
+
+    /// Entries held (compressed or being compressed).
+    pub fn entries(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().expect("gzip cache lock poisoned")
+    }
+}
+
+impl Drop for GzipCache {
+    fn drop(&mut self) {
+        let inner = self.lock();
+        m::gzip_cache_size(-(inner.bytes as i64), -(inner.entries.len() as i64));
+    }
+}
+
+/// Un-accounts an entry already removed from the map.
+fn remove_accounted_locked(inner: &mut Inner, old: &Entry, reason: GzipEviction) {
+    inner.bytes -= old.bytes;
+    m::gzip_cache_size(-(old.bytes as i64), -1);
+    m::gzip_evicted(reason);
+}
+
+/// Drops entries unused for [`IDLE_EVICT`] (at most [`MAX_ENTRIES`] to look at).
+fn evict_idle_locked(inner: &mut Inner, now: Instant) {
+    let idle: Vec<String> = inner
+        .entries
+        .iter()
+        .filter(|(_, e)| now.duration_since(e.last_used) >= IDLE_EVICT)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in idle {
+        if let Some(old) = inner.entries.remove(&k) {
+            remove_accounted_locked(inner, &old, GzipEviction::Idle);
+        }
+    }
+}
+
+/// Evicts the least recently used entry other than `keep`; false when there is none.
+fn evict_lru_locked(inner: &mut Inner, keep: &str) -> bool {
+    let Some(victim) = inner
+        .entries
+        .iter()
+        .filter(|(k, _)| k.as_str() != keep)
+        .min_by_key(|(_, e)| e.last_used)
+        .map(|(k, _)| k.clone())
+    else {
+        return false;
+    };
+    let old = inner.entries.remove(&victim).expect("the key was just found");
+    remove_accounted_locked(inner, &old, GzipEviction::Size);
+    true
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn newer_snapshot_replaces_older_and_bytes_are_accounted() {
-        let c = GzipCache::default();
-        c.put("pods|", 5, Bytes::from_static(b"aaaa"));
-        assert_eq!(c.get("pods|", 5).as_deref(), Some(&b"aaaa"[..]));
-        assert_eq!(c.get("pods|", 6), None);
-        c.put("pods|", 6, Bytes::from_static(b"bb"));
-        assert_eq!(c.bytes(), 2);
-        c.put("pods|", 5, Bytes::from_static(b"old"));
-        assert_eq!(c.get("pods|", 6).as_deref(), Some(&b"bb"[..]));
-    }
-}
+mod tests;

@@ -26,6 +26,7 @@ use crate::forward::{Forwarder, WriteTracker};
 use crate::metrics;
 use crate::reflector::Registry;
 use crate::serve::crd_fields::CrdFields;
+use crate::serve::admit::{self, DEFAULT_MAX_READ_BYTES_IN_FLIGHT, ReadBudget};
 use crate::serve::fresh::{Fallback, Freshness};
 use crate::serve::gzcache::GzipCache;
 use crate::serve::list::{GetQuery, ListQuery, NotServed, ResponseOptions, serve_get, serve_list};
@@ -156,6 +157,8 @@ impl HandlerStats {
 pub struct KacheHandler {
     stats: Arc<HandlerStats>,
     gzip_cache: GzipCache,
+    /// Bytes of memory-served lists in flight (`--max-read-bytes-inflight`).
+    read_budget: Arc<ReadBudget>,
     registry: Arc<Registry>,
     /// Custom resources' selectable fields, from the cached CRDs.
     crd_fields: CrdFields,
@@ -192,6 +195,7 @@ impl KacheHandler {
         Self {
             stats: Arc::default(),
             gzip_cache: GzipCache::default(),
+            read_budget: Arc::new(ReadBudget::new(DEFAULT_MAX_READ_BYTES_IN_FLIGHT)),
             registry,
             crd_fields: CrdFields::default(),
             forwarder,
@@ -212,6 +216,12 @@ impl KacheHandler {
         self.client_limits = Arc::new(ClientLimits::new(auth.settings().clients));
         self.auth = auth;
         self.pass_through = pass_through;
+        self
+    }
+
+    /// Limits the bytes of memory-served lists in flight (0: unlimited); see [`admit`].
+    pub fn with_read_budget(mut self, max_bytes: usize) -> Self {
+        self.read_budget = Arc::new(ReadBudget::new(max_bytes));
         self
     }
 
@@ -429,6 +439,7 @@ impl KacheHandler {
                 metrics::consistent_read(&r.gvr, false, true);
                 self.fallback(req, id).await
             }
+            Err(NotServed::Overloaded) => admit::too_many_requests(),
             Err(NotServed::TooLarge { requested, current }) => {
                 let err = ApiError::TooLargeResourceVersion { requested, current, retry_after: Some(1) };
                 error_response(&err, &req, false)
@@ -598,6 +609,7 @@ impl KacheHandler {
             min_rv: self.writes.last_write(&r.gvr),
             block_timeout: self.config.block_timeout,
             gzip_cache: Some(&self.gzip_cache),
+            budget: Some(&self.read_budget),
             view,
         };
         let consistent = q.rv == Rv::Unset && q.cont.is_none();

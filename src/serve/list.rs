@@ -10,6 +10,7 @@ use crate::body::{self, Body};
 use crate::codec::list::View;
 use crate::codec::{gzip, list as listcodec, pretty, token};
 use crate::resource::ResourceInfo;
+use crate::serve::admit::{self, ReadBudget};
 use crate::serve::fresh::Freshness;
 use crate::serve::gzcache::GzipCache;
 use crate::serve::read::{ContinueAt, ListPlan, Match, ReadAt, Rv, plan_list, plan_single};
@@ -37,6 +38,8 @@ pub struct ListQuery<'a> {
     pub block_timeout: std::time::Duration,
     /// Compressed bodies of hot full lists.
     pub gzip_cache: Option<&'a GzipCache>,
+    /// The byte budget of lists in flight (`None`: unlimited).
+    pub budget: Option<&'a Arc<ReadBudget>>,
     /// Full objects, or the PartialObjectMetadata view.
     pub view: View,
 }
@@ -59,6 +62,8 @@ pub enum NotServed {
     NotFresh,
     /// 504 "Too large resource version".
     TooLarge { requested: u64, current: u64 },
+    /// The read byte budget is spent: 429 with `Retry-After` ([`admit::too_many_requests`]).
+    Overloaded,
 }
 
 impl From<ResolveError> for NotServed {
@@ -91,7 +96,8 @@ pub async fn serve_list(
         // The cache reports its own RV for single-key reads (`watch_cache.go` WaitUntilFreshAndGet).
         let meta = listcodec::ListMeta { resource_version: resolved.snapshot.rv, ..Default::default() };
         let stats = ListStats { fetched: items.len(), returned: items.len() };
-        return Ok((respond(info, &meta, items, q.response, None, q.view), stats));
+        let resp = respond(info, &meta, items, q.response, None, q.view, q.budget).await?;
+        return Ok((resp, stats));
     }
     let ListPlan::Memory { at, limit, start_key } = plan_list(q.rv, q.rvm, q.limit, q.cont.as_ref()) else {
         return Err(NotServed::Forward("plan"));
@@ -126,7 +132,8 @@ pub async fn serve_list(
         && !matches!(q.view, View::Table(_));
     let key = format!("{}|{}|{:?}", info.gvr, q.namespace.unwrap_or(""), q.view);
     let cache = q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str()));
-    Ok((respond(info, &meta, page.items, q.response, cache, q.view), stats))
+    let resp = respond(info, &meta, page.items, q.response, cache, q.view, q.budget).await?;
+    Ok((resp, stats))
 }
 
 /// Counting a namespace's objects stops here: past it, the read is big either way.
@@ -197,22 +204,54 @@ pub async fn serve_get(
     }))
 }
 
-/// Builds the list response, streamed: compact JSON chunks produced as the body is sent, gzipped on the fly
-/// (or taken from `cache`) when the apiserver would compress, pretty-printed when asked.
-pub fn respond(
+/// Builds the list response, streamed with bounded buffers: compact JSON chunks produced as the body is sent,
+/// re-indented chunk by chunk when pretty output is asked, gzipped on the fly (or, for a whole resource or
+/// namespace, compressed once per snapshot on the blocking pool and shared through `cache`) when the
+/// apiserver would compress. The list is charged to `budget` until its body ends.
+pub async fn respond(
     info: &ResourceInfo,
     meta: &listcodec::ListMeta,
     items: Vec<Arc<Object>>,
     opts: ResponseOptions,
     cache: Option<(&GzipCache, &str)>,
     view: View,
-) -> Response<Body> {
+    budget: Option<&Arc<ReadBudget>>,
+) -> Result<Response<Body>, NotServed> {
     let chunks = listcodec::ListChunks::with_view(info, meta, items, view);
-    // Tables are built whole (as the apiserver does), rather than sized twice.
-    if opts.pretty || matches!(view, View::Table(_)) {
-        return respond_bytes(chunks.collect(), opts);
+    // Tables are built whole (as the apiserver does: their age cells are rendered per response) rather than
+    // sized twice, and charged to the budget like any list.
+    if matches!(view, View::Table(_)) {
+        let parts: Vec<Bytes> = chunks.collect();
+        let len = parts.iter().map(Bytes::len).sum();
+        let charge = budget.map(|b| b.try_charge(len)).transpose().map_err(|_| NotServed::Overloaded)?;
+        let resp = respond_bytes(parts, opts);
+        return Ok(match charge {
+            Some(charge) => admit::hold(resp, charge),
+            None => resp,
+        });
     }
     let len = chunks.total_len();
+    let charge = budget.map(|b| b.try_charge(len)).transpose().map_err(|_| NotServed::Overloaded)?;
+    let resp = if opts.pretty && !gzip::should_compress(len) {
+        // Small: whether the indented form crosses the gzip threshold decides compression, so build it whole.
+        respond_bytes(chunks.collect(), opts)
+    } else {
+        respond_streamed(chunks, len, opts, cache, meta.resource_version).await
+    };
+    Ok(match charge {
+        Some(charge) => admit::hold(resp, charge),
+        None => resp,
+    })
+}
+
+/// A list body larger than the gzip threshold (or not pretty), never whole in memory unless compressed.
+async fn respond_streamed(
+    chunks: listcodec::ListChunks,
+    len: usize,
+    opts: ResponseOptions,
+    cache: Option<(&GzipCache, &str)>,
+    rv: u64,
+) -> Response<Body> {
     let builder = Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
@@ -221,21 +260,18 @@ pub fn respond(
         let builder = builder
             .header(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"))
             .header(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-        match cache {
-            Some((cache, key)) => {
-                let compressed = match cache.get(key, meta.resource_version) {
-                    Some(hit) => hit,
-                    None => {
-                        let compressed: Bytes =
-                            gzip::GzipChunks::new(chunks).collect::<Vec<_>>().concat().into();
-                        cache.put(key, meta.resource_version, compressed.clone());
-                        compressed
-                    }
-                };
+        match (cache, opts.pretty) {
+            (_, true) => {
+                (builder, body::stream_iter(gzip::GzipChunks::new(pretty::PrettyChunks::new(chunks))))
+            }
+            (Some((cache, key)), false) => {
+                let compressed = cache.get_or_compress(key, rv, chunks).await;
                 (builder.header(header::CONTENT_LENGTH, compressed.len()), body::full(compressed))
             }
-            None => (builder, body::stream_iter(gzip::GzipChunks::new(chunks))),
+            (None, false) => (builder, body::stream_iter(gzip::GzipChunks::new(chunks))),
         }
+    } else if opts.pretty {
+        (builder, body::stream_iter(pretty::PrettyChunks::new(chunks)))
     } else {
         (builder.header(header::CONTENT_LENGTH, len), body::stream_iter(chunks))
     };

@@ -11,6 +11,7 @@
 mod conn;
 mod framing;
 mod limits;
+mod parse_error;
 mod request;
 mod tls;
 

@@ -11,13 +11,16 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
+use super::parse_error::{EmptyErrors, GoErrors, MAX_HEADER_FIELDS};
 use super::{ConnInfo, Handler, Limits, TlsConfig, request};
 
 /// Room hyper's own HTTP/1.1 read buffer leaves above our header and URL limits, so requests slightly over
 /// them reach our check (and get a Status) instead of hyper's bare 431.
 const H1_BUFFER_SLACK: usize = 64 << 10;
-/// Header count bound for HTTP/1.1 (hyper's default of 100 is below what some clients send).
+/// hyper's header count bound for HTTP/1.1: above kache's own ([`MAX_HEADER_FIELDS`], the apiserver's), so
+/// that a request just over it gets kache's answer; further over, hyper's answer is rewritten to the same.
 const H1_MAX_HEADERS: usize = 512;
+const _: () = assert!(H1_MAX_HEADERS > MAX_HEADER_FIELDS);
 /// HTTP/2 keep-alive pings keep idle watch streams alive through middleboxes and detect dead peers.
 const H2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 const H2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -62,7 +65,7 @@ pub(super) async fn serve_connection(
 ) {
     let _ = stream.set_nodelay(true);
     match tls {
-        None => drive(TokioIo::new(stream), &builder, ctx).await,
+        None => drive(stream, &builder, ctx).await,
         Some(tls) => {
             let handshake = tls.acceptor().accept(stream);
             let shutdown = ctx.info.shutdown.drain.clone();
@@ -87,16 +90,18 @@ pub(super) async fn serve_connection(
                 .peer_certificates()
                 .and_then(|c| c.first())
                 .map(|c| Arc::from(c.as_ref()));
-            drive(TokioIo::new(tls_stream), &builder, ctx).await
+            drive(tls_stream, &builder, ctx).await
         }
     }
 }
 
 /// Runs the HTTP connection, closing it gracefully when idle or on shutdown.
-async fn drive<I>(io: TokioIo<I>, builder: &auto::Builder<TokioExecutor>, ctx: ConnCtx)
+async fn drive<I>(io: I, builder: &auto::Builder<TokioExecutor>, ctx: ConnCtx)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let empty_errors = EmptyErrors::default();
+    let io = TokioIo::new(GoErrors::new(io, empty_errors.clone(), ctx.limits.max_url_bytes));
     let activity = Arc::new(Activity::new());
     let idle_timeout = ctx.limits.idle_timeout;
     let signal = ctx.info.shutdown.clone();
@@ -106,6 +111,7 @@ where
         handler: ctx.handler,
         limits: ctx.limits,
         activity: activity.clone(),
+        empty_errors,
     });
     let service = service_fn(move |req: hyper::Request<Incoming>| request::handle(req, ctx.clone()));
     let conn = builder.serve_connection_with_upgrades(io, service);

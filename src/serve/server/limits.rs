@@ -18,6 +18,8 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Concurrent forwarded non-long-running requests; the apiserver's `--max-requests-inflight` (400).
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 400;
+/// Uncompressed bytes of lists served from memory that may be in flight at once; see `serve::admit`.
+pub const DEFAULT_MAX_READ_BYTES_IN_FLIGHT: usize = crate::serve::admit::DEFAULT_MAX_READ_BYTES_IN_FLIGHT;
 /// Open client connections; accepting pauses at the bound.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Concurrent HTTP/2 streams per client connection (watches are streams); kube-apiserver's default for
@@ -37,6 +39,8 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Concurrent forwarded requests (the forwarder enforces it with 429).
     pub max_in_flight: usize,
+    /// Bytes of memory-served lists in flight (the handler enforces it with 429); 0 is unlimited.
+    pub max_read_bytes_in_flight: usize,
     pub max_connections: usize,
     pub h2_max_streams: u32,
     pub shutdown_timeout: Duration,
@@ -52,6 +56,7 @@ impl Default for Limits {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            max_read_bytes_in_flight: DEFAULT_MAX_READ_BYTES_IN_FLIGHT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             h2_max_streams: DEFAULT_H2_MAX_STREAMS,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
@@ -83,6 +88,10 @@ pub struct LimitFlags {
     /// Concurrent forwarded requests (watches and other long-running requests excepted); 429 above.
     #[arg(long, default_value_t = DEFAULT_MAX_IN_FLIGHT)]
     pub max_requests_inflight: usize,
+    /// Uncompressed bytes of lists served from memory in flight at once (0: unlimited); a list that would
+    /// exceed it while others are in flight gets 429 with Retry-After.
+    #[arg(long, default_value_t = DEFAULT_MAX_READ_BYTES_IN_FLIGHT)]
+    pub max_read_bytes_inflight: usize,
     /// Open client connections; accepting pauses at the bound.
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
@@ -104,6 +113,7 @@ impl From<LimitFlags> for Limits {
             idle_timeout: f.idle_timeout,
             request_timeout: f.request_timeout,
             max_in_flight: f.max_requests_inflight,
+            max_read_bytes_in_flight: f.max_read_bytes_inflight,
             max_connections: f.max_connections,
             h2_max_streams: f.http2_max_streams_per_connection,
             shutdown_timeout: f.shutdown_timeout,

@@ -15,6 +15,7 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::conn::{ActiveGuard, Activity};
 use super::framing::Framing;
+use super::parse_error::{self, EmptyErrors};
 use super::{ConnInfo, Handler, Limits};
 use crate::body::{Body, BoxError};
 use crate::codec::status::ApiError;
@@ -28,6 +29,8 @@ pub(super) struct RequestCtx {
     pub handler: Arc<dyn Handler>,
     pub limits: Arc<Limits>,
     pub activity: Arc<Activity>,
+    /// Empty 400/414/431 responses of the service, which the connection's writer must not rewrite.
+    pub empty_errors: EmptyErrors,
 }
 
 /// Serves one request. Never fails: every error is a Status response.
@@ -38,7 +41,7 @@ pub(super) async fn handle(
     let guard = ctx.activity.begin();
     let limits = &ctx.limits;
     if let Some(rejection) = check_limits(&req, limits) {
-        return Ok(ServedBody::wrap(status_response(&rejection), guard, None));
+        return Ok(ServedBody::wrap(rejection, guard, None));
     }
 
     let started = Instant::now();
@@ -67,6 +70,10 @@ pub(super) async fn handle(
     if let (Some(r), Some(verb)) = (route_resource, metric_verb) {
         let source = resp.extensions().get::<Source>().copied().unwrap_or(Source::Memory);
         metrics::request(verb, &r.gvr, resp.status().as_u16(), source, started.elapsed());
+    }
+    if parse_error::is_rewritable_status(resp.status().as_u16()) && resp.body().size_hint().exact() == Some(0)
+    {
+        ctx.empty_errors.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
     // Long-running responses end when shutdown starts; others finish their body within the drain time.
     let drain = long_running.then(|| ctx.info.shutdown.drain.clone().cancelled_owned());
@@ -126,29 +133,26 @@ pub(crate) fn is_upgrade<B>(req: &Request<B>) -> bool {
             .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("upgrade"))))
 }
 
-/// Checks the URL, head and declared body size against the limits.
-fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<ApiError> {
+/// Checks the URL, head and declared body size against the limits; the answer when one is exceeded.
+fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<Response<Body>> {
     let url_len = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if url_len > limits.max_url_bytes {
         metrics::limit_rejected(Limit::Headers);
-        return Some(ApiError::Unknown {
+        return Some(status_response(&ApiError::Unknown {
             code: StatusCode::URI_TOO_LONG.as_u16(),
             message: format!("Request URI too long: {url_len} bytes, limit is {}", limits.max_url_bytes),
-        });
+        }));
     }
-    // Counted like Go's MaxHeaderBytes: names, values and their ": " and CRLF, plus the request line.
+    // Counted like Go's MaxHeaderBytes: names, values and their ": " and CRLF, plus the request line; Go
+    // reads GO_HEAD_SLACK bytes past the bound before refusing, and refuses over MAX_HEADER_FIELDS fields.
     let head_len = url_len
         + req.method().as_str().len()
         + req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum::<usize>();
-    if head_len > limits.max_header_bytes {
+    if head_len > limits.max_header_bytes.saturating_add(parse_error::GO_HEAD_SLACK)
+        || req.headers().len() > parse_error::MAX_HEADER_FIELDS
+    {
         metrics::limit_rejected(Limit::Headers);
-        return Some(ApiError::Unknown {
-            code: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE.as_u16(),
-            message: format!(
-                "Request header fields too large: {head_len} bytes, limit is {}",
-                limits.max_header_bytes
-            ),
-        });
+        return Some(go_error(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
     }
     let declared = req
         .body()
@@ -158,9 +162,20 @@ fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<ApiError> {
     if let Some(len) = declared.filter(|&len| len > limits.max_body_bytes) {
         tracing::debug!(len, "request body over the limit");
         metrics::limit_rejected(Limit::RequestBody);
-        return Some(body_too_large(limits.max_body_bytes));
+        return Some(status_response(&body_too_large(limits.max_body_bytes)));
     }
     None
+}
+
+/// The Go server's plain-text refusal of a request head (see [`parse_error`]).
+fn go_error(status: StatusCode) -> Response<Body> {
+    let text = format!("{} {}", status.as_u16(), status.canonical_reason().unwrap_or(""));
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .header(header::CONNECTION, "close")
+        .body(crate::body::full(text))
+        .expect("static headers are valid")
 }
 
 /// The apiserver's 413 (`errors.NewRequestEntityTooLargeError`).

@@ -1,0 +1,206 @@
+//! Admission of reads from memory: a byte budget for the list responses being sent.
+//!
+//! A list served from memory holds its snapshot's objects (`Arc`s) until its body is sent; when the store
+//! moves on, the objects it replaced stay alive for as long as such a response is in flight. So the bytes a
+//! response still has to send bound the memory it can pin, and their sum over all responses in flight is
+//! what the budget limits. A list is charged its uncompressed size at admission and released when its body
+//! ends or is dropped. Over the budget it gets the apiserver's answer to an overloaded server: 429 with
+//! `Retry-After` (the max-in-flight / priority-and-fairness filters' `tooManyRequests`).
+//!
+//! A single list larger than the whole budget is admitted when nothing else is in flight, so every list can
+//! be served; it then runs alone.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::BodyExt as _;
+
+use crate::body::{self, Body, BoxError};
+use crate::metrics::{self, Limit, serving as m};
+
+/// Default budget: about five full lists of 100k pods (~400 MB each) in flight at once; more are asked to
+/// come back after `Retry-After`. 0 disables the budget.
+pub const DEFAULT_MAX_READ_BYTES_IN_FLIGHT: usize = 2 << 30;
+/// The `Retry-After` of a refused read, in seconds (the apiserver's max-in-flight filter sends 1).
+pub const RETRY_AFTER_SECONDS: u32 = 1;
+/// The body of the apiserver's 429 (`http.Error(w, "Too many requests, please try again later.", 429)`).
+const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.\n";
+
+/// The bytes of memory-served lists in flight, against a limit.
+#[derive(Debug)]
+pub struct ReadBudget {
+    /// 0: unlimited.
+    limit: usize,
+    in_flight: AtomicUsize,
+}
+
+/// The budget was exhausted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverBudget;
+
+// === impl ReadBudget ===
+
+impl ReadBudget {
+    pub fn new(limit: usize) -> Self {
+        Self { limit, in_flight: AtomicUsize::new(0) }
+    }
+
+    /// Charges `bytes` if they fit (or nothing else is in flight); the charge is released when the returned
+    /// guard drops.
+    pub fn try_charge(self: &Arc<Self>, bytes: usize) -> Result<Charge, OverBudget> {
+        let mut current = self.in_flight.load(Ordering::Relaxed);
+        loop {
+            if self.limit > 0 && current > 0 && current.saturating_add(bytes) > self.limit {
+                metrics::limit_rejected(Limit::ReadBytes);
+                return Err(OverBudget);
+            }
+            match self.in_flight.compare_exchange_weak(
+                current,
+                current + bytes,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => current = now,
+            }
+        }
+        m::memory_read(1, bytes as i64);
+        Ok(Charge { budget: self.clone(), bytes })
+    }
+
+    /// Bytes charged now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+}
+
+/// Bytes charged to a [`ReadBudget`], released on drop.
+#[derive(Debug)]
+pub struct Charge {
+    budget: Arc<ReadBudget>,
+    bytes: usize,
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.budget.in_flight.fetch_sub(self.bytes, Ordering::AcqRel);
+        m::memory_read(-1, -(self.bytes as i64));
+    }
+}
+
+/// `resp` with `charge` held until its body is done or dropped.
+pub fn hold(resp: Response<Body>, charge: Charge) -> Response<Body> {
+    resp.map(|inner| Held { inner, charge: Some(charge) }.boxed())
+}
+
+/// The apiserver's 429 for an overloaded server: plain text, `Retry-After`, `nosniff` (Go's `http.Error`).
+pub fn too_many_requests() -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::TOO_MANY_REQUESTS)
+        .header(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS))
+        .header(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"))
+        .header("x-content-type-options", HeaderValue::from_static("nosniff"))
+        .body(body::full(Bytes::from_static(TOO_MANY_REQUESTS.as_bytes())))
+        .expect("static headers are valid")
+}
+
+pin_project_lite::pin_project! {
+    /// A body holding a charge; the charge is released at the end of the stream (or when dropped).
+    struct Held {
+        #[pin]
+        inner: Body,
+        charge: Option<Charge>,
+    }
+}
+
+impl HttpBody for Held {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.project();
+        let frame = std::task::ready!(this.inner.poll_frame(cx));
+        if !matches!(frame, Some(Ok(_))) {
+            this.charge.take();
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admits_within_the_budget_and_refuses_beyond() {
+        let b = Arc::new(ReadBudget::new(100));
+        let first = b.try_charge(60).expect("fits");
+        let second = b.try_charge(40).expect("fits exactly");
+        assert_eq!(b.try_charge(1).unwrap_err(), OverBudget);
+        assert_eq!(b.in_flight(), 100);
+        drop(first);
+        assert_eq!(b.in_flight(), 40);
+        let third = b.try_charge(60).expect("room again");
+        drop((second, third));
+        assert_eq!(b.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_list_larger_than_the_budget_runs_alone() {
+        let b = Arc::new(ReadBudget::new(100));
+        let big = b.try_charge(500).expect("nothing else in flight");
+        assert_eq!(b.try_charge(1).unwrap_err(), OverBudget);
+        drop(big);
+        assert!(b.try_charge(1).is_ok());
+    }
+
+    #[test]
+    fn zero_is_unlimited() {
+        let b = Arc::new(ReadBudget::new(0));
+        let _a = b.try_charge(usize::MAX / 2).expect("unlimited");
+        let _b = b.try_charge(usize::MAX / 4).expect("unlimited");
+    }
+
+    #[tokio::test]
+    async fn the_charge_is_released_when_the_body_ends_or_is_dropped() {
+        let b = Arc::new(ReadBudget::new(100));
+        let resp =
+            hold(Response::new(body::full(Bytes::from_static(b"abc"))), b.try_charge(70).expect("fits"));
+        assert_eq!(b.in_flight(), 70);
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(&bytes[..], b"abc");
+        assert_eq!(b.in_flight(), 0, "released at the end of the stream");
+
+        let resp =
+            hold(Response::new(body::full(Bytes::from_static(b"abc"))), b.try_charge(70).expect("fits"));
+        drop(resp);
+        assert_eq!(b.in_flight(), 0, "released when the client went away");
+    }
+
+    #[tokio::test]
+    async fn refusal_is_the_apiservers_429() {
+        let resp = too_many_requests();
+        assert_eq!(resp.status(), 429);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+        assert_eq!(resp.headers()[header::CONTENT_TYPE], "text/plain; charset=utf-8");
+        assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(&body[..], b"Too many requests, please try again later.\n");
+    }
+}

@@ -1,0 +1,194 @@
+//! Issue 18 item 1: reads from memory are streamed with bounded buffers and admitted against a byte budget.
+//!
+//! This binary counts every heap allocation of the process (sim, kache and clients), so the growth of the
+//! live heap during a burst of reads is what kache's responses hold: the sim is idle (the lists are served
+//! from kache's memory) and the clients count bytes without keeping them.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use bytes::Bytes;
+use common::*;
+use http::{Request, StatusCode, header};
+use http_body_util::{BodyExt, Empty};
+use kache::upstream::discovery::{Selection, parse_resource_specs};
+
+// === a counting allocator ===
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn grew(by: isize) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+// SAFETY: delegates to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        grew(layout.size() as isize);
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        grew(new_size as isize - layout.size() as isize);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// Pods in the big list, each with a 1 KiB annotation: a ~30 MB list, ~75 MB pretty-printed.
+const PODS: usize = 20_000;
+/// Concurrent pretty lists and concurrent gzip lists.
+const CLIENTS: usize = 20;
+/// The stated bound on the live heap's growth while 40 full lists are in flight. Collecting and
+/// re-indenting each pretty list, as kache did before, held about 2.5× the list per request (~1.5 GB here);
+/// streamed, each response holds its item handles (8 bytes a pod), a chunk or two (64 KiB) and its share of
+/// one compression (the compressed list is cached: a few MB).
+const HEAP_GROWTH_BOUND: isize = 96 << 20;
+
+fn pods_only(c: &mut kache::app::Config) {
+    c.selection =
+        Selection { include: Some(parse_resource_specs("pods").expect("specs")), exclude: Vec::new() };
+    c.lazy = false;
+}
+
+async fn big_cluster() -> (kache_sim::SimHandle, kache::app::Kache) {
+    let sim = start_sim().await;
+    sim.create("namespaces", None, namespace("big")).expect("namespace");
+    let filler = "x".repeat(1024);
+    for i in 0..PODS {
+        let mut p = pod("big", &format!("p{i:05}"), &[("app", "a")], "node-1");
+        p["metadata"]["annotations"] = serde_json::json!({ "filler": filler });
+        sim.create("pods", Some("big"), p).expect("pod");
+    }
+    let kache = start_kache(&sim.url(), pods_only).await;
+    (sim, kache)
+}
+
+/// GETs and drains the body, keeping only its length and encoding.
+async fn drain(url: String, headers: &[(&'static str, &'static str)]) -> (StatusCode, Option<String>, usize) {
+    let mut req = Request::get(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = client().request(req.body(Empty::<Bytes>::new()).expect("request")).await.expect("response");
+    let status = resp.status();
+    let encoding =
+        resp.headers().get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let mut body = resp.into_body();
+    let mut n = 0;
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.expect("body frame").into_data() {
+            n += data.len();
+        }
+    }
+    (status, encoding, n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn regression_18_concurrent_pretty_and_gzip_lists_stay_within_a_heap_bound() {
+    let (_sim, kache) = big_cluster().await;
+    let base = kache.url();
+    let list = format!("{base}/api/v1/namespaces/big/pods?resourceVersion=0");
+    // Warm the connection pool and code paths with a compact list (not gzip: the gzip cache stays cold).
+    let (status, _, compact_len) = drain(list.clone(), &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(compact_len > PODS * 1024, "a big list: {compact_len} bytes");
+
+    let baseline = LIVE.load(Ordering::Relaxed);
+    PEAK.store(baseline, Ordering::Relaxed);
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..CLIENTS {
+        set.spawn(drain(format!("{list}&pretty=true"), &[]));
+        set.spawn(drain(list.clone(), &[("accept-encoding", "gzip")]));
+    }
+    let results = set.join_all().await;
+    let growth = PEAK.load(Ordering::Relaxed) - baseline;
+
+    assert!(
+        growth < HEAP_GROWTH_BOUND,
+        "live heap grew by {} MiB with {CLIENTS} pretty and {CLIENTS} gzip lists of {} MiB in flight (bound {} MiB)",
+        growth >> 20,
+        compact_len >> 20,
+        HEAP_GROWTH_BOUND >> 20
+    );
+    eprintln!("live heap growth: {} MiB (list {} MiB)", growth >> 20, compact_len >> 20);
+    let pretty: Vec<_> = results.iter().filter(|r| r.1.is_none()).collect();
+    let gzipped: Vec<_> = results.iter().filter(|r| r.1.as_deref() == Some("gzip")).collect();
+    assert_eq!((pretty.len(), gzipped.len()), (CLIENTS, CLIENTS), "{results:?}");
+    assert!(results.iter().all(|r| r.0 == StatusCode::OK), "{results:?}");
+    assert!(pretty.iter().all(|r| r.2 > compact_len + PODS * 20), "pretty bodies are indented: {pretty:?}");
+    assert!(
+        gzipped.iter().all(|r| r.2 == gzipped[0].2 && r.2 < compact_len / 4),
+        "one compressed body: {gzipped:?}"
+    );
+}
+
+/// A streamed pretty list is exactly the indented compact list (Go's `MarshalIndent` layout).
+#[tokio::test]
+async fn streamed_pretty_list_equals_the_indented_compact_list() {
+    let sim = start_sim().await;
+    seed_pods(&sim, &["a"], 300);
+    let kache = start_kache(&sim.url(), pods_only).await;
+    let path = "/api/v1/namespaces/a/pods?resourceVersion=0";
+    let compact = get(&kache.url(), path).await;
+    let pretty = get_with(&kache.url(), path, &[("user-agent", "curl/8.5.0")]).await;
+    assert_eq!(pretty.status, StatusCode::OK);
+    assert!(compact.body.len() > 128 << 10, "over the gzip threshold, so the streamed path");
+    let value: serde_json::Value = serde_json::from_slice(&compact.body).expect("json");
+    let expected = serde_json::to_string_pretty(&value).expect("pretty");
+    // serde_json sorts keys unless preserve_order; compare as values and as layout of the same text.
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&pretty.body).expect("json"), value);
+    assert_eq!(pretty.body.len(), expected.len(), "same layout, byte for byte in length");
+    assert!(!pretty.body.ends_with(b"\n"), "MarshalIndent writes no trailing newline");
+}
+
+/// Over the read byte budget: the apiserver's 429 with Retry-After; released when the body is done.
+#[tokio::test]
+async fn lists_over_the_read_budget_get_429_until_others_finish() {
+    let sim = start_sim().await;
+    sim.create("namespaces", None, namespace("a")).expect("namespace");
+    // A list larger than the sockets' buffers, so an unread response stays in flight.
+    let filler = "x".repeat(10 << 10);
+    for i in 0..2000 {
+        let mut p = pod("a", &format!("p{i:04}"), &[], "node-1");
+        p["metadata"]["annotations"] = serde_json::json!({ "filler": filler });
+        sim.create("pods", Some("a"), p).expect("pod");
+    }
+    let probe = start_kache(&sim.url(), pods_only).await;
+    let path = "/api/v1/namespaces/a/pods?resourceVersion=0";
+    let size = get(&probe.url(), path).await.body.len();
+    // Room for one list and a half.
+    let kache = start_kache(&sim.url(), |c| {
+        pods_only(c);
+        c.limits.max_read_bytes_in_flight = size * 3 / 2;
+    })
+    .await;
+    let url = format!("{}{path}", kache.url());
+    let open = || client().request(Request::get(url.as_str()).body(Empty::<Bytes>::new()).expect("request"));
+
+    // The first response is held unread: its bytes stay charged.
+    let first = open().await.expect("response");
+    assert_eq!(first.status(), StatusCode::OK);
+    let refused = get(&kache.url(), path).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS, "{:?}", refused.headers);
+    assert_eq!(refused.headers[header::RETRY_AFTER], "1");
+    assert_eq!(&refused.body[..], b"Too many requests, please try again later.\n");
+
+    // Reading the first to the end releases its charge.
+    first.into_body().collect().await.expect("body");
+    assert_eq!(get(&kache.url(), path).await.status, StatusCode::OK);
+}
