@@ -72,6 +72,10 @@ const PROOF_MIN_FRACTION: u32 = 10;
 /// Background proofs of a quiet store behind the upstream's known revision start at most this often per
 /// resource (see `Freshness::catch_up`): one short upstream watch per interval while foreign writes go on.
 const CATCH_UP_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a read that will need a proof waits before probing, so that readers arriving together (a relist
+/// storm: informers restarting at once) share one probe. Small against the proof's 1–2 s, which runs
+/// meanwhile.
+const PROOF_GATHER: Duration = Duration::from_millis(250);
 /// How long a proven reader waits for the reflector to apply the proof.
 const PROOF_APPLY_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -258,6 +262,17 @@ impl Freshness {
             self.catch_up(store, &slot);
             return Err(NotFresh::Quiet { known, current });
         }
+        if prove && current < known {
+            // The store is known to be behind: this read will need a proof (~1–2 s). Start it now; its
+            // bookmark comes long after the probe below.
+            self.start_proof(store, &slot);
+        }
+        if prove && (current < known || *slot.running.lock().expect("probe lock poisoned")) {
+            // A read that will (likely) need a proof, or that cannot use the probe in flight (it started
+            // before the read arrived): let the readers arriving together (a relist storm) gather before
+            // probing, so that one probe serves them all.
+            tokio::time::sleep_until((arrived + PROOF_GATHER).into()).await;
+        }
         let required = match self.probe_after(gvr, &slot, arrived).await {
             Ok(rv) => rv.max(min_rv),
             Err(e) => {
@@ -269,7 +284,7 @@ impl Freshness {
             self.stats.fresh.fetch_add(1, Relaxed);
             return Ok(store.resource_version());
         }
-        if prove && self.prove(store, &slot, required, arrived).await {
+        if prove && self.prove(store, &slot, required).await {
             self.stats.fresh.fetch_add(1, Relaxed);
             self.stats.proven.fetch_add(1, Relaxed);
             return Ok(store.resource_version());
@@ -354,19 +369,33 @@ impl Freshness {
         self.config.prove && (watch || (big && cost.saturating_mul(readers) >= self.config.proof_cost))
     }
 
-    /// Proves the store fresh at `required` (the probed revision): joins the proof watch in flight that
-    /// started after the read arrived, or starts one, and waits for the reflector to apply it. Correctness does
-    /// not rest on timing: only a proof reaching `required` counts (a proof from before the probe finished may
-    /// end short of it; the read is then forwarded).
-    async fn prove(&self, store: &Arc<Store>, slot: &Arc<Slot>, required: u64, arrived: Instant) -> bool {
+    /// Proves the store fresh at `required` (the probed revision): joins the proof watch in flight, or starts
+    /// one, and waits for the reflector to apply it. Correctness does not rest on timing: only a proof
+    /// reaching `required` counts, whenever it started (it shows no event of the resource up to its
+    /// bookmark, which is at or past the read's probe). One that falls short (it started before the probe
+    /// and its first bookmark came before the probe's revision) is followed by one more; then the read is
+    /// forwarded.
+    async fn prove(&self, store: &Arc<Store>, slot: &Arc<Slot>, required: u64) -> bool {
         slot.waiters.fetch_add(1, Relaxed);
         let _waiting = Waiting(&slot.waiters);
-        match self.proof_after(store, slot, arrived).await {
-            Some((from, upto)) if upto >= required && store.resource_version() >= from => {
-                store.wait_for(required, PROOF_APPLY_TIMEOUT).await.is_ok()
+        for _ in 0..2 {
+            let mut rx = slot.proof.subscribe();
+            rx.borrow_and_update();
+            self.start_proof(store, slot);
+            if rx.changed().await.is_err() {
+                return false;
             }
-            _ => store.resource_version() >= required,
+            let outcome = rx.borrow().and_then(|(_, proven)| proven);
+            if let Some((_, upto)) = outcome
+                && upto >= required
+            {
+                return store.wait_for(required, PROOF_APPLY_TIMEOUT).await.is_ok();
+            }
+            if store.resource_version() >= required {
+                return true;
+            }
         }
+        false
     }
 
     /// Waits up to `budget` for the store to reach `rv`; false when it did not (or `budget` is zero).

@@ -73,32 +73,8 @@ impl Drop for Waiting<'_> {
 // === impl Freshness (slots) ===
 
 impl Freshness {
-    /// The outcome of a proof watch that started at or after `after` (coalesced per resource).
-    pub(super) async fn proof_after(
-        &self,
-        store: &Arc<Store>,
-        slot: &Arc<Slot>,
-        after: Instant,
-    ) -> Option<(u64, u64)> {
-        let mut rx = slot.proof.subscribe();
-        loop {
-            {
-                let current = rx.borrow_and_update();
-                if let Some((started, result)) = &*current
-                    && *started >= after
-                {
-                    return *result;
-                }
-            }
-            self.start_proof(store, slot);
-            if rx.changed().await.is_err() {
-                return None;
-            }
-        }
-    }
-
     /// Starts a proof watch unless one is in flight; its outcome is published on `slot.proof`.
-    fn start_proof(&self, store: &Arc<Store>, slot: &Arc<Slot>) {
+    pub(super) fn start_proof(&self, store: &Arc<Store>, slot: &Arc<Slot>) {
         let started = {
             let mut proving = slot.proving.lock().expect("proof lock poisoned");
             if proving.is_some() {
