@@ -16,6 +16,7 @@
 
 mod metrics;
 mod setup;
+mod storm;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -72,6 +73,17 @@ pub struct Args {
     /// Object of the get case (in `--namespace`).
     #[arg(long, default_value = "lt-00000")]
     pub name: String,
+    /// Relist storm: this many consistent full lists at once through kache (0: no storm).
+    #[arg(long, default_value_t = 100)]
+    pub storm_readers: usize,
+    /// The same storm sent directly to the apiserver: fewer by default, since each direct full list costs
+    /// the apiserver its whole serialisation at once (100 of 20 MB would take minutes and gigabytes on a
+    /// small machine shared with other work); the report compares per-list figures.
+    #[arg(long, default_value_t = 20)]
+    pub storm_direct_readers: usize,
+    /// Foreign writes per second during the storm (the listed resource stays quiet, as in a real cluster).
+    #[arg(long, default_value_t = 10.0)]
+    pub storm_foreign_rate: f64,
     /// Foreign writes per second, one phase each (0 = quiet; > 0 needs `--allow-writes`).
     #[arg(long, value_delimiter = ',', default_value = "0,10,100")]
     pub foreign_rates: Vec<f64>,
@@ -287,6 +299,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             report.error(format!("foreign writer: {} failed writes so far", writer.errors()));
         }
     }
+    if args.storm_readers > 0 {
+        let rate = if args.allow_writes { args.storm_foreign_rate } else { 0.0 };
+        writer.set_rate(rate);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let table = storm_rows(
+            &mut report,
+            &client,
+            [&target, &kache_target],
+            &res.all(),
+            rate,
+            &args,
+            &kache,
+            &procs,
+        )
+        .await;
+        report.tables.push(table);
+    }
     writer.set_rate(0.0);
     for (n, b) in procs.rss() {
         memory.row(vec!["after the run".into(), n, fmt_bytes(b), format!("{:.2}×", b / json_bytes.max(1.0))]);
@@ -487,4 +516,87 @@ fn rows(
             ));
         }
     }
+}
+
+/// The relist storm, directly and through kache: a table and the headline figures.
+#[allow(clippy::too_many_arguments)]
+async fn storm_rows(
+    report: &mut RunReport,
+    client: &Client,
+    targets: [&Target; 2],
+    path: &str,
+    rate: f64,
+    args: &Args,
+    kache: &procs::KacheProc,
+    procs: &Procs,
+) -> Table {
+    let mut table = Table::new(
+        format!(
+            "Relist storm: consistent full lists (resourceVersion unset) started at once, {rate} foreign writes/s \
+             (per-list latency; upstream requests from kache's /metrics; CPU from /proc over the storm)"
+        ),
+        &[
+            "target",
+            "lists at once",
+            "errors",
+            "all read s",
+            "p50 ms",
+            "p99 ms",
+            "served from memory",
+            "upstream requests",
+            "CPU s",
+        ],
+    );
+    for (ti, readers) in [(0, args.storm_direct_readers), (1, args.storm_readers)] {
+        if readers == 0 {
+            continue;
+        }
+        let s = storm::run(client, targets[ti], path, readers, kache, procs).await;
+        let cpu = s.cpu.iter().map(|(n, v)| format!("{n} {v:.2}")).collect::<Vec<_>>().join(", ");
+        let c = &s.counters;
+        let upstream = if ti == 1 {
+            format!(
+                "{} ({} forwarded, {} probes, {} proofs)",
+                c.forwarded_reads + c.probes + c.proofs,
+                c.forwarded_reads,
+                c.probes,
+                c.proofs
+            )
+        } else {
+            format!("{readers} (every list)")
+        };
+        table.row(vec![
+            if ti == 0 { "apiserver direct".into() } else { "through kache".into() },
+            readers.to_string(),
+            s.errors.to_string(),
+            fmt_num(s.wall.as_secs_f64()),
+            fmt_num(s.latency.p50_ms),
+            fmt_num(s.latency.p99_ms),
+            if ti == 1 { c.memory_share() } else { String::new() },
+            upstream,
+            cpu,
+        ]);
+        if ti == 1 {
+            report.figure(
+                format!("real apiserver, relist storm of {readers} consistent full lists: upstream requests"),
+                c.forwarded_reads + c.probes + c.proofs,
+                "requests",
+                Some(5.0),
+                format!(
+                    "{} forwarded, {} probes, {} proofs; all read in {} s, p50 {} ms, p99 {} ms; {} foreign writes/s",
+                    c.forwarded_reads,
+                    c.probes,
+                    c.proofs,
+                    fmt_num(s.wall.as_secs_f64()),
+                    fmt_num(s.latency.p50_ms),
+                    fmt_num(s.latency.p99_ms),
+                    rate
+                ),
+            );
+        }
+        if s.errors > 0 {
+            report.error(format!("relist storm: {} of {readers} lists failed (target {ti})", s.errors));
+        }
+    }
+    table
 }
