@@ -14,6 +14,7 @@
 //! watches), read from its /metrics before and after each batch; CPU time of kache and of the upstream
 //! processes given with `--upstream-pid` (the apiserver, etcd) over each batch.
 
+mod fanout;
 mod metrics;
 mod setup;
 mod storm;
@@ -84,6 +85,16 @@ pub struct Args {
     /// Foreign writes per second during the storm (the listed resource stays quiet, as in a real cluster).
     #[arg(long, default_value_t = 10.0)]
     pub storm_foreign_rate: f64,
+    /// Watch fan-out: this many watches of `--namespace` directly and as many through kache, at once, while
+    /// `--get-name` is patched (needs `--allow-writes`; 0: no fan-out).
+    #[arg(long, default_value_t = 100)]
+    pub fanout_watchers: usize,
+    /// Patches per second during the fan-out.
+    #[arg(long, default_value_t = 10.0)]
+    pub fanout_rate: f64,
+    /// Seconds of patches during the fan-out.
+    #[arg(long, default_value_t = 10.0)]
+    pub fanout_secs: f64,
     /// Foreign writes per second, one phase each (0 = quiet; > 0 needs `--allow-writes`).
     #[arg(long, value_delimiter = ',', default_value = "0,10,100")]
     pub foreign_rates: Vec<f64>,
@@ -317,6 +328,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         report.tables.push(table);
     }
     writer.set_rate(0.0);
+    if args.fanout_watchers > 0 && args.allow_writes {
+        let collection = res.namespaced(&args.namespace);
+        let spec = fanout::Spec {
+            collection: &collection,
+            name: &args.name,
+            watchers: args.fanout_watchers,
+            rate: args.fanout_rate,
+            secs: args.fanout_secs,
+        };
+        let f = fanout::run(&client, [&target, &kache_target], &spec, &procs).await;
+        let table = fanout_table(&mut report, &f);
+        report.tables.push(table);
+    }
     for (n, b) in procs.rss() {
         memory.row(vec!["after the run".into(), n, fmt_bytes(b), format!("{:.2}×", b / json_bytes.max(1.0))]);
     }
@@ -597,6 +621,57 @@ async fn storm_rows(
         if s.errors > 0 {
             report.error(format!("relist storm: {} of {readers} lists failed (target {ti})", s.errors));
         }
+    }
+    table
+}
+
+/// The watch fan-out's table and headline figure.
+fn fanout_table(report: &mut RunReport, f: &fanout::FanOut) -> Table {
+    let mut table = Table::new(
+        format!(
+            "Watch fan-out: {} watches of one namespace directly and {} through kache, open together, {} patches \
+             of one object (delivery latency = event arrival − patch sent; CPU over the fan-out: {})",
+            f.watchers,
+            f.watchers,
+            f.writes,
+            f.cpu.iter().map(|(n, v)| format!("{n} {v:.2} s")).collect::<Vec<_>>().join(", ")
+        ),
+        &["target", "watches", "events received (of expected)", "failed watches", "p50 ms", "p99 ms"],
+    );
+    let expected = (f.watchers * f.writes) as u64;
+    for ti in 0..2 {
+        table.row(vec![
+            if ti == 0 { "apiserver direct".into() } else { "through kache".into() },
+            f.watchers.to_string(),
+            format!("{} ({expected})", f.received[ti]),
+            f.failed[ti].to_string(),
+            fmt_num(f.latency[ti].p50_ms),
+            fmt_num(f.latency[ti].p99_ms),
+        ]);
+        if f.received[ti] < expected || f.failed[ti] > 0 {
+            report.error(format!(
+                "watch fan-out (target {ti}): {} of {expected} events, {} failed watches",
+                f.received[ti], f.failed[ti]
+            ));
+        }
+    }
+    if f.latency[0].p50_ms > 0.0 {
+        report.figure(
+            format!(
+                "real apiserver, watch fan-out of {} watches: kache ÷ direct delivery latency (p50)",
+                f.watchers
+            ),
+            f.latency[1].p50_ms / f.latency[0].p50_ms,
+            "×",
+            None,
+            format!(
+                "p50 {} vs {} ms, p99 {} vs {} ms",
+                fmt_num(f.latency[1].p50_ms),
+                fmt_num(f.latency[0].p50_ms),
+                fmt_num(f.latency[1].p99_ms),
+                fmt_num(f.latency[0].p99_ms)
+            ),
+        );
     }
     table
 }
