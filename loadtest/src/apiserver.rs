@@ -346,6 +346,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     report.tables.push(cases_table);
     report.tables.push(memory);
+    let end = metrics::scrape(&client, kache.metrics_url.as_deref()).await;
+    if end.seen {
+        report.figure(
+            "real apiserver: 504s kache answered itself over the whole run",
+            end.too_large,
+            "",
+            Some(0.0),
+            "kache_too_large_resource_version_total at the end of the run (foreign writes, pages, storm)"
+                .into(),
+        );
+    }
     kache.stop().await;
     report.duration_secs = started.elapsed().as_secs_f64();
 
