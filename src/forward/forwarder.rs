@@ -109,10 +109,8 @@ impl Forwarder {
         if let Some((gvr, encoding)) = tracked_write(&route, resp_parts.status, &resp_parts.headers) {
             body = self.track_write(gvr, encoding, body).await;
         }
-        // Short reads are relayed in coalesced frames (fewer TLS records and writes: `coalesce`); watches and
-        // other long-running streams frame by frame, as they come.
         let body = match permit {
-            Some(permit) => guarded::<OwnedSemaphorePermit>(super::coalesce::coalesced(body), permit),
+            Some(permit) => guarded::<OwnedSemaphorePermit>(body, permit),
             None => body,
         };
         Response::from_parts(resp_parts, body)
