@@ -716,9 +716,17 @@ async fn kubeconfig_upstream_uses_h2_pool_tls_and_its_own_token() {
     let upstream = Upstream::from_kubeconfig(Some(&up.kubeconfig)).await.expect("kubeconfig loads");
     assert_eq!(upstream.credentials(), Credentials::Own);
 
+    // Gets and lists go over HTTP/1.1 (a Go apiserver sends large bodies faster that way).
+    let req = Request::builder().uri("/api/v1/pods?limit=5").body(body::empty()).expect("valid");
+    let seen = json_of(upstream.send(req).await.expect("response")).await;
+    assert_eq!(seen["version"], "HTTP/1.1", "{seen}");
+    assert_eq!(seen["headers"]["authorization"], "Bearer kache-token");
+
+    // Watches are spread over the HTTP/2 pool.
     let mut ports = std::collections::BTreeSet::new();
     for i in 0..(2 * H2_POOL_SIZE) {
-        let req = Request::builder().uri(format!("/api/v1/pods?i={i}")).body(body::empty()).expect("valid");
+        let req =
+            Request::builder().uri(format!("/api/v1/pods?watch=1&i={i}")).body(body::empty()).expect("valid");
         let seen = json_of(upstream.send(req).await.expect("response")).await;
         assert_eq!(seen["version"], "HTTP/2.0", "{seen}");
         assert_eq!(seen["tls"], true);

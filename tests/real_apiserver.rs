@@ -151,6 +151,9 @@ async fn start_kache(api: &RealApiserver) -> (Kache, Endpoint) {
 async fn start_kache_on(api: &RealApiserver, addr: SocketAddr) -> (Kache, Endpoint) {
     let mut config = Config::for_url(String::new());
     config.upstream = UpstreamSource::Kubeconfig(Some(api.kubeconfig.clone()));
+    // The differential compares answers from memory with the apiserver's; its objects are small, which
+    // kache would forward by default without a probe (tests/foreign.rs), so probe them.
+    config.freshness.probe_small_reads = true;
     let (cert, key) = api.serving_cert();
     config.tls =
         Some(TlsConfig::from_pem_files(&cert, &key).expect("the apiserver's certificate serves kache"));

@@ -14,8 +14,10 @@
 //! watches), read from its /metrics before and after each batch; CPU time of kache and of the upstream
 //! processes given with `--upstream-pid` (the apiserver, etcd) over each batch.
 
+mod fanout;
 mod metrics;
 mod setup;
+mod storm;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -72,6 +74,27 @@ pub struct Args {
     /// Object of the get case (in `--namespace`).
     #[arg(long, default_value = "lt-00000")]
     pub name: String,
+    /// Relist storm: this many consistent full lists at once through kache (0: no storm).
+    #[arg(long, default_value_t = 100)]
+    pub storm_readers: usize,
+    /// The same storm sent directly to the apiserver: fewer by default, since each direct full list costs
+    /// the apiserver its whole serialisation at once (100 of 20 MB would take minutes and gigabytes on a
+    /// small machine shared with other work); the report compares per-list figures.
+    #[arg(long, default_value_t = 20)]
+    pub storm_direct_readers: usize,
+    /// Foreign writes per second during the storm (the listed resource stays quiet, as in a real cluster).
+    #[arg(long, default_value_t = 10.0)]
+    pub storm_foreign_rate: f64,
+    /// Watch fan-out: this many watches of `--namespace` directly and as many through kache, at once, while
+    /// `--get-name` is patched (needs `--allow-writes`; 0: no fan-out).
+    #[arg(long, default_value_t = 100)]
+    pub fanout_watchers: usize,
+    /// Patches per second during the fan-out.
+    #[arg(long, default_value_t = 10.0)]
+    pub fanout_rate: f64,
+    /// Seconds of patches during the fan-out.
+    #[arg(long, default_value_t = 10.0)]
+    pub fanout_secs: f64,
     /// Foreign writes per second, one phase each (0 = quiet; > 0 needs `--allow-writes`).
     #[arg(long, value_delimiter = ',', default_value = "0,10,100")]
     pub foreign_rates: Vec<f64>,
@@ -287,12 +310,53 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             report.error(format!("foreign writer: {} failed writes so far", writer.errors()));
         }
     }
+    if args.storm_readers > 0 {
+        let rate = if args.allow_writes { args.storm_foreign_rate } else { 0.0 };
+        writer.set_rate(rate);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let table = storm_rows(
+            &mut report,
+            &client,
+            [&target, &kache_target],
+            &res.all(),
+            rate,
+            &args,
+            &kache,
+            &procs,
+        )
+        .await;
+        report.tables.push(table);
+    }
     writer.set_rate(0.0);
+    if args.fanout_watchers > 0 && args.allow_writes {
+        let collection = res.namespaced(&args.namespace);
+        let spec = fanout::Spec {
+            collection: &collection,
+            name: &args.name,
+            watchers: args.fanout_watchers,
+            rate: args.fanout_rate,
+            secs: args.fanout_secs,
+        };
+        let f = fanout::run(&client, [&target, &kache_target], &spec, &procs).await;
+        let table = fanout_table(&mut report, &f);
+        report.tables.push(table);
+    }
     for (n, b) in procs.rss() {
         memory.row(vec!["after the run".into(), n, fmt_bytes(b), format!("{:.2}×", b / json_bytes.max(1.0))]);
     }
     report.tables.push(cases_table);
     report.tables.push(memory);
+    let end = metrics::scrape(&client, kache.metrics_url.as_deref()).await;
+    if end.seen {
+        report.figure(
+            "real apiserver: 504s kache answered itself over the whole run",
+            end.too_large,
+            "",
+            Some(0.0),
+            "kache_too_large_resource_version_total at the end of the run (foreign writes, pages, storm)"
+                .into(),
+        );
+    }
     kache.stop().await;
     report.duration_secs = started.elapsed().as_secs_f64();
 
@@ -487,4 +551,138 @@ fn rows(
             ));
         }
     }
+}
+
+/// The relist storm, directly and through kache: a table and the headline figures.
+#[allow(clippy::too_many_arguments)]
+async fn storm_rows(
+    report: &mut RunReport,
+    client: &Client,
+    targets: [&Target; 2],
+    path: &str,
+    rate: f64,
+    args: &Args,
+    kache: &procs::KacheProc,
+    procs: &Procs,
+) -> Table {
+    let mut table = Table::new(
+        format!(
+            "Relist storm: consistent full lists (resourceVersion unset) started at once, {rate} foreign writes/s \
+             (per-list latency; upstream requests from kache's /metrics; CPU from /proc over the storm)"
+        ),
+        &[
+            "target",
+            "lists at once",
+            "errors",
+            "all read s",
+            "p50 ms",
+            "p99 ms",
+            "served from memory",
+            "upstream requests",
+            "CPU s",
+        ],
+    );
+    for (ti, readers) in [(0, args.storm_direct_readers), (1, args.storm_readers)] {
+        if readers == 0 {
+            continue;
+        }
+        let s = storm::run(client, targets[ti], path, readers, kache, procs).await;
+        let cpu = s.cpu.iter().map(|(n, v)| format!("{n} {v:.2}")).collect::<Vec<_>>().join(", ");
+        let c = &s.counters;
+        let upstream = if ti == 1 {
+            format!(
+                "{} ({} forwarded, {} probes, {} proofs)",
+                c.forwarded_reads + c.probes + c.proofs,
+                c.forwarded_reads,
+                c.probes,
+                c.proofs
+            )
+        } else {
+            format!("{readers} (every list)")
+        };
+        table.row(vec![
+            if ti == 0 { "apiserver direct".into() } else { "through kache".into() },
+            readers.to_string(),
+            s.errors.to_string(),
+            fmt_num(s.wall.as_secs_f64()),
+            fmt_num(s.latency.p50_ms),
+            fmt_num(s.latency.p99_ms),
+            if ti == 1 { c.memory_share() } else { String::new() },
+            upstream,
+            cpu,
+        ]);
+        if ti == 1 {
+            report.figure(
+                format!("real apiserver, relist storm of {readers} consistent full lists: upstream requests"),
+                c.forwarded_reads + c.probes + c.proofs,
+                "requests",
+                Some(5.0),
+                format!(
+                    "{} forwarded, {} probes, {} proofs; all read in {} s, p50 {} ms, p99 {} ms; {} foreign writes/s",
+                    c.forwarded_reads,
+                    c.probes,
+                    c.proofs,
+                    fmt_num(s.wall.as_secs_f64()),
+                    fmt_num(s.latency.p50_ms),
+                    fmt_num(s.latency.p99_ms),
+                    rate
+                ),
+            );
+        }
+        if s.errors > 0 {
+            report.error(format!("relist storm: {} of {readers} lists failed (target {ti})", s.errors));
+        }
+    }
+    table
+}
+
+/// The watch fan-out's table and headline figure.
+fn fanout_table(report: &mut RunReport, f: &fanout::FanOut) -> Table {
+    let mut table = Table::new(
+        format!(
+            "Watch fan-out: {} watches of one namespace directly and {} through kache, open together, {} patches \
+             of one object (delivery latency = event arrival − patch sent; CPU over the fan-out: {})",
+            f.watchers,
+            f.watchers,
+            f.writes,
+            f.cpu.iter().map(|(n, v)| format!("{n} {v:.2} s")).collect::<Vec<_>>().join(", ")
+        ),
+        &["target", "watches", "events received (of expected)", "failed watches", "p50 ms", "p99 ms"],
+    );
+    let expected = (f.watchers * f.writes) as u64;
+    for ti in 0..2 {
+        table.row(vec![
+            if ti == 0 { "apiserver direct".into() } else { "through kache".into() },
+            f.watchers.to_string(),
+            format!("{} ({expected})", f.received[ti]),
+            f.failed[ti].to_string(),
+            fmt_num(f.latency[ti].p50_ms),
+            fmt_num(f.latency[ti].p99_ms),
+        ]);
+        if f.received[ti] < expected || f.failed[ti] > 0 {
+            report.error(format!(
+                "watch fan-out (target {ti}): {} of {expected} events, {} failed watches",
+                f.received[ti], f.failed[ti]
+            ));
+        }
+    }
+    if f.latency[0].p50_ms > 0.0 {
+        report.figure(
+            format!(
+                "real apiserver, watch fan-out of {} watches: kache ÷ direct delivery latency (p50)",
+                f.watchers
+            ),
+            f.latency[1].p50_ms / f.latency[0].p50_ms,
+            "×",
+            None,
+            format!(
+                "p50 {} vs {} ms, p99 {} vs {} ms",
+                fmt_num(f.latency[1].p50_ms),
+                fmt_num(f.latency[0].p50_ms),
+                fmt_num(f.latency[1].p99_ms),
+                fmt_num(f.latency[0].p99_ms)
+            ),
+        );
+    }
+    table
 }

@@ -63,6 +63,8 @@ pub enum FreshnessOutcome {
     ProbeError,
     /// Behind the upstream's known revision with no advance expected soon: forwarded without a probe.
     Quiet,
+    /// Too small for a probe to pay off (a get, a small list): forwarded without a probe.
+    Small,
 }
 
 /// Whether an auth decision came from kache's cache.
@@ -159,6 +161,7 @@ label_values!(UpstreamErrorReason {
 });
 label_values!(FreshnessOutcome {
     Fresh => "fresh", Lagging => "lagging", ProbeError => "probe_error", Quiet => "quiet",
+    Small => "small",
 });
 label_values!(AuthResult { Hit => "hit", Miss => "miss" });
 label_values!(AuthDecision { Allow => "allow", Deny => "deny", Error => "error" });

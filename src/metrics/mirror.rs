@@ -44,6 +44,7 @@ pub(crate) fn freshness(stats: Option<&FreshnessStats>) {
         for o in ["proven", "failed"] {
             counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", o)]).increment(0);
         }
+        counter(TOO_LARGE_RESOURCE_VERSION_TOTAL, vec![]).absolute(watch::stats().too_large);
         return;
     };
     counter(FRESHNESS_UPSTREAM_PROBES_TOTAL, vec![]).absolute(load(&s.probes));
@@ -52,6 +53,7 @@ pub(crate) fn freshness(stats: Option<&FreshnessStats>) {
         (FreshnessOutcome::Lagging, load(&s.lagging)),
         (FreshnessOutcome::ProbeError, load(&s.probe_errors)),
         (FreshnessOutcome::Quiet, load(&s.quiet)),
+        (FreshnessOutcome::Small, load(&s.small)),
     ] {
         counter(FRESHNESS_PROBES_TOTAL, vec![label("outcome", outcome.as_str())]).absolute(value);
     }
@@ -62,6 +64,11 @@ pub(crate) fn freshness(stats: Option<&FreshnessStats>) {
     counter(FRESHNESS_AHEAD_READS_TOTAL, vec![label("outcome", "reached")]).absolute(load(&s.ahead_reached));
     counter(FRESHNESS_AHEAD_READS_TOTAL, vec![label("outcome", "forwarded")])
         .absolute(load(&s.ahead_forwarded));
+    let (proven, failed) = (load(&s.proofs_succeeded), load(&s.proofs_failed));
+    counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", "proven")]).absolute(proven);
+    counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", "failed")]).absolute(failed);
+    // Reads' 504s are decided by the freshness check; watches' by the watch start (`too_large`).
+    counter(TOO_LARGE_RESOURCE_VERSION_TOTAL, vec![]).absolute(load(&s.too_large) + watch::stats().too_large);
 }
 
 #[cfg(test)]
@@ -86,6 +93,8 @@ mod tests {
         assert_eq!(value(&text, "kache_freshness_probes_total{outcome=\"fresh\"}"), Some(3.0));
         assert_eq!(value(&text, "kache_freshness_probes_total{outcome=\"lagging\"}"), Some(1.0));
         assert_eq!(value(&text, "kache_freshness_probes_total{outcome=\"probe_error\"}"), Some(0.0));
+        assert_eq!(value(&text, "kache_freshness_probes_total{outcome=\"small\"}"), Some(0.0));
+        assert!(value(&text, "kache_too_large_resource_version_total").is_some(), "{text}");
     }
 
     #[test]

@@ -79,6 +79,7 @@ pub const FRESHNESS_UPSTREAM_PROBES_TOTAL: &str = "kache_freshness_upstream_prob
 pub const FRESHNESS_WAITS_TOTAL: &str = "kache_freshness_waits_total";
 pub const FRESHNESS_AHEAD_READS_TOTAL: &str = "kache_freshness_ahead_reads_total";
 pub const FRESHNESS_PROOFS_TOTAL: &str = "kache_freshness_proofs_total";
+pub const TOO_LARGE_RESOURCE_VERSION_TOTAL: &str = "kache_too_large_resource_version_total";
 pub const FORWARDED_REQUESTS_TOTAL: &str = "kache_forwarded_requests_total";
 pub const AUTH_CACHE_TOTAL: &str = "kache_auth_cache_total";
 pub const IMPERSONATION_TOTAL: &str = "kache_impersonation_total";
@@ -255,7 +256,12 @@ pub const ALL: &[MetricDef] = &[
     counter(
         FRESHNESS_PROBES_TOTAL,
         &["outcome"],
-        "Consistent-read freshness checks by outcome: fresh (served from memory), lagging (probed; the store did not catch up, forwarded at once or after a wait), quiet (store behind the upstream's known revision with no advance expected soon: forwarded at once without a probe) or probe_error.",
+        "Consistent-read freshness checks by outcome: fresh (served from memory), lagging (probed; the store did not catch up, forwarded at once or after a wait), quiet (store behind the upstream's known revision with no advance expected soon: forwarded at once without a probe), small (a get or small list, for which a probe costs about what forwarding costs: forwarded at once without a probe) or probe_error.",
+    ),
+    counter(
+        TOO_LARGE_RESOURCE_VERSION_TOTAL,
+        &[],
+        "504 \"Too large resource version\" answers kache gave itself, to reads and watches (the upstream's own 504s, relayed, are not counted): only when neither kache's store nor the upstream reached the requested resourceVersion within the apiserver's 3 s. Stays 0 under foreign writes.",
     ),
     counter(
         FRESHNESS_WAITS_TOTAL,
@@ -265,7 +271,7 @@ pub const ALL: &[MetricDef] = &[
     counter(
         FRESHNESS_PROOFS_TOTAL,
         &["outcome"],
-        "Proof watches opened upstream to prove a quiet resource fresh (a short watch whose first frame is the pre-deadline bookmark): proven or failed (an event, an error or no bookmark came first).",
+        "Proof watches opened upstream to prove a quiet resource fresh (a short watch whose first frame is the pre-deadline bookmark), for waiting readers or in the background for a quiet store behind the upstream (at most every 10 s per resource): proven or failed (an event, an error or no bookmark came first).",
     ),
     counter(
         FRESHNESS_AHEAD_READS_TOTAL,

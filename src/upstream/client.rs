@@ -152,12 +152,39 @@ where
     }
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
-        if req.extensions().get::<UpgradeRequest>().is_some() {
+        if req.extensions().get::<UpgradeRequest>().is_some()
+            || (short_reads_over_http1() && is_short_read(&req))
+        {
             return self.upgrade.request(req);
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len();
         self.pool[i].request(req)
     }
+}
+
+/// Whether a request is a read that ends with its response (a get or list, not a watch): those go over
+/// the HTTP/1.1 client. A Go apiserver sends a large body markedly slower over HTTP/2 (one writer per
+/// connection, 16 KiB frames, flow-control round trips: a 21.5 MiB list took ~1.6× as long through kache
+/// over HTTP/2 as directly over HTTP/1.1, BENCHMARKS-real.md), and a short read has nothing to gain from
+/// multiplexing; watches, which are long-lived and many, stay on the HTTP/2 pool.
+fn is_short_read(req: &Request<Body>) -> bool {
+    if req.method() != http::Method::GET {
+        return false;
+    }
+    let uri = req.uri();
+    let watch_query = uri.query().is_some_and(|q| {
+        q.split('&').any(|kv| {
+            matches!(kv, "watch=1" | "watch=t" | "watch=T" | "watch=true" | "watch=True" | "watch=TRUE")
+        })
+    });
+    !watch_query && !uri.path().contains("/watch/")
+}
+
+/// `KACHE_UPSTREAM_SHORT_READS=h2` keeps short reads on the HTTP/2 pool (for comparisons); the default is
+/// HTTP/1.1 (see [`is_short_read`]).
+fn short_reads_over_http1() -> bool {
+    static H1: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *H1.get_or_init(|| std::env::var("KACHE_UPSTREAM_SHORT_READS").map_or(true, |v| v != "h2"))
 }
 
 impl std::fmt::Debug for Upstream {
@@ -275,6 +302,20 @@ pub(crate) fn http_connector() -> HttpConnector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gets_and_lists_are_short_reads_watches_and_writes_are_not() {
+        let req = |m: http::Method, uri: &str| {
+            Request::builder().method(m).uri(uri).body(crate::body::empty()).unwrap()
+        };
+        assert!(is_short_read(&req(http::Method::GET, "/api/v1/pods?limit=500")));
+        assert!(is_short_read(&req(http::Method::GET, "/api/v1/namespaces/a/pods/b")));
+        assert!(is_short_read(&req(http::Method::GET, "/api/v1/pods?watchers=1")));
+        assert!(!is_short_read(&req(http::Method::GET, "/api/v1/pods?watch=1&resourceVersion=5")));
+        assert!(!is_short_read(&req(http::Method::GET, "/api/v1/pods?resourceVersion=5&watch=true")));
+        assert!(!is_short_read(&req(http::Method::GET, "/api/v1/watch/pods")));
+        assert!(!is_short_read(&req(http::Method::POST, "/api/v1/namespaces/a/pods")));
+    }
 
     #[test]
     fn plain_urls() {

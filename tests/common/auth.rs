@@ -38,6 +38,8 @@ pub fn config(kubeconfig: &Path, cached: &str, auth: AuthSettings) -> Config {
     };
     config.lazy = false;
     config.auth = auth;
+    // Small consistent reads are forwarded by default; probe so they exercise the memory path.
+    config.freshness.probe_small_reads = true;
     config
 }
 

@@ -40,6 +40,10 @@ pub async fn start_kache(upstream: &str, tweak: impl FnOnce(&mut Config)) -> Kac
     config.handler.block_timeout = TEST_BLOCK_TIMEOUT;
     config.handler.watch.wait_timeout = TEST_BLOCK_TIMEOUT;
     config.freshness.wait = Duration::from_secs(2);
+    // Tests of the serving paths read small objects; a probe would not pay off for them, so by default
+    // kache forwards them. Probe anyway so the memory path is what they exercise (tests/foreign.rs tests
+    // the default decision).
+    config.freshness.probe_small_reads = true;
     tweak(&mut config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let kache = Kache::start(config, listener).await.expect("kache starts");

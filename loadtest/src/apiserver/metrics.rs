@@ -16,6 +16,8 @@ pub struct Counters {
     pub probes: f64,
     /// `kache_freshness_proofs_total`: proof watches opened upstream.
     pub proofs: f64,
+    /// `kache_too_large_resource_version_total`: 504s kache answered itself.
+    pub too_large: f64,
     /// Whether a scrape succeeded (a kache without a metrics listener reports nothing).
     pub seen: bool,
 }
@@ -28,6 +30,7 @@ impl Counters {
             forwarded_reads: self.forwarded_reads - before.forwarded_reads,
             probes: self.probes - before.probes,
             proofs: self.proofs - before.proofs,
+            too_large: self.too_large - before.too_large,
             seen: self.seen && before.seen,
         }
     }
@@ -38,6 +41,7 @@ impl Counters {
         self.forwarded_reads += d.forwarded_reads;
         self.probes += d.probes;
         self.proofs += d.proofs;
+        self.too_large += d.too_large;
         self.seen |= d.seen;
     }
 
@@ -90,6 +94,7 @@ pub fn parse(text: &str) -> Counters {
             "kache_forwarded_requests_total" if labels.contains("kind=\"read\"") => c.forwarded_reads += v,
             "kache_freshness_upstream_probes_total" => c.probes += v,
             "kache_freshness_proofs_total" => c.proofs += v,
+            "kache_too_large_resource_version_total" => c.too_large += v,
             _ => {}
         }
     }

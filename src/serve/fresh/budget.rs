@@ -11,10 +11,21 @@
 use std::time::{Duration, Instant};
 
 /// Fixed cost of a forwarded read (one upstream round trip and its handling; the apiserver answers a
-/// small get in ~5 ms on a real cluster: issue 16's table, 6.5 ms direct).
+/// small get in ~5 ms on a real cluster: issue 16's table, 6.5 ms direct). Where kache has measured its
+/// probes (a `limit=1` list: one round trip), the measured figure replaces this guess ([`ProbeCost`]).
 pub const FORWARD_BASE: Duration = Duration::from_millis(5);
-/// Throughput of a forwarded read (a 30 MB list took 279 ms direct in issue 16: ~100 MB/s).
-pub const FORWARD_BYTES_PER_SEC: f64 = 100e6;
+/// Throughput of a forwarded read: what the apiserver serialises from its watch cache per second. Measured
+/// on the real 1.36 apiserver (BENCHMARKS-real.md): a 500-object page of 1.1 MB in 30 ms, a 21.5 MiB list in
+/// 560 ms, both ~40 MB/s (issue 16 saw a 30 MB list in 279 ms on a faster machine).
+pub const FORWARD_BYTES_PER_SEC: f64 = 40e6;
+/// Throughput of a read served from memory (a 21.5 MiB list in 56 ms over TLS, same run: ~400 MB/s).
+pub const MEMORY_BYTES_PER_SEC: f64 = 400e6;
+/// A probe is sent for a read only when serving it from memory instead of forwarding saves at least this
+/// many probes' worth of time: a probe costs about what a small forwarded read costs (the apiserver serves a
+/// consistent get from etcd, `CacheDelegator.Get`, and a consistent `limit=1` list from its cache after
+/// asking etcd for its revision), so for gets and small lists probing can only add latency, and a margin
+/// keeps a read whose probe finds the store behind (then forwarded) within a small factor of direct.
+pub const PROBE_PAYOFF: u32 = 2;
 /// Advances of the store looked at to estimate its rate (retained snapshots: one per event or bookmark).
 pub const ACTIVITY_SAMPLES: usize = 8;
 /// A wait is bounded by this many expected gaps (plus slack): an advance that did not come by then is not
@@ -59,7 +70,52 @@ impl Activity {
 
 /// The estimated cost of forwarding a read of `bytes` bytes.
 pub fn forward_cost(bytes: usize) -> Duration {
-    FORWARD_BASE + Duration::from_secs_f64(bytes as f64 / FORWARD_BYTES_PER_SEC)
+    FORWARD_BASE + transfer(bytes, FORWARD_BYTES_PER_SEC)
+}
+
+fn transfer(bytes: usize, per_sec: f64) -> Duration {
+    Duration::from_secs_f64(bytes as f64 / per_sec)
+}
+
+/// Whether probing the upstream's revision can pay off for a read of `bytes` bytes, given what a probe
+/// costs (`probe`, measured): only when serving from memory saves [`PROBE_PAYOFF`] probes over forwarding.
+/// (Forwarding and probing share the round trip; what differs is the body, sent at the apiserver's
+/// throughput or at memory speed.)
+pub fn probe_pays(bytes: usize, probe: Duration) -> bool {
+    let saved = transfer(bytes, FORWARD_BYTES_PER_SEC).saturating_sub(transfer(bytes, MEMORY_BYTES_PER_SEC));
+    saved >= probe.saturating_mul(PROBE_PAYOFF)
+}
+
+/// The cost of a probe round trip, as measured: an exponentially weighted mean of the probes' durations,
+/// [`FORWARD_BASE`] until the first one is measured. Lock-free (microseconds in an atomic).
+#[derive(Debug)]
+pub struct ProbeCost(std::sync::atomic::AtomicU64);
+
+impl Default for ProbeCost {
+    fn default() -> Self {
+        Self(std::sync::atomic::AtomicU64::new(0))
+    }
+}
+
+impl ProbeCost {
+    /// Weight of the newest sample (1/8: a few probes' memory, so one slow probe does not flip decisions).
+    const WEIGHT: u64 = 8;
+
+    pub fn get(&self) -> Duration {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => FORWARD_BASE,
+            us => Duration::from_micros(us),
+        }
+    }
+
+    pub fn record(&self, took: Duration) {
+        let sample = (took.as_micros() as u64).max(1);
+        let _ = self.0.fetch_update(
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+            |old| Some(if old == 0 { sample } else { (old * (Self::WEIGHT - 1) + sample) / Self::WEIGHT }),
+        );
+    }
 }
 
 /// How long a read of `bytes` bytes should wait for the store's next advance; zero means forward at once.
@@ -108,9 +164,32 @@ mod tests {
     fn a_busy_resource_waits_a_few_gaps_bounded_by_the_forward_cost() {
         // 1 ms between events; a 3 KB get costs ~5 ms upstream: wait up to 3 gaps + slack.
         assert_eq!(wait_budget(activity(1, 0), 3_000, 0, MAX), Duration::from_millis(3) + PROPAGATION_SLACK);
-        // 100 ms between events: not worth it for a get, worth it for a 30 MB list (300 ms upstream).
+        // 100 ms between events: not worth it for a get, worth it for a 30 MB list (750 ms upstream).
         assert_eq!(wait_budget(activity(100, 10), 3_000, 0, MAX), Duration::ZERO);
         assert!(wait_budget(activity(100, 10), 30_000_000, 0, MAX) > Duration::from_millis(100));
+    }
+
+    #[test]
+    fn probes_pay_off_for_lists_not_for_gets() {
+        let probe = Duration::from_micros(1500);
+        // A 2.5 KiB get: serving it from memory saves ~60 µs, far less than the probe it would need.
+        assert!(!probe_pays(2_500, probe));
+        // A namespace list of 100 objects (220 KB) saves ~5 ms; a 21.5 MiB list half a second.
+        assert!(probe_pays(220_000, probe));
+        assert!(probe_pays(22_500_000, probe));
+        // A slow upstream makes probes expensive: only big reads still pay.
+        assert!(!probe_pays(220_000, Duration::from_millis(20)));
+        assert!(probe_pays(22_500_000, Duration::from_millis(20)));
+    }
+
+    #[test]
+    fn probe_cost_is_a_weighted_mean_of_what_probes_took() {
+        let cost = ProbeCost::default();
+        assert_eq!(cost.get(), FORWARD_BASE, "a guess until measured");
+        cost.record(Duration::from_millis(2));
+        assert_eq!(cost.get(), Duration::from_millis(2));
+        cost.record(Duration::from_millis(10));
+        assert_eq!(cost.get(), Duration::from_millis(3), "one slow probe moves it by an eighth");
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //! (`cacher.go` `waitUntilFreshAndBlock`, `ConsistentListFromCache`, the progress requester). The upstream
 //! offers kache no progress-notify API, so kache does the equivalent with what it does offer:
 //!
+//! 0. **Forward small reads at once.** A probe costs about what forwarding a get or a small list costs (the
+//!    apiserver itself serves every consistent get from etcd, `CacheDelegator.Get`), so probing for them
+//!    could only add latency: a read is probed only when serving it from memory saves a few measured probes'
+//!    worth of time ([`budget::probe_pays`]: lists of a few hundred KB and more), or when a proof pays (4.).
 //! 1. **Probe**: a consistent `limit=1` list of the resource. Its `metadata.resourceVersion` is R ≥ the
 //!    upstream's revision when the probe started. Probes are coalesced per resource (one in flight) and a
 //!    request only trusts a probe that *started after the request arrived*, so a write acknowledged before
@@ -16,7 +20,8 @@
 //!    advance (an event or an upstream bookmark), so kache waits when that advance is expected sooner than
 //!    the read would take upstream; otherwise it **forwards at once**. A store already behind the known
 //!    revision whose next advance is not expected soon is forwarded without probing at all: the probe could
-//!    only return a revision it has not reached.
+//!    only return a revision it has not reached. Such a store is caught up in the background by a proof
+//!    (4.) at most every [`CATCH_UP_INTERVAL`], so that once the foreign writes pause, reads find it fresh.
 //!
 //! 4. **Prove** a quiet resource fresh where forwarding costs more than a proof ([`proof`]): a consistent
 //!    watch (WatchList: forwarding it would pin the upstream for the watch's lifetime) or a read whose
@@ -47,7 +52,7 @@ use tokio::sync::Semaphore;
 use crate::resource::Gvr;
 use crate::store::Store;
 use crate::upstream::Upstream;
-use budget::{ACTIVITY_SAMPLES, Activity, forward_cost, wait_budget};
+use budget::{ACTIVITY_SAMPLES, Activity, ProbeCost, forward_cost, probe_pays, wait_budget};
 use slot::{Slot, Waiting};
 
 /// The longest a consistent read waits for the store to reach the probed revision, however much waiting
@@ -64,6 +69,13 @@ pub const PROOF_COST: Duration = Duration::from_secs(2);
 /// A read is only proven when forwarding it costs at least this fraction of a proof (a multi-megabyte list):
 /// a proof delays its readers by ~1–2 s, which small reads, however many, should not pay.
 const PROOF_MIN_FRACTION: u32 = 10;
+/// Background proofs of a quiet store behind the upstream's known revision start at most this often per
+/// resource (see `Freshness::catch_up`): one short upstream watch per interval while foreign writes go on.
+const CATCH_UP_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a read that will need a proof waits before probing, so that readers arriving together (a relist
+/// storm: informers restarting at once) share one probe. Small against the proof's 1–2 s, which runs
+/// meanwhile.
+const PROOF_GATHER: Duration = Duration::from_millis(250);
 /// How long a proven reader waits for the reflector to apply the proof.
 const PROOF_APPLY_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -88,6 +100,10 @@ pub struct FreshnessConfig {
     /// What a proof costs its readers; reads whose forwarding (times the waiting readers) costs more are
     /// proven ([`PROOF_COST`]).
     pub proof_cost: Duration,
+    /// Probe for every consistent read, also where a probe cannot pay off ([`budget::probe_pays`]: gets and
+    /// small lists, which are otherwise forwarded at once). For tests that exercise the memory path with
+    /// small objects.
+    pub probe_small_reads: bool,
 }
 
 impl Default for FreshnessConfig {
@@ -98,6 +114,7 @@ impl Default for FreshnessConfig {
             fallback_concurrency: DEFAULT_FALLBACK_CONCURRENCY,
             prove: true,
             proof_cost: PROOF_COST,
+            probe_small_reads: false,
         }
     }
 }
@@ -105,6 +122,9 @@ impl Default for FreshnessConfig {
 /// Why a consistent read could not be served from memory.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotFresh {
+    /// The read is too small for a probe to pay off ([`budget::probe_pays`]): forwarded at once.
+    #[error("a read of {bytes} bytes costs about what a probe costs: forwarded")]
+    Small { bytes: usize },
     /// The probe of the upstream's revision failed.
     #[error("freshness probe failed: {0}")]
     ProbeFailed(String),
@@ -141,6 +161,12 @@ pub struct FreshnessStats {
     pub lagging: AtomicU64,
     /// Consistent reads forwarded at once without a probe (store behind the known revision, quiet).
     pub quiet: AtomicU64,
+    /// Consistent reads forwarded at once without a probe because a probe would cost about as much as
+    /// forwarding them (gets, small lists).
+    pub small: AtomicU64,
+    /// 504 "Too large resource version" answers kache gave itself (not the upstream's, relayed): only when
+    /// a probe showed the upstream had not reached the revision either.
+    pub too_large: AtomicU64,
     /// Reads (consistent or ahead) that waited for the store because an advance was expected soon.
     pub waited: AtomicU64,
     /// Of those, the waits that ran out (the read was then forwarded).
@@ -157,6 +183,8 @@ pub struct FreshnessStats {
     pub proofs_failed: Arc<AtomicU64>,
     /// Consistent reads served from memory thanks to a proof.
     pub proven: AtomicU64,
+    /// Proofs started in the background for a quiet store behind the upstream (no reader waits for them).
+    pub catch_ups: AtomicU64,
 }
 
 /// Consistent-read freshness for every cached resource.
@@ -167,6 +195,8 @@ pub struct Freshness {
     fallbacks: Arc<Semaphore>,
     /// The highest revision the upstream is known to have reached (probes, stores).
     known: AtomicU64,
+    /// What a probe round trip costs, measured.
+    probe_cost: Arc<ProbeCost>,
     pub stats: FreshnessStats,
 }
 
@@ -181,6 +211,7 @@ impl Freshness {
             slots: Mutex::new(HashMap::new()),
             fallbacks,
             known: AtomicU64::new(0),
+            probe_cost: Arc::new(ProbeCost::default()),
             stats: FreshnessStats::default(),
         }
     }
@@ -217,12 +248,30 @@ impl Freshness {
         let slot = self.slot(gvr);
         let budget = self.budget(store, &slot, bytes);
         let prove = self.proof_pays(&slot, bytes, watch);
+        if !prove && !self.config.probe_small_reads && !probe_pays(bytes, self.probe_cost.get()) {
+            // A probe costs about what forwarding this read costs: it could only add latency.
+            self.stats.small.fetch_add(1, Relaxed);
+            return Err(NotFresh::Small { bytes });
+        }
         let known = self.known_revision().max(min_rv);
         if current < known && budget.is_zero() && !prove {
             // Any probe started now returns ≥ known > current: the read cannot be served without an advance,
-            // and none is expected soon.
+            // and none is expected soon. A proof in the background lets later reads find the store caught
+            // up once the foreign writes pause (rate-bounded: useless while they go on).
             self.stats.quiet.fetch_add(1, Relaxed);
+            self.catch_up(store, &slot);
             return Err(NotFresh::Quiet { known, current });
+        }
+        if prove && current < known {
+            // The store is known to be behind: this read will need a proof (~1–2 s). Start it now; its
+            // bookmark comes long after the probe below.
+            self.start_proof(store, &slot);
+        }
+        if prove && (current < known || *slot.running.lock().expect("probe lock poisoned")) {
+            // A read that will (likely) need a proof, or that cannot use the probe in flight (it started
+            // before the read arrived): let the readers arriving together (a relist storm) gather before
+            // probing, so that one probe serves them all.
+            tokio::time::sleep_until((arrived + PROOF_GATHER).into()).await;
         }
         let required = match self.probe_after(gvr, &slot, arrived).await {
             Ok(rv) => rv.max(min_rv),
@@ -235,7 +284,7 @@ impl Freshness {
             self.stats.fresh.fetch_add(1, Relaxed);
             return Ok(store.resource_version());
         }
-        if prove && self.prove(store, &slot, required, arrived).await {
+        if prove && self.prove(store, &slot, required).await {
             self.stats.fresh.fetch_add(1, Relaxed);
             self.stats.proven.fetch_add(1, Relaxed);
             return Ok(store.resource_version());
@@ -284,7 +333,10 @@ impl Freshness {
         }
         // The upstream may have reached it meanwhile through other resources' writes: ask again.
         match self.probe_after(gvr, &slot, Instant::now()).await {
-            Ok(rv) if rv < n => Ahead::TooLarge { requested: n, current: rv },
+            Ok(rv) if rv < n => {
+                self.stats.too_large.fetch_add(1, Relaxed);
+                Ahead::TooLarge { requested: n, current: rv }
+            }
             _ => {
                 self.stats.ahead_forwarded.fetch_add(1, Relaxed);
                 Ahead::Forward
@@ -317,19 +369,33 @@ impl Freshness {
         self.config.prove && (watch || (big && cost.saturating_mul(readers) >= self.config.proof_cost))
     }
 
-    /// Proves the store fresh at `required` (the probed revision): joins the proof watch in flight that
-    /// started after the read arrived, or starts one, and waits for the reflector to apply it. Correctness does
-    /// not rest on timing: only a proof reaching `required` counts (a proof from before the probe finished may
-    /// end short of it; the read is then forwarded).
-    async fn prove(&self, store: &Arc<Store>, slot: &Arc<Slot>, required: u64, arrived: Instant) -> bool {
+    /// Proves the store fresh at `required` (the probed revision): joins the proof watch in flight, or starts
+    /// one, and waits for the reflector to apply it. Correctness does not rest on timing: only a proof
+    /// reaching `required` counts, whenever it started (it shows no event of the resource up to its
+    /// bookmark, which is at or past the read's probe). One that falls short (it started before the probe
+    /// and its first bookmark came before the probe's revision) is followed by one more; then the read is
+    /// forwarded.
+    async fn prove(&self, store: &Arc<Store>, slot: &Arc<Slot>, required: u64) -> bool {
         slot.waiters.fetch_add(1, Relaxed);
         let _waiting = Waiting(&slot.waiters);
-        match self.proof_after(store, slot, arrived).await {
-            Some((from, upto)) if upto >= required && store.resource_version() >= from => {
-                store.wait_for(required, PROOF_APPLY_TIMEOUT).await.is_ok()
+        for _ in 0..2 {
+            let mut rx = slot.proof.subscribe();
+            rx.borrow_and_update();
+            self.start_proof(store, slot);
+            if rx.changed().await.is_err() {
+                return false;
             }
-            _ => store.resource_version() >= required,
+            let outcome = rx.borrow().and_then(|(_, proven)| proven);
+            if let Some((_, upto)) = outcome
+                && upto >= required
+            {
+                return store.wait_for(required, PROOF_APPLY_TIMEOUT).await.is_ok();
+            }
+            if store.resource_version() >= required {
+                return true;
+            }
         }
+        false
     }
 
     /// Waits up to `budget` for the store to reach `rv`; false when it did not (or `budget` is zero).

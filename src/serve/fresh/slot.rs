@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-use super::{Freshness, PROBE_TIMEOUT, probe, proof};
+use super::{CATCH_UP_INTERVAL, Freshness, PROBE_TIMEOUT, probe, proof};
 use crate::resource::Gvr;
 use crate::store::Store;
 
@@ -23,8 +23,10 @@ pub(super) struct Slot {
     pub(super) waiters: AtomicUsize,
     /// Consistent reads of this resource that arrived in the current window (see [`Arrivals`]).
     pub(super) arrivals: Mutex<Arrivals>,
-    /// At most one proof watch in flight; results published with their start time.
-    pub(super) proving: Mutex<bool>,
+    /// The start of the proof watch in flight (at most one); results published with their start time.
+    pub(super) proving: Mutex<Option<Instant>>,
+    /// When the last proof watch started (rate-bounds background catch-ups).
+    pub(super) last_proof: Mutex<Option<Instant>>,
     pub(super) proof: watch::Sender<ProofResult>,
 }
 
@@ -71,67 +73,70 @@ impl Drop for Waiting<'_> {
 // === impl Freshness (slots) ===
 
 impl Freshness {
-    /// The outcome of a proof watch that started at or after `after` (coalesced per resource).
-    pub(super) async fn proof_after(
-        &self,
-        store: &Arc<Store>,
-        slot: &Arc<Slot>,
-        after: Instant,
-    ) -> Option<(u64, u64)> {
-        let mut rx = slot.proof.subscribe();
-        loop {
-            {
-                let current = rx.borrow_and_update();
-                if let Some((started, result)) = &*current
-                    && *started >= after
-                {
-                    return *result;
+    /// Starts a proof watch unless one is in flight; its outcome is published on `slot.proof`.
+    pub(super) fn start_proof(&self, store: &Arc<Store>, slot: &Arc<Slot>) {
+        let started = {
+            let mut proving = slot.proving.lock().expect("proof lock poisoned");
+            if proving.is_some() {
+                return;
+            }
+            let started = Instant::now();
+            *proving = Some(started);
+            *slot.last_proof.lock().expect("proof lock poisoned") = Some(started);
+            started
+        };
+        let upstream = self.upstream.clone();
+        let gvr = &store.info().gvr;
+        let collection = format!("{}/{}", gvr.path_prefix(), gvr.resource);
+        let (store2, slot2) = (store.clone(), slot.clone());
+        self.stats.proofs.fetch_add(1, Relaxed);
+        let (succeeded, failed) = (self.stats.proofs_succeeded.clone(), self.stats.proofs_failed.clone());
+        // What the readers waiting now need (every probe they trusted raised it); a reader whose probe ends
+        // later may need more, and is forwarded when the proof falls short of it.
+        let want = self.known_revision();
+        tokio::spawn(async move {
+            let from = store2.resource_version();
+            let watched = tokio::time::timeout(
+                proof::PROOF_TIMEOUT,
+                proof::quiet_until(&upstream, &collection, from, want),
+            );
+            let result = match watched.await {
+                Ok(Ok(Some(upto))) if upto > from => {
+                    store2.offer_progress(from, upto);
+                    succeeded.fetch_add(1, Relaxed);
+                    Some((from, upto))
                 }
-            }
-            {
-                let mut proving = slot.proving.lock().expect("proof lock poisoned");
-                if !*proving {
-                    *proving = true;
-                    let started = Instant::now();
-                    let upstream = self.upstream.clone();
-                    let gvr = &store.info().gvr;
-                    let collection = format!("{}/{}", gvr.path_prefix(), gvr.resource);
-                    let (store2, slot2) = (store.clone(), slot.clone());
-                    self.stats.proofs.fetch_add(1, Relaxed);
-                    let (succeeded, failed) =
-                        (self.stats.proofs_succeeded.clone(), self.stats.proofs_failed.clone());
-                    // What the readers waiting now need (every probe they trusted raised it); a reader whose probe ends
-                    // later may need more, and is forwarded when the proof falls short of it.
-                    let want = self.known_revision();
-                    tokio::spawn(async move {
-                        let from = store2.resource_version();
-                        let watched = tokio::time::timeout(
-                            proof::PROOF_TIMEOUT,
-                            proof::quiet_until(&upstream, &collection, from, want),
-                        );
-                        let result = match watched.await {
-                            Ok(Ok(Some(upto))) if upto > from => {
-                                store2.offer_progress(from, upto);
-                                succeeded.fetch_add(1, Relaxed);
-                                Some((from, upto))
-                            }
-                            Ok(Err(e)) => {
-                                tracing::debug!(resource = %store2.info().gvr, error = %e, "freshness proof failed");
-                                None
-                            }
-                            _ => None,
-                        };
-                        if result.is_none() {
-                            failed.fetch_add(1, Relaxed);
-                        }
-                        *slot2.proving.lock().expect("proof lock poisoned") = false;
-                        slot2.proof.send_replace(Some((started, result)));
-                    });
+                Ok(Err(e)) => {
+                    tracing::debug!(resource = %store2.info().gvr, error = %e, "freshness proof failed");
+                    None
                 }
+                _ => None,
+            };
+            if result.is_none() {
+                failed.fetch_add(1, Relaxed);
             }
-            if rx.changed().await.is_err() {
-                return None;
-            }
+            *slot2.proving.lock().expect("proof lock poisoned") = None;
+            slot2.proof.send_replace(Some((started, result)));
+        });
+    }
+
+    /// A proof in the background for a quiet store behind the upstream's known revision, at most once per
+    /// [`CATCH_UP_INTERVAL`]: no reader waits for it. Once foreign writes pause, the store it moved up is
+    /// at the upstream's revision and later consistent reads are served from memory after their probe;
+    /// while they go on, it costs the upstream one short watch per interval (and at most one read a
+    /// wasted probe: the caught-up store looks fresh until a probe shows otherwise).
+    pub(super) fn catch_up(&self, store: &Arc<Store>, slot: &Arc<Slot>) {
+        if !self.config.prove {
+            return;
+        }
+        let due = slot
+            .last_proof
+            .lock()
+            .expect("proof lock poisoned")
+            .is_none_or(|last| last.elapsed() >= CATCH_UP_INTERVAL);
+        if due {
+            self.stats.catch_ups.fetch_add(1, Relaxed);
+            self.start_proof(store, slot);
         }
     }
 
@@ -145,7 +150,8 @@ impl Freshness {
                     result: watch::channel(None).0,
                     waiters: AtomicUsize::new(0),
                     arrivals: Mutex::new(Arrivals::default()),
-                    proving: Mutex::new(false),
+                    proving: Mutex::new(None),
+                    last_proof: Mutex::new(None),
                     proof: watch::channel(None).0,
                 })
             })
@@ -180,6 +186,7 @@ impl Freshness {
                     let upstream = self.upstream.clone();
                     let path = format!("{}/{}?limit=1", gvr.path_prefix(), gvr.resource);
                     let slot2 = slot.clone();
+                    let cost = self.probe_cost.clone();
                     self.stats.probes.fetch_add(1, Relaxed);
                     tokio::spawn(async move {
                         let result =
@@ -187,6 +194,9 @@ impl Freshness {
                                 Ok(r) => r,
                                 Err(_) => Err("probe timed out".to_owned()),
                             };
+                        if result.is_ok() {
+                            cost.record(started.elapsed());
+                        }
                         *slot2.running.lock().expect("probe lock poisoned") = false;
                         slot2.result.send_replace(Some((started, result)));
                     });
