@@ -104,16 +104,34 @@ async fn every_documented_metric_moves() {
         "GET {pods}?watch=1&resourceVersion={from} HTTP/1.1\r\nHost: kache\r\nConnection: close\r\n\r\n"
     );
     stalled.write_all(request.as_bytes()).await.expect("send request");
+    // Writes pour in until kache closes the watch as too slow: how much the socket buffers absorb before the
+    // watcher falls behind its ring depends on the kernel, so write in batches, unread, until the metric says
+    // it was closed; then the stream must end.
+    let metrics_url = kache.metrics_url().expect("a metrics listener");
     let padding = "x".repeat(8 << 10);
-    for i in 0..400 {
-        let mut p = pod(&format!("big-{i}"));
-        p["metadata"]["annotations"] = json!({"padding": padding});
-        sim.create("pods", Some("default"), p).expect("pod");
+    let mut written = 0;
+    loop {
+        for _ in 0..200 {
+            let mut p = pod(&format!("big-{written}"));
+            p["metadata"]["annotations"] = json!({"padding": padding});
+            sim.create("pods", Some("default"), p).expect("pod");
+            written += 1;
+        }
+        let scrape = common::get(&metrics_url, "/metrics").await;
+        let text = String::from_utf8_lossy(&scrape.body);
+        let closed = text
+            .lines()
+            .filter(|l| l.starts_with("kache_slow_watchers_closed_total{"))
+            .any(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).is_some_and(|v| v >= 1.0));
+        if closed {
+            break;
+        }
+        assert!(written < 10_000, "the stalled watch was never closed after {written} writes");
     }
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(60), stalled.read_to_end(&mut raw))
         .await
-        .expect("the stalled watch is closed")
+        .expect("the stalled watch ends once closed")
         .expect("read");
 
     // A watch from before kache's history (it started after revision 1): 410 Expired, an ended stream.
