@@ -65,6 +65,8 @@ async fn every_documented_metric_moves() {
     // A small broadcast ring, so a watcher that does not read falls behind quickly.
     let mut config = kache::app::Config::for_url(sim.url());
     config.reflector.store.broadcast_capacity = 64;
+    // Small consistent reads from memory after a probe (by default forwarded), so their metrics move.
+    config.freshness.probe_small_reads = true;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let kache =

@@ -202,7 +202,9 @@ impl Pair {
     }
 }
 
-async fn kache_in_front(config: Config, dir: &std::path::Path, name: &str) -> (Kache, Endpoint) {
+async fn kache_in_front(mut config: Config, dir: &std::path::Path, name: &str) -> (Kache, Endpoint) {
+    // Small consistent reads from memory after a probe (by default forwarded): the memory path is compared.
+    config.freshness.probe_small_reads = true;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let kache = Kache::start(config, listener).await.expect("kache starts");
     tokio::time::timeout(SYNC_TIMEOUT, kache.wait_synced()).await.expect("kache syncs");

@@ -687,6 +687,8 @@ fn custom_resource_tables_match_the_crd_apiserver() {
         let mut config = kache::app::Config::for_url(String::new());
         config.upstream = kache::app::UpstreamSource::Kubeconfig(Some(api.kubeconfig.clone()));
         config.handler.block_timeout = common::TEST_BLOCK_TIMEOUT;
+        // Small consistent reads are served from memory after a probe (by default they are forwarded).
+        config.freshness.probe_small_reads = true;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let kache = Kache::start(config, listener).await.expect("kache starts");
         tokio::time::timeout(Duration::from_secs(60), kache.wait_synced()).await.expect("kache syncs");
