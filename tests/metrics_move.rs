@@ -35,6 +35,18 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     ("kache_freshness_ahead_reads_total", "tests/foreign.rs (reads at a revision the upstream reached)"),
     ("apiserver_watch_cache_read_wait_seconds", "tests/consistency.rs (consistent reads that wait)"),
+    (
+        "kache_too_large_resource_version_total",
+        "tests/foreign.rs (the 504 counter stays 0 under foreign writes, counts a read at an unreachable revision)",
+    ),
+    // Up only while a read's body is being sent or a compression runs; asserted above while a list body is
+    // unread, and the compressions' own histogram moves below.
+    ("kache_memory_reads_in_flight", "this test, mid-request (a gauge back at 0 by the final scrape)"),
+    ("kache_memory_read_bytes_in_flight", "this test, mid-request (a gauge back at 0 by the final scrape)"),
+    (
+        "kache_compressions_in_flight",
+        "kache_compression_seconds (recorded as each compression ends; the gauge is up only while one runs)",
+    ),
 ];
 
 fn pod(name: &str) -> Value {
@@ -84,7 +96,8 @@ async fn every_documented_metric_moves() {
     assert_eq!(common::get(&url, &format!("{pods}/p-1")).await.status, 200);
     assert_eq!(common::get(&url, &format!("{pods}?labelSelector=app%3Dweb&limit=5")).await.status, 200);
     let table = [("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")];
-    common::get_with(&url, pods, &table).await;
+    let tabled = common::get_with(&url, &format!("{pods}?resourceVersion=0"), &table).await;
+    assert_eq!(tabled.status, 200);
     // A write through kache (forwarded).
     let created = via.write(http::Method::POST, pods, "application/json", &pod("via-kache")).await;
     assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
@@ -101,40 +114,59 @@ async fn every_documented_metric_moves() {
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
     socket.set_recv_buffer_size(4096).expect("rcvbuf");
     let mut stalled = socket.connect(kache.addr()).await.expect("connect");
-    let from = sim.revision();
+    // From kache's own revision (an rv=0 list reports it), so the watch is served from memory: a revision
+    // its store has not reached yet could be forwarded, and the upstream's watch is not kache's to close.
+    let listed = common::get(&url, &format!("{pods}?resourceVersion=0&limit=1")).await;
+    let from = serde_json::from_slice::<serde_json::Value>(&listed.body).expect("list")["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("rv")
+        .to_owned();
     let request = format!(
         "GET {pods}?watch=1&resourceVersion={from} HTTP/1.1\r\nHost: kache\r\nConnection: close\r\n\r\n"
     );
     stalled.write_all(request.as_bytes()).await.expect("send request");
-    // Writes pour in until kache closes the watch as too slow: how much the socket buffers absorb before the
-    // watcher falls behind its ring depends on the kernel, so write in batches, unread, until the metric says
-    // it was closed; then the stream must end.
-    let metrics_url = kache.metrics_url().expect("a metrics listener");
+    // ~1000 events of ~8 KiB, unread: far more than socket buffers, hyper's write buffer and the ring hold.
+    // The watcher notices it fell behind when the client reads again; then its stream ends.
     let padding = "x".repeat(8 << 10);
-    let mut written = 0;
-    loop {
-        for _ in 0..200 {
-            let mut p = pod(&format!("big-{written}"));
-            p["metadata"]["annotations"] = json!({"padding": padding});
-            sim.create("pods", Some("default"), p).expect("pod");
-            written += 1;
-        }
-        let scrape = common::get(&metrics_url, "/metrics").await;
-        let text = String::from_utf8_lossy(&scrape.body);
-        let closed = text
-            .lines()
-            .filter(|l| l.starts_with("kache_slow_watchers_closed_total{"))
-            .any(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).is_some_and(|v| v >= 1.0));
-        if closed {
-            break;
-        }
-        assert!(written < 10_000, "the stalled watch was never closed after {written} writes");
+    for i in 0..1000 {
+        let mut p = pod(&format!("big-{i}"));
+        p["metadata"]["annotations"] = json!({"padding": padding});
+        sim.create("pods", Some("default"), p).expect("pod");
     }
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(60), stalled.read_to_end(&mut raw))
         .await
         .expect("the stalled watch ends once closed")
         .expect("read");
+
+    // The pods now make a list of ~8 MiB: gzipped once per snapshot through the gzip cache (a miss, then a
+    // newer snapshot replaces the entry), and a list whose body is not read yet is in flight.
+    let gzip = [("accept-encoding", "gzip")];
+    let all = format!("{pods}?resourceVersion=0");
+    assert_eq!(common::get_with(&url, &all, &gzip).await.status, 200);
+    sim.create("pods", Some("default"), pod("after-gzip")).expect("pod");
+    let listed = common::get(&url, &format!("{pods}?resourceVersion=0&limit=1")).await;
+    let after: Value = serde_json::from_slice(&listed.body).expect("list");
+    assert_eq!(common::get_with(&url, &all, &gzip).await.status, 200, "{after}");
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("rcvbuf");
+    let mut pending = socket.connect(kache.addr()).await.expect("connect");
+    let request = format!("GET {all} HTTP/1.1\r\nHost: kache\r\nConnection: close\r\n\r\n");
+    pending.write_all(request.as_bytes()).await.expect("send request");
+    let mut head = [0u8; 64];
+    let n = pending.read(&mut head).await.expect("response head");
+    assert!(head[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head[..n]));
+    let in_flight = common::get(&kache.metrics_url().expect("a metrics listener"), "/metrics").await;
+    let in_flight = String::from_utf8_lossy(&in_flight.body).into_owned();
+    for gauge in ["kache_memory_reads_in_flight ", "kache_memory_read_bytes_in_flight "] {
+        let value = in_flight
+            .lines()
+            .find_map(|l| l.strip_prefix(gauge))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        assert!(value >= 1.0, "{gauge}while a list body is unread: {value}");
+    }
+    drop(pending);
 
     // A watch from before kache's history (it started after revision 1): 410 Expired, an ended stream.
     let mut expired = via.watch(&format!("{pods}?watch=1&resourceVersion=1"), &[]).await;

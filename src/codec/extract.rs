@@ -95,10 +95,18 @@ pub fn object_from_json(raw: Bytes, info: &ResourceInfo) -> Result<Object, Extra
     // UTF-8 first: serde_json does not check the UTF-8 of strings it only skips.
     let text = std::str::from_utf8(buf).map_err(|_| ExtractError::InvalidUtf8)?;
     let scan = fields::scan(text, kind)?;
-    let metadata = scan.metadata.ok_or(ExtractError::MissingMetadata)?;
-    let metadata_range =
-        json::range_in(buf, metadata).ok_or(ExtractError::Internal("metadata outside its input"))?;
-    let meta = meta::MetaValues::read(metadata)?.decode()?;
+    let metadata = match scan.metadata {
+        Some(fields::MetadataValue::Object(members)) => members,
+        // Go decodes null as absent.
+        Some(fields::MetadataValue::Null) | None => return Err(ExtractError::MissingMetadata),
+        Some(fields::MetadataValue::Other) => return Err(ExtractError::WrongType("metadata")),
+    };
+    let metadata_range = match json::object_range(buf, &metadata) {
+        Some(range) => range,
+        // Rare (an escaped first key, or no members): find `metadata` again, as a raw value.
+        None => metadata_raw_range(text, buf)?,
+    };
+    let meta = meta::MetaValues::from_members(&metadata).decode()?;
     let name = meta.name.ok_or(ExtractError::MissingName)?;
     meta::check_name("metadata.name", &name)?;
     let namespace = if info.namespaced {
@@ -122,6 +130,14 @@ pub fn object_from_json(raw: Bytes, info: &ResourceInfo) -> Result<Object, Extra
         metadata_range: to_u32(metadata_range.start)?..to_u32(metadata_range.end)?,
         raw,
     })
+}
+
+/// The range of the object's last `metadata` member, by a second pass over its members.
+fn metadata_raw_range(text: &str, buf: &[u8]) -> Result<std::ops::Range<usize>, ExtractError> {
+    let members = json::members(text)?.ok_or(ExtractError::NotAnObject)?;
+    let (_, metadata) =
+        members.iter().rev().find(|(k, _)| k == "metadata").ok_or(ExtractError::MissingMetadata)?;
+    json::range_in(buf, metadata).ok_or(ExtractError::Internal("metadata outside its input"))
 }
 
 fn to_u32(n: usize) -> Result<u32, ExtractError> {

@@ -56,4 +56,6 @@ pub(crate) fn register_fixed_series() {
     ] {
         gauge(g, vec![]).increment(0.0);
     }
+    // Registered before the first compression, so its buckets are exported from the start.
+    let _ = histogram(COMPRESSION_SECONDS, vec![]);
 }

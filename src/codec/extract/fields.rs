@@ -38,13 +38,15 @@ fn segments(kind: FieldKind, field: &'static str) -> (&'static str, Option<&'sta
 
 /// What one pass over an object finds: its `metadata` and the kind's extra fields.
 pub(super) struct Scan<'a> {
-    pub metadata: Option<&'a RawValue>,
+    /// `metadata`'s members when it is an object (`Some(None)`: present but not an object), read in the same
+    /// pass: the members kache needs are picked from them, and their positions give `metadata`'s range.
+    pub metadata: Option<MetadataValue<'a>>,
     pub fields: FieldValues<'a>,
 }
 
 /// Reads the object `text` in one serde_json pass that validates all of it (grammar, nothing after the
-/// value): `metadata` and the members the kind's fields start from are kept as raw values, everything
-/// else is skipped. Duplicate members: the last one wins, like Go's decoder.
+/// value): `metadata`'s members and the members the kind's fields start from are kept as raw values,
+/// everything else is skipped. Duplicate members: the last one wins, like Go's decoder.
 pub(super) fn scan(text: &str, kind: FieldKind) -> Result<Scan<'_>, ExtractError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let found =
@@ -73,7 +75,7 @@ impl<'de> Visitor<'de> for ObjectVisitor {
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             let key = &*key;
             if key == "metadata" {
-                metadata = Some(map.next_value::<&'de RawValue>()?);
+                metadata = Some(map.next_value::<MetadataValue<'de>>()?);
                 continue;
             }
             let pod_status = kind == FieldKind::Pod && key == "status";
@@ -136,6 +138,51 @@ impl<'de> Visitor<'de> for ObjectVisitor {
 
     fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
         Ok(None)
+    }
+}
+
+/// `metadata` as found: an object's members, `null`, or another JSON value.
+pub(super) enum MetadataValue<'a> {
+    Object(json::Members<'a>),
+    Null,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for MetadataValue<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // A raw value first would scan `metadata` twice; `null` is the one non-object told apart.
+        struct NullOr;
+        impl<'de> Visitor<'de> for NullOr {
+            type Value = MetadataValue<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                Ok(MembersVisitor.visit_map(map)?.map_or(MetadataValue::Other, MetadataValue::Object))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(MetadataValue::Null)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                MembersVisitor.visit_seq(seq).map(|_| MetadataValue::Other)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(MetadataValue::Other)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(MetadataValue::Other)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(MetadataValue::Other)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(MetadataValue::Other)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(MetadataValue::Other)
+            }
+        }
+        d.deserialize_any(NullOr)
     }
 }
 

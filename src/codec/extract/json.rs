@@ -33,6 +33,26 @@ pub(super) fn range_in(base: &[u8], value: &RawValue) -> Option<Range<usize>> {
     (end <= base.len()).then_some(start..end)
 }
 
+/// The byte range in `base` of the JSON object whose members are `members` (borrowed from `base`): from
+/// the `{` before the first key to the `}` after the last value. `None` when it cannot be told from the
+/// members (no members, or a first key with escapes, which is not borrowed).
+pub(super) fn object_range(base: &[u8], members: &Members<'_>) -> Option<Range<usize>> {
+    let (Cow::Borrowed(first_key), _) = members.first()? else { return None };
+    let (_, last) = members.last()?;
+    // A borrowed key starts right after its opening quote.
+    let quote = (first_key.as_ptr() as usize).checked_sub(base.as_ptr() as usize)?.checked_sub(1)?;
+    if base.get(quote) != Some(&b'"') {
+        return None;
+    }
+    let mut open = quote;
+    while open > 0 && is_ws(base[open - 1]) {
+        open -= 1;
+    }
+    let open = open.checked_sub(1).filter(|&o| base[o] == b'{')?;
+    let close = skip_ws(base, range_in(base, last)?.end);
+    (base.get(close) == Some(&b'}')).then_some(open..close + 1)
+}
+
 /// An object's members in document order (duplicates kept), with unescaped keys and raw values.
 pub(super) type Members<'a> = Vec<(Cow<'a, str>, &'a RawValue)>;
 

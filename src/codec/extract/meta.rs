@@ -30,15 +30,11 @@ pub(super) struct Meta<'a> {
 // === impl MetaValues ===
 
 impl<'a> MetaValues<'a> {
-    /// Collects the members of `metadata` (one pass over its raw text).
-    pub fn read(metadata: &'a RawValue) -> Result<Self, ExtractError> {
-        if json::is_null(metadata) {
-            return Err(ExtractError::MissingMetadata);
-        }
-        let members = json::members(metadata.get())?.ok_or(ExtractError::WrongType("metadata"))?;
+    /// Picks the members kache keeps from `metadata`'s members.
+    pub fn from_members(members: &json::Members<'a>) -> Self {
         let mut values = MetaValues::default();
         for (key, value) in members {
-            let slot = match &*key {
+            let slot = match &**key {
                 "name" => &mut values.name,
                 "namespace" => &mut values.namespace,
                 "uid" => &mut values.uid,
@@ -47,9 +43,9 @@ impl<'a> MetaValues<'a> {
                 _ => continue,
             };
             // The last duplicate wins, like Go's decoder.
-            *slot = Some(value);
+            *slot = Some(*value);
         }
-        Ok(values)
+        values
     }
 
     pub fn decode(&self) -> Result<Meta<'a>, ExtractError> {

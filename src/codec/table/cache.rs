@@ -36,8 +36,12 @@ pub fn row(printer: Printer, object: &Object) -> Arc<Row> {
     }
     crate::metrics::table_rows(false);
     let row = Arc::new(compute(printer, &object.raw));
-    cache().insert(key, row.clone());
-    crate::metrics::table_row_cache_bytes(cache().weighted_size());
+    let cache = cache();
+    cache.insert(key, row.clone());
+    // moka applies inserts to its weight lazily: settle them so the gauge reports what is held (a miss
+    // already paid for printing the row; this is amortised work moka would do later anyway).
+    cache.run_pending_tasks();
+    crate::metrics::table_row_cache_bytes(cache.weighted_size());
     row
 }
 
