@@ -6,6 +6,21 @@ pub mod codec {
     pub mod gojson;
     pub mod status;
     pub mod token;
+
+    /// The JSON helpers of the ingest codec that the selector code uses (`value_at`), with the error type
+    /// they need; the rest of `extract` (objects, the store) stays out of the fuzz build.
+    pub mod extract {
+        #[path = "json.rs"]
+        mod json;
+        pub use json::value_at;
+
+        #[derive(Debug)]
+        pub enum ExtractError {
+            Json(serde_json::Error),
+            TrailingBytes,
+            WrongType(&'static str),
+        }
+    }
 }
 
 #[path = "../../src/serve"]
