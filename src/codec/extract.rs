@@ -96,10 +96,10 @@ pub fn object_from_json(raw: Bytes, info: &ResourceInfo) -> Result<Object, Extra
     let text = std::str::from_utf8(buf).map_err(|_| ExtractError::InvalidUtf8)?;
     let scan = fields::scan(text, kind)?;
     let metadata = match scan.metadata {
-        Some(fields::MetadataValue::Object(members)) => members,
+        Some(Some(fields::MaybeMembers(Some(members)))) => members,
         // Go decodes null as absent.
-        Some(fields::MetadataValue::Null) | None => return Err(ExtractError::MissingMetadata),
-        Some(fields::MetadataValue::Other) => return Err(ExtractError::WrongType("metadata")),
+        Some(None) | None => return Err(ExtractError::MissingMetadata),
+        Some(Some(fields::MaybeMembers(None))) => return Err(ExtractError::WrongType("metadata")),
     };
     let metadata_range = match json::object_range(buf, &metadata) {
         Some(range) => range,

@@ -11,8 +11,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::headers::{strip_client_identity, strip_hop_by_hop};
 use super::status::status_response;
+use super::upgrade;
 use super::writes::{WriteTracker, resource_version, resource_version_protobuf};
-use super::{guarded, upgrade};
+use crate::body::guarded;
 use crate::body::{Body, BoxError};
 use crate::codec::status::ApiError;
 use crate::metrics::{self, ForwardKind, Limit, Source, UpstreamErrorReason};

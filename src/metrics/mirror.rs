@@ -26,6 +26,11 @@ pub(crate) fn watch_stats() {
     }
 }
 
+/// Mirrors the Table row cache's weight (settled at scrape time, not on the rows' path).
+pub(crate) fn table_rows() {
+    gauge(TABLE_ROW_CACHE_BYTES, vec![]).set(crate::codec::table::cache::weighted_bytes() as f64);
+}
+
 /// Mirrors the consistent-read freshness counters (`None`: this kache has no freshness prober).
 pub(crate) fn freshness(stats: Option<&FreshnessStats>) {
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);

@@ -41,8 +41,7 @@ pub use labels::{
 pub use logging::{DEFAULT_LOG_LEVEL, LogError, LogFormat, init_tracing};
 pub use record::{
     auth_cache, consistent_read, encoding, forwarded, impersonation, limit_rejected, list_served, read_wait,
-    request, slow_watcher_closed, table_row_cache_bytes, table_rows, upstream_error, watch_list_done,
-    watchers,
+    request, slow_watcher_closed, table_rows, upstream_error, watch_list_done, watchers,
 };
 pub use recorder::MetricsHandle;
 pub use resource::{MAX_RESOURCES, OTHER_RESOURCE, ResourceMetrics, WatcherGuard, resource};

@@ -95,11 +95,6 @@ pub fn table_rows(hit: bool) {
     counter(TABLE_ROWS_TOTAL, vec![label("result", if hit { "hit" } else { "miss" })]).increment(1);
 }
 
-/// The bytes the Table row cache holds (set after each insert).
-pub fn table_row_cache_bytes(bytes: u64) {
-    super::recorder::gauge(TABLE_ROW_CACHE_BYTES, Vec::new()).set(bytes as f64);
-}
-
 /// Registers every series of the fixed label sets at zero, so a fresh kache already exports every metric
 /// name its dashboards use. Called by [`install`](super::install); cheap to repeat.
 pub(crate) fn register_fixed_series() {

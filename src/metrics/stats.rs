@@ -157,6 +157,7 @@ fn set_store_gauges(m: &ResourceMetrics, stats: &StoreStats) {
 /// series stay, so a stopped resource reads as empty and unsynced rather than frozen at its last value).
 pub fn refresh(source: &dyn StatsSource) -> Vec<ResourceSnapshot> {
     super::mirror::watch_stats();
+    super::mirror::table_rows();
     super::mirror::freshness(source.freshness());
     let snapshots = source.resources();
     let mut seen = HashSet::new();

@@ -10,17 +10,13 @@
 //! A single list larger than the whole budget is admitted when nothing else is in flight, so every list can
 //! be served; it then runs alone.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
-use http_body::{Body as HttpBody, Frame, SizeHint};
-use http_body_util::BodyExt as _;
 
-use crate::body::{self, Body, BoxError};
+use crate::body::{self, Body};
 use crate::metrics::{self, Limit, serving as m};
 
 /// Default budget: about five full lists of 100k pods (~400 MB each) in flight at once; more are asked to
@@ -95,7 +91,7 @@ impl Drop for Charge {
 
 /// `resp` with `charge` held until its body is done or dropped.
 pub fn hold(resp: Response<Body>, charge: Charge) -> Response<Body> {
-    resp.map(|inner| Held { inner, charge: Some(charge) }.boxed())
+    resp.map(|inner| body::guarded(inner, charge))
 }
 
 /// The apiserver's 429 for an overloaded server: plain text, `Retry-After`, `nosniff` (Go's `http.Error`).
@@ -109,42 +105,10 @@ pub fn too_many_requests() -> Response<Body> {
         .expect("static headers are valid")
 }
 
-pin_project_lite::pin_project! {
-    /// A body holding a charge; the charge is released at the end of the stream (or when dropped).
-    struct Held {
-        #[pin]
-        inner: Body,
-        charge: Option<Charge>,
-    }
-}
-
-impl HttpBody for Held {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = self.project();
-        let frame = std::task::ready!(this.inner.poll_frame(cx));
-        if !matches!(frame, Some(Ok(_))) {
-            this.charge.take();
-        }
-        Poll::Ready(frame)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use http_body_util::BodyExt as _;
+
     use super::*;
 
     #[test]

@@ -306,7 +306,7 @@ impl KacheHandler {
         }
         let resp = self.dispatch_route(req, &route, arrived, &id).await;
         match slot {
-            Some(slot) => resp.map(|b| crate::forward::guarded(b, slot)),
+            Some(slot) => resp.map(|b| crate::body::guarded(b, slot)),
             None => resp,
         }
     }

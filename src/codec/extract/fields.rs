@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize as _;
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::ExtractError;
@@ -40,7 +41,7 @@ fn segments(kind: FieldKind, field: &'static str) -> (&'static str, Option<&'sta
 pub(super) struct Scan<'a> {
     /// `metadata`'s members when it is an object (`Some(None)`: present but not an object), read in the same
     /// pass: the members kache needs are picked from them, and their positions give `metadata`'s range.
-    pub metadata: Option<MetadataValue<'a>>,
+    pub metadata: Option<Option<MaybeMembers<'a>>>,
     pub fields: FieldValues<'a>,
 }
 
@@ -49,10 +50,16 @@ pub(super) struct Scan<'a> {
 /// everything else is skipped. Duplicate members: the last one wins, like Go's decoder.
 pub(super) fn scan(text: &str, kind: FieldKind) -> Result<Scan<'_>, ExtractError> {
     let mut de = serde_json::Deserializer::from_str(text);
+    if text.as_bytes().get(json::skip_ws(text.as_bytes(), 0)) != Some(&b'{') {
+        // Not an object: still the JSON error first when it is not JSON at all.
+        serde::de::IgnoredAny::deserialize(&mut de).map_err(ExtractError::Json)?;
+        de.end().map_err(|_| ExtractError::TrailingBytes)?;
+        return Err(ExtractError::NotAnObject);
+    }
     let found =
-        de::Deserializer::deserialize_any(&mut de, ObjectVisitor { kind }).map_err(ExtractError::Json)?;
+        de::Deserializer::deserialize_map(&mut de, ObjectVisitor { kind }).map_err(ExtractError::Json)?;
     de.end().map_err(|_| ExtractError::TrailingBytes)?;
-    found.ok_or(ExtractError::NotAnObject)
+    Ok(found)
 }
 
 struct ObjectVisitor {
@@ -60,7 +67,7 @@ struct ObjectVisitor {
 }
 
 impl<'de> Visitor<'de> for ObjectVisitor {
-    type Value = Option<Scan<'de>>;
+    type Value = Scan<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON object")
@@ -75,7 +82,8 @@ impl<'de> Visitor<'de> for ObjectVisitor {
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             let key = &*key;
             if key == "metadata" {
-                metadata = Some(map.next_value::<MetadataValue<'de>>()?);
+                // `null` reads as `None` (Go decodes null as absent), any other non-object as `Some(MaybeMembers(None))`.
+                metadata = Some(map.next_value::<Option<MaybeMembers<'de>>>()?);
                 continue;
             }
             let pod_status = kind == FieldKind::Pod && key == "status";
@@ -108,86 +116,12 @@ impl<'de> Visitor<'de> for ObjectVisitor {
                 map.next_value::<IgnoredAny>()?;
             }
         }
-        Ok(Some(Scan { metadata, fields: FieldValues { slots, pod_ips } }))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-}
-
-/// `metadata` as found: an object's members, `null`, or another JSON value.
-pub(super) enum MetadataValue<'a> {
-    Object(json::Members<'a>),
-    Null,
-    Other,
-}
-
-impl<'de> serde::Deserialize<'de> for MetadataValue<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // A raw value first would scan `metadata` twice; `null` is the one non-object told apart.
-        struct NullOr;
-        impl<'de> Visitor<'de> for NullOr {
-            type Value = MetadataValue<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON value")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                Ok(MembersVisitor.visit_map(map)?.map_or(MetadataValue::Other, MetadataValue::Object))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(MetadataValue::Null)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-                MembersVisitor.visit_seq(seq).map(|_| MetadataValue::Other)
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(MetadataValue::Other)
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(MetadataValue::Other)
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(MetadataValue::Other)
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(MetadataValue::Other)
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(MetadataValue::Other)
-            }
-        }
-        d.deserialize_any(NullOr)
+        Ok(Scan { metadata, fields: FieldValues { slots, pod_ips } })
     }
 }
 
 /// A member value's own members when it is an object (`None` for any other JSON value).
-struct MaybeMembers<'a>(Option<json::Members<'a>>);
+pub(super) struct MaybeMembers<'a>(pub Option<json::Members<'a>>);
 
 impl<'de> serde::Deserialize<'de> for MaybeMembers<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

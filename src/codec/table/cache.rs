@@ -36,12 +36,7 @@ pub fn row(printer: Printer, object: &Object) -> Arc<Row> {
     }
     crate::metrics::table_rows(false);
     let row = Arc::new(compute(printer, &object.raw));
-    let cache = cache();
-    cache.insert(key, row.clone());
-    // moka applies inserts to its weight lazily: settle them so the gauge reports what is held (a miss
-    // already paid for printing the row; this is amortised work moka would do later anyway).
-    cache.run_pending_tasks();
-    crate::metrics::table_row_cache_bytes(cache.weighted_size());
+    cache().insert(key, row.clone());
     row
 }
 
@@ -51,7 +46,8 @@ pub fn compute(printer: Printer, raw: &[u8]) -> Row {
     printer.row(&value)
 }
 
-/// The bytes the cache holds now (after its pending evictions).
+/// The bytes the cache holds now (after its pending inserts and evictions, which moka applies lazily):
+/// `kache_table_row_cache_bytes`, read at scrape time.
 pub fn weighted_bytes() -> u64 {
     cache().run_pending_tasks();
     cache().weighted_size()

@@ -140,41 +140,28 @@ fn object_metadata(object: &Object) -> &[u8] {
 fn columns_json(printer: Printer) -> &'static [u8] {
     static ALL: OnceLock<Vec<(Printer, Vec<u8>)>> = OnceLock::new();
     let all = ALL.get_or_init(|| {
-        use Printer::*;
-        [
-            Pods,
-            Namespaces,
-            Nodes,
-            ConfigMaps,
-            Secrets,
-            Services,
-            Endpoints,
-            Events,
-            Deployments,
-            ReplicaSets,
-            Leases,
-        ]
-        .into_iter()
-        .map(|p| {
-            let mut out = BytesMut::new();
-            out.put_u8(b'[');
-            for (i, (name, ty, priority, description)) in p.columns().into_iter().enumerate() {
-                if i > 0 {
-                    out.put_u8(b',');
+        Printer::BUILT_IN
+            .into_iter()
+            .map(|p| {
+                let mut out = BytesMut::new();
+                out.put_u8(b'[');
+                for (i, (name, ty, priority, description)) in p.columns().into_iter().enumerate() {
+                    if i > 0 {
+                        out.put_u8(b',');
+                    }
+                    out.put_slice(b"{\"name\":");
+                    write_json_string(&mut out, name);
+                    out.put_slice(b",\"type\":");
+                    write_json_string(&mut out, ty);
+                    out.put_slice(if name == "Name" { b",\"format\":\"name\"" } else { b",\"format\":\"\"" });
+                    out.put_slice(b",\"description\":");
+                    write_json_string(&mut out, description);
+                    let _ = write!((&mut out).writer(), ",\"priority\":{priority}}}");
                 }
-                out.put_slice(b"{\"name\":");
-                write_json_string(&mut out, name);
-                out.put_slice(b",\"type\":");
-                write_json_string(&mut out, ty);
-                out.put_slice(if name == "Name" { b",\"format\":\"name\"" } else { b",\"format\":\"\"" });
-                out.put_slice(b",\"description\":");
-                write_json_string(&mut out, description);
-                let _ = write!((&mut out).writer(), ",\"priority\":{priority}}}");
-            }
-            out.put_u8(b']');
-            (p, out.to_vec())
-        })
-        .collect()
+                out.put_u8(b']');
+                (p, out.to_vec())
+            })
+            .collect()
     });
     all.iter().find(|(p, _)| *p == printer).map_or(b"null", |(_, j)| j.as_slice())
 }

@@ -35,6 +35,21 @@ const CONTAINERS: ColumnDef = ("Containers", "string", 1, "Names of each contain
 const IMAGES: ColumnDef = ("Images", "string", 1, "Images referenced by each container in the template.");
 
 impl Printer {
+    /// Every built-in printer (all but [`Printer::Custom`]).
+    pub const BUILT_IN: [Printer; 11] = [
+        Printer::Pods,
+        Printer::Namespaces,
+        Printer::Nodes,
+        Printer::ConfigMaps,
+        Printer::Secrets,
+        Printer::Services,
+        Printer::Endpoints,
+        Printer::Events,
+        Printer::Deployments,
+        Printer::ReplicaSets,
+        Printer::Leases,
+    ];
+
     /// The printer of a built-in resource (core `""`, `apps`, `coordination.k8s.io`), if kache has it.
     pub fn for_resource(group: &str, resource: &str) -> Option<Printer> {
         Some(match (group, resource) {
