@@ -9,6 +9,7 @@ use http_body::Frame;
 use http_body_util::{BodyExt, BodyStream, LengthLimitError, StreamBody};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::coalesce;
 use super::headers::{strip_client_identity, strip_hop_by_hop};
 use super::status::status_response;
 use super::upgrade;
@@ -106,7 +107,7 @@ impl Forwarder {
         metrics::forwarded(kind, resp.status().as_u16());
         let (mut resp_parts, incoming) = resp.into_parts();
         strip_hop_by_hop(&mut resp_parts.headers);
-        let mut body = incoming.map_err(BoxError::from).boxed();
+        let mut body = coalesce::coalesced(incoming.map_err(BoxError::from).boxed(), coalesce::MAX_COALESCED);
         if let Some((gvr, encoding)) = tracked_write(&route, resp_parts.status, &resp_parts.headers) {
             body = self.track_write(gvr, encoding, body).await;
         }
