@@ -262,6 +262,44 @@ mod tests {
         assert!(!shape.frame(9, false).windows(7).any(|w| w == b"\"spec\":"));
     }
 
+    /// The generic apiserver's Table bookmarks (kube-apiserver 1.36, captured with curl): the row is the
+    /// generic convertor's output for the bookmark object; `includeObject=None` still shows its metadata.
+    #[test]
+    fn table_bookmarks_match_the_apiserver() {
+        use crate::codec::table::{Include, Printer, TableView, generic};
+        const COLUMNS: &str = r#"[{"name":"Name","type":"string","format":"name","description":"N","priority":0},{"name":"Created At","type":"date","format":"","description":"C","priority":0}]"#;
+        let body = format!(r#"{{"kind":"Table","columnDefinitions":{COLUMNS},"rows":null}}"#);
+        assert!(generic::learn("wardle.example.com", "v1alpha1", "flunders-bookmark", body.as_bytes()));
+        let id = generic::lookup("wardle.example.com", "v1alpha1", "flunders-bookmark").expect("learned");
+        let flunder = info("wardle.example.com", "v1alpha1", "flunders", "Flunder");
+        let learned = Bytes::from_static(br#","spec":{},"status":{}"#);
+        let table = |include| {
+            WatchView::Table(TableView { printer: Printer::Generic(id), include, v1: true })
+        };
+        let head = r#"{"type":"BOOKMARK","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"3"},"columnDefinitions":"#;
+        let cells = r#","rows":[{"cells":["","0001-01-01T00:00:00Z"],"object":"#;
+        let partial = r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"3","annotations":{"k8s.io/initial-events-end":"true"}}}"#;
+        let full = r#"{"kind":"Flunder","apiVersion":"wardle.example.com/v1alpha1","metadata":{"resourceVersion":"3","annotations":{"k8s.io/initial-events-end":"true"}},"spec":{},"status":{}}"#;
+        for (include, object) in [(Include::None, partial), (Include::Metadata, partial), (Include::Object, full)] {
+            let shape = BookmarkShape::new(&flunder, table(include), Some(learned.clone()));
+            let mut out = BytesMut::new();
+            shape.put_frame_headers(&mut out, 3, true, false);
+            assert_eq!(
+                std::str::from_utf8(&out).expect("utf8"),
+                format!("{head}null{cells}{object}}}]}}}}\n"),
+                "{include:?}"
+            );
+            // The watcher's first event carries the column definitions, a bookmark too.
+            let mut out = BytesMut::new();
+            shape.put_frame_headers(&mut out, 3, true, true);
+            assert_eq!(
+                std::str::from_utf8(&out).expect("utf8"),
+                format!("{head}{COLUMNS}{cells}{object}}}]}}}}\n"),
+                "{include:?}"
+            );
+        }
+    }
+
     #[test]
     fn custom_resource_bookmark_is_unstructured_with_sorted_keys() {
         let crd = ResourceInfo {
