@@ -742,7 +742,16 @@ pub fn error_response(err: &ApiError, req: &Request<Body>, pretty: bool) -> Resp
         let ua = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok());
         negotiate::wants_pretty(None, ua)
     };
-    let bytes = if pretty { err.to_json_pretty() } else { err.to_json() };
+    // An Accept header naming only transformations (a Table, a metadata view) cannot carry a Status: the
+    // apiserver then writes it raw (`WriteRawJSON`), indented without a trailing newline.
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let bytes = if !negotiate::error_negotiable(accept) {
+        err.to_raw_json()
+    } else if pretty {
+        err.to_json_pretty()
+    } else {
+        err.to_json()
+    };
     let mut resp = Response::builder()
         .status(StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header(header::CONTENT_TYPE, "application/json")

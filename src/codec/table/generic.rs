@@ -187,7 +187,8 @@ mod tests {
         assert_eq!(format_rfc3339(age::GO_ZERO_MS), "0001-01-01T00:00:00Z");
         assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_rfc3339(1_795_697_870_999), "2026-11-26T12:57:50Z");
-        let o = serde_json::json!({"metadata": {"name": "x", "creationTimestamp": "2026-11-26T13:57:50+01:00"}});
+        let o =
+            serde_json::json!({"metadata": {"name": "x", "creationTimestamp": "2026-11-26T13:57:50+01:00"}});
         assert_eq!(created_at(&o), "2026-11-26T12:57:50Z");
         assert_eq!(created_at(&serde_json::json!({})), "0001-01-01T00:00:00Z");
     }
@@ -197,7 +198,8 @@ mod tests {
         let want = br#"[{"name":"Name","type":"string","format":"name","description":"N","priority":0},{"name":"Created At","type":"date","format":"","description":"C","priority":0}]"#;
         assert_eq!(generic_columns(REAL.as_bytes()).as_deref(), Some(&want[..]));
         // Indented (pretty) answers, and a prefix cut inside the rows, teach the same columns.
-        let pretty = serde_json::to_vec_pretty(&serde_json::from_str::<Value>(REAL).expect("json")).expect("pretty");
+        let pretty =
+            serde_json::to_vec_pretty(&serde_json::from_str::<Value>(REAL).expect("json")).expect("pretty");
         assert_eq!(generic_columns(&pretty).as_deref(), Some(&want[..]));
         let cut = &REAL.as_bytes()[..REAL.find("\"rows\"").expect("rows") + 12];
         assert_eq!(generic_columns(cut).as_deref(), Some(&want[..]));
@@ -205,7 +207,10 @@ mod tests {
         for bad in [
             REAL.replace("Created At", "Age"),
             REAL.replace(r#""type":"date""#, r#""type":"string""#),
-            REAL.replace(r#""priority":0}]"#, r#""priority":0},{"name":"X","type":"string","format":"","description":"","priority":1}]"#),
+            REAL.replace(
+                r#""priority":0}]"#,
+                r#""priority":0},{"name":"X","type":"string","format":"","description":"","priority":1}]"#,
+            ),
             REAL.replace(r#""cells":["a","#, r#""cells":["b","#),
             REAL.replace(r#"["a","2026-11-26T16:20:08Z"]"#, r#"["a","5m"]"#),
             "{}".to_owned(),

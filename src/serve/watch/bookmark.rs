@@ -273,14 +273,15 @@ mod tests {
         let id = generic::lookup("wardle.example.com", "v1alpha1", "flunders-bookmark").expect("learned");
         let flunder = info("wardle.example.com", "v1alpha1", "flunders", "Flunder");
         let learned = Bytes::from_static(br#","spec":{},"status":{}"#);
-        let table = |include| {
-            WatchView::Table(TableView { printer: Printer::Generic(id), include, v1: true })
-        };
+        let table =
+            |include| WatchView::Table(TableView { printer: Printer::Generic(id), include, v1: true });
         let head = r#"{"type":"BOOKMARK","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"3"},"columnDefinitions":"#;
         let cells = r#","rows":[{"cells":["","0001-01-01T00:00:00Z"],"object":"#;
         let partial = r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"3","annotations":{"k8s.io/initial-events-end":"true"}}}"#;
         let full = r#"{"kind":"Flunder","apiVersion":"wardle.example.com/v1alpha1","metadata":{"resourceVersion":"3","annotations":{"k8s.io/initial-events-end":"true"}},"spec":{},"status":{}}"#;
-        for (include, object) in [(Include::None, partial), (Include::Metadata, partial), (Include::Object, full)] {
+        for (include, object) in
+            [(Include::None, partial), (Include::Metadata, partial), (Include::Object, full)]
+        {
             let shape = BookmarkShape::new(&flunder, table(include), Some(learned.clone()));
             let mut out = BytesMut::new();
             shape.put_frame_headers(&mut out, 3, true, false);
