@@ -58,7 +58,8 @@ async fn start_kache(api: &RealApiserver) -> (Kache, Endpoint) {
     config.upstream = UpstreamSource::Kubeconfig(Some(api.kubeconfig.clone()));
     config.freshness.probe_small_reads = true;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let kache = Kache::start(config, listener).await.expect("kache starts");
+    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let kache = Kache::start_with_metrics(config, listener, Some(metrics)).await.expect("kache starts");
     tokio::time::timeout(SYNC_TIMEOUT, kache.wait_synced()).await.expect("kache syncs");
     let kubeconfig = api.run_dir().join("kache-table.kubeconfig");
     write_kubeconfig(&kubeconfig, &kache.url());
@@ -282,6 +283,14 @@ fn generic_tables_match_the_sample_apiserver() {
             d.learned(base).await;
             d.same(&format!("{base}?limit=2"), V1, Source::Memory).await;
         }
+        // `kache_table_generic_resources` counts them (process-wide: at least these three).
+        let scrape = common::get(&kache.metrics_url().expect("a metrics listener"), "/metrics").await;
+        let scrape = text(&scrape.body);
+        let learned = scrape
+            .lines()
+            .find_map(|l| l.strip_prefix("kache_table_generic_resources "))
+            .and_then(|v| v.trim().parse::<f64>().ok());
+        assert!(learned.is_some_and(|n| n >= 3.0), "kache_table_generic_resources: {learned:?}");
         let lists = [
             FLUNDERS_V1BETA1.to_owned(),
             FLUNDERS_V1ALPHA1.to_owned(),
