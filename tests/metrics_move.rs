@@ -27,6 +27,10 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     ("kache_auth_cache_total", "tests/auth.rs (--auth=delegated)"),
     ("kache_impersonation_total", "tests/impersonation.rs"),
+    (
+        "kache_table_generic_resources",
+        "tests/table_real.rs (the sample apiserver's flunders and fischers print with the generic columns)",
+    ),
     ("kache_limit_rejections_total", "tests/auth.rs and serve::server::tests (client and connection limits)"),
     ("kache_freshness_waits_total", "tests/foreign.rs and serve::fresh tests (a busy resource's reads wait)"),
     (

@@ -499,17 +499,20 @@ fn reads_match_the_apiserver() {
         d.same(&format!("{alpha}?labelSelector=app%3Ddb&limit=30"), &[], Memory).await;
         d.same("/apis/wardle.example.com/v1alpha1/namespaces/ns-a/flunders/f-001", &[], Memory).await;
 
-        // Table, YAML and protobuf are the apiserver's: forwarded (the sample kinds have no protobuf, so it
-        // answers 406, or JSON when the client also accepts it).
+        // YAML and protobuf are the apiserver's: forwarded (the sample kinds have no protobuf, so it
+        // answers 406, or JSON when the client also accepts it). The first Table of a kind without a
+        // printer is forwarded and teaches kache that the upstream prints it with the generic columns
+        // (Either: another test of this process may have taught it already); later ones are from memory
+        // (tests/table_real.rs covers them).
         let ns_a0 = format!("{}?resourceVersion=0", ns_path("ns-a"));
-        d.same(&ns_a0, &[("accept", TABLE)], Upstream).await;
+        d.same(&ns_a0, &[("accept", TABLE)], Source::Either).await;
         d.same(&ns_a0, &[("accept", "application/yaml")], Upstream).await;
         d.same(&ns_a0, &[("accept", "application/vnd.kubernetes.protobuf")], Upstream).await;
         d.same(&ns_a0, &[("accept", "application/vnd.kubernetes.protobuf, */*")], Upstream).await;
         d.same(
             &ns_a0,
             &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io, application/json")],
-            Upstream,
+            Memory,
         )
         .await;
 

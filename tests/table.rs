@@ -457,6 +457,78 @@ async fn table_watch_events_match_the_sim() {
     assert!(f.tables_from_memory() >= before + 3, "Table watches served from memory");
 }
 
+/// A Table watch event with every age-like cell (`5s`, `3m2s`) blanked; `<unknown>` (a bookmark's) stays.
+fn event_without_age_cells(line: &[u8]) -> Value {
+    let mut v: Value = serde_json::from_slice(line).expect("a JSON watch event");
+    let age =
+        |s: &str| s.starts_with(|c: char| c.is_ascii_digit()) && s.chars().all(|c| c.is_ascii_alphanumeric());
+    for r in v["object"]["rows"].as_array_mut().into_iter().flatten() {
+        for c in r["cells"].as_array_mut().into_iter().flatten() {
+            if c.as_str().is_some_and(age) {
+                *c = Value::Null;
+            }
+        }
+    }
+    v
+}
+
+/// Table watches that stream their initial events (WatchList) and allow bookmarks: the initial events,
+/// then the initial-events-end BOOKMARK — a one-row Table of the kind's empty bookmark object, printed by
+/// the kind's printer, its row object the bookmark's metadata even for `includeObject=None` — equal to the
+/// sim's, and served from memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_watch_lists_with_bookmarks_match_the_sim() {
+    let f = Fixture::start().await;
+    let rev = f.sim.revision();
+    let kache_url = f.kache.url();
+    eventually("kache reached the revision", Duration::from_secs(10), || {
+        let url = kache_url.clone();
+        async move { get_with(&url, &format!("/api/v1/pods?resourceVersion={rev}"), &[]).await.status == 200 }
+    })
+    .await;
+    let before = f.tables_from_memory();
+    let accept = [("accept", KUBECTL_ACCEPT)];
+    let mut watches = 0;
+    for include in ["Object", "Metadata", "None"] {
+        for (resource, ns, base) in [
+            ("pods", Some("ns-1"), "/api/v1/namespaces/ns-1/pods"),
+            ("pods", Some("ns-empty"), "/api/v1/namespaces/ns-empty/pods"),
+            ("nodes", None, "/api/v1/nodes"),
+            ("deployments.apps", None, "/apis/apps/v1/deployments"),
+        ] {
+            let initial = f.sim.list(resource, ns).expect("list").len() + 1;
+            let path = format!(
+                "{base}?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&resourceVersion={rev}&includeObject={include}"
+            );
+            let mut a = PlainWatch::start(&f.kache.url(), &path, &accept).await;
+            let mut b = PlainWatch::start(&f.sim.url(), &path, &accept).await;
+            watches += 1;
+            let (la, lb) = (a.lines(initial).await, b.lines(initial).await);
+            for (x, y) in la.iter().zip(&lb) {
+                assert_eq!(
+                    event_without_age_cells(x),
+                    event_without_age_cells(y),
+                    "{path}: through kache (left) and directly"
+                );
+            }
+            let first = event_without_age_cells(&la[0]);
+            assert!(
+                first["object"]["columnDefinitions"].is_array(),
+                "{path}: the first event carries the columns"
+            );
+            let end = event_without_age_cells(&la[initial - 1]);
+            assert_eq!(end["type"], json!("BOOKMARK"), "{path}");
+            let row = &end["object"]["rows"][0];
+            assert_eq!(
+                row["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+                json!("true"),
+                "{path}: the bookmark's row carries its object's metadata"
+            );
+        }
+    }
+    assert!(f.tables_from_memory() >= before + watches, "Table watch-lists served from memory");
+}
+
 /// Fetches `path` as a Table from the sim, kache, and the sim again: kache's bytes must equal one of the
 /// direct answers (an age cell may tick between them). Returns kache's response.
 async fn same_table(f: &Fixture, path: &str, accept: &str) -> common::Resp {

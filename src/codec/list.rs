@@ -221,6 +221,14 @@ impl Iterator for ListChunks {
             self.done = true;
             return Some(buf.freeze());
         }
+        if let (View::Table(table), true) = (self.view, self.items.is_empty())
+            && table.nil_when_empty()
+        {
+            buf.truncate(buf.len().saturating_sub(1));
+            buf.put_slice(super::table::NIL_ROWS_TRAILER);
+            self.done = true;
+            return Some(buf.freeze());
+        }
         buf.reserve(LIST_CHUNK_BYTES);
         while self.next < self.items.len() {
             if self.next > 0 {

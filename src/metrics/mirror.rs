@@ -26,9 +26,11 @@ pub(crate) fn watch_stats() {
     }
 }
 
-/// Mirrors the Table row cache's weight (settled at scrape time, not on the rows' path).
+/// Mirrors the Table row cache's weight (settled at scrape time, not on the rows' path) and the number of
+/// resources printed with learned generic columns.
 pub(crate) fn table_rows() {
     gauge(TABLE_ROW_CACHE_BYTES, vec![]).set(crate::codec::table::cache::weighted_bytes() as f64);
+    gauge(TABLE_GENERIC_RESOURCES, vec![]).set(crate::codec::table::generic::learned_resources() as f64);
 }
 
 /// Mirrors the consistent-read freshness counters (`None`: this kache has no freshness prober).

@@ -87,6 +87,7 @@ pub const LIMIT_REJECTIONS_TOTAL: &str = "kache_limit_rejections_total";
 pub const ENCODING_TOTAL: &str = "kache_encoding_total";
 pub const TABLE_ROWS_TOTAL: &str = "kache_table_rows_total";
 pub const TABLE_ROW_CACHE_BYTES: &str = "kache_table_row_cache_bytes";
+pub const TABLE_GENERIC_RESOURCES: &str = "kache_table_generic_resources";
 // --- reads from memory: admission, compression, the gzip cache (kache) ---
 pub const MEMORY_READS_IN_FLIGHT: &str = "kache_memory_reads_in_flight";
 pub const MEMORY_READ_BYTES_IN_FLIGHT: &str = "kache_memory_read_bytes_in_flight";
@@ -317,6 +318,11 @@ pub const ALL: &[MetricDef] = &[
         TABLE_ROW_CACHE_BYTES,
         &[],
         "Bytes held by cached Table rows (one per object version printed, bounded).",
+    ),
+    gauge(
+        TABLE_GENERIC_RESOURCES,
+        &[],
+        "Resources whose Tables are printed with the generic columns (Name, Created At) learned from the upstream's own answer (bounded: 4096).",
     ),
     gauge(
         MEMORY_READS_IN_FLIGHT,

@@ -389,14 +389,22 @@ impl KacheHandler {
                 return self.forward(req, id).await;
             }
             // A Table from memory for the kinds kache prints exactly (an invalid `includeObject` is the
-            // upstream's 400 to write, after its own checks); any other kind's Table is forwarded.
+            // upstream's 400 to write, after its own checks). A typed kind without a printer is forwarded
+            // until the upstream's answer has shown it uses the generic convertor (learned from that
+            // answer, `table_learn`); custom resources always have their CRD's convertor.
             (negotiate::Negotiated::JsonTable { v1, .. }, _) => {
                 let printer = crate::codec::table::Printer::for_resource(&r.gvr.group, &r.gvr.resource)
                     .filter(|_| r.gvr.version == "v1")
-                    .or_else(|| self.custom_printer(&store, r));
+                    .or_else(|| self.custom_printer(&store, r))
+                    .or_else(|| self.generic_printer(&store, r));
                 match (printer, crate::codec::table::Include::parse(req.uri().query())) {
-                    (Some(printer), Ok(include)) if !table_watch_forwarded(r, &req) => {
+                    (Some(printer), Ok(include)) => {
                         View::Table(crate::codec::table::TableView { printer, include, v1: *v1 })
+                    }
+                    (None, Ok(_)) if r.verb != Verb::Watch && !store.info().list_items_have_type_meta => {
+                        self.stats.count_encoding(encoding, false);
+                        let gvr = r.gvr.clone();
+                        return crate::serve::table_learn::learn_from(self.forward(req, id).await, &gvr);
                     }
                     _ => {
                         self.stats.count_encoding(encoding, false);
@@ -510,6 +518,15 @@ impl KacheHandler {
         let object = crds.current().get(&format!("{}.{}", r.gvr.resource, r.gvr.group))?.clone();
         crate::codec::table::crd::for_crd_object(&object, &r.gvr.version)
             .map(crate::codec::table::Printer::Custom)
+    }
+
+    /// The generic convertor's printer for a typed resource, once learned from the upstream's own Table.
+    fn generic_printer(&self, store: &Store, r: &ResourceRequest) -> Option<crate::codec::table::Printer> {
+        if store.info().list_items_have_type_meta {
+            return None;
+        }
+        crate::codec::table::generic::lookup(&r.gvr.group, &r.gvr.version, &r.gvr.resource)
+            .map(crate::codec::table::Printer::Generic)
     }
 
     /// A consistent read that could not be proven fresh: forward (bounded) or 429.
@@ -676,18 +693,6 @@ impl KacheHandler {
     }
 }
 
-/// Table watches are served from memory without bookmarks only (`kubectl get -w` asks for none); one
-/// that allows bookmarks or streams initial events (which end with a bookmark) is forwarded, because a
-/// bookmark's Table row is the printer's output for an empty object.
-fn table_watch_forwarded(r: &ResourceRequest, req: &Request<Body>) -> bool {
-    if r.verb != Verb::Watch {
-        return false;
-    }
-    let q = crate::serve::query::Query::parse(req.uri().query());
-    let set = |k: &str| q.get(k).is_some_and(crate::serve::query::query_bool);
-    set("allowWatchBookmarks") || set("sendInitialEvents")
-}
-
 /// The namespace a list or watch scans: the URL's, or a `metadata.namespace=` selector's on a cluster-wide
 /// request of a namespaced resource (the registry narrows the key prefix the same way, §4.1).
 fn scan_namespace<'a>(r: &'a ResourceRequest, namespaced: bool, opts: &'a ListOptions) -> Option<&'a str> {
@@ -737,7 +742,16 @@ pub fn error_response(err: &ApiError, req: &Request<Body>, pretty: bool) -> Resp
         let ua = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok());
         negotiate::wants_pretty(None, ua)
     };
-    let bytes = if pretty { err.to_json_pretty() } else { err.to_json() };
+    // An Accept header naming only transformations (a Table, a metadata view) cannot carry a Status: the
+    // apiserver then writes it raw (`WriteRawJSON`), indented without a trailing newline.
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let bytes = if !negotiate::error_negotiable(accept) {
+        err.to_raw_json()
+    } else if pretty {
+        err.to_json_pretty()
+    } else {
+        err.to_json()
+    };
     let mut resp = Response::builder()
         .status(StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header(header::CONTENT_TYPE, "application/json")

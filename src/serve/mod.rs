@@ -15,4 +15,5 @@ pub mod route;
 pub mod scan;
 pub mod selector;
 pub mod server;
+pub mod table_learn;
 pub mod watch;

@@ -226,6 +226,29 @@ fn negotiate_inner(accept: Option<&str>) -> Option<(Negotiated, bool)> {
     None
 }
 
+/// Whether an error's Status can be negotiated on this Accept header (`WriteObjectNegotiated` with
+/// `DefaultEndpointRestrictions`: no `as=`/`g=`/`v=` transformation, no `sv=`). When it cannot — a header
+/// asking only for a Table or a metadata view — the apiserver writes the error with `WriteRawJSON`
+/// (indented, no trailing newline) and its own status code.
+pub fn error_negotiable(accept: Option<&str>) -> bool {
+    let header = accept.unwrap_or("");
+    if header.is_empty() {
+        return true;
+    }
+    parse_accept(header).iter().any(|clause| {
+        let converting = ["as", "g", "v"].iter().any(|k| clause.param(k).is_some());
+        let sv = clause.param("sv").is_some_and(|v| !v.is_empty());
+        let stream = clause.param("stream").is_some_and(|v| !v.is_empty() && v != "watch");
+        !converting
+            && !sv
+            && !stream
+            && SUPPORTED.iter().any(|&(typ, sub, _, _)| {
+                (clause.typ == typ && (clause.sub == sub || clause.sub == "*"))
+                    || (clause.typ == "*" && clause.sub == "*")
+            })
+    })
+}
+
 /// go-restful's `Route.matchesAccept`, which selects a typed resource's route before the apiserver's own
 /// negotiation runs: some comma-separated clause, its parameters cut at the first `;` and spaces trimmed,
 /// is `*/*` or exactly one of `produces` (case-sensitive; no `type/*` wildcards). No Accept header counts
@@ -317,6 +340,12 @@ mod tests {
             Negotiated::JsonTable { v1: false, pretty: false }
         );
         assert_eq!(n("application/yaml;as=Table;g=meta.k8s.io;v=v1"), Negotiated::Table);
+        // An error's Status cannot be a Table: without a plain clause it is written raw.
+        assert!(!error_negotiable(Some("application/json;as=Table;g=meta.k8s.io;v=v1")));
+        assert!(error_negotiable(Some("application/json;as=Table;g=meta.k8s.io;v=v1, application/json")));
+        assert!(error_negotiable(Some("application/json;as=Table;g=meta.k8s.io;v=v1, */*")));
+        assert!(error_negotiable(None));
+        assert!(!error_negotiable(Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")));
         assert_eq!(
             n("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"),
             Negotiated::PartialMetadataV1beta1

@@ -280,10 +280,13 @@ impl Watcher {
             View::Table(version) => {
                 // Only the first event carries the column definitions (`NoHeaders` afterwards).
                 let headers = self.table_headers.replace(false);
-                Some(value_frame(
-                    ty,
-                    &crate::table::event_table(&self.res, v, headers, self.include, version),
-                ))
+                // A bookmark's row always carries its object's metadata (kube-apiserver 1.36 sends the
+                // PartialObjectMetadata for `includeObject=None` too), so clients can read its annotation.
+                let include = match (ty, self.include) {
+                    ("BOOKMARK", crate::table::Include::None) => crate::table::Include::Metadata,
+                    (_, include) => include,
+                };
+                Some(value_frame(ty, &crate::table::event_table(&self.res, v, headers, include, version)))
             }
         }
     }

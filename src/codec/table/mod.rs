@@ -3,12 +3,15 @@
 //! each object's row computed once per version ([`cache`]), and the handlers' transformation (`asTable`):
 //! every row carries its object as `includeObject` asks — the stored bytes (`Object`), the
 //! `PartialObjectMetadata` built from the stored metadata bytes (`Metadata`, the default) or `null` (`None`).
-//! A kind kache has no printer for is never approximated: its Table requests are forwarded.
+//! A kind without a printer of its own gets the generic convertor's Name and Created At ([`generic`])
+//! once the upstream's own answer has shown that it uses it; until then, and for anything kache cannot
+//! print exactly, Table requests are forwarded, never approximated.
 
 pub mod age;
 pub mod cache;
 pub mod crd;
 mod docs;
+pub mod generic;
 pub mod printers;
 pub mod row;
 
@@ -83,6 +86,11 @@ impl TableView {
                 Some(c) => out.put_slice(c.columns_json()),
                 None => out.put_slice(b"[]"),
             }
+        } else if let (true, Printer::Generic(id)) = (headers, self.printer) {
+            match generic::columns_json(id) {
+                Some(c) => out.put_slice(&c),
+                None => out.put_slice(b"[]"),
+            }
         } else if headers {
             out.put_slice(columns_json(self.printer));
         } else {
@@ -131,6 +139,17 @@ impl TableView {
 
 /// The end of a Table after its rows, with the newline of `json.Encoder.Encode`.
 pub const TABLE_TRAILER: &[u8] = b"]}\n";
+/// The end of a Table without rows whose convertor leaves them nil (the generic one): `"rows":null`,
+/// replacing the `[` the header ends with.
+pub const NIL_ROWS_TRAILER: &[u8] = b"null}\n";
+
+impl TableView {
+    /// Whether an empty Table of this view has `"rows":null` rather than `[]` (the generic convertor
+    /// appends to a nil slice; the printers and the CRD convertor allocate theirs).
+    pub fn nil_when_empty(&self) -> bool {
+        matches!(self.printer, Printer::Generic(_))
+    }
+}
 
 fn object_metadata(object: &Object) -> &[u8] {
     object.raw.get(object.metadata_range.start as usize..object.metadata_range.end as usize).unwrap_or(b"{}")

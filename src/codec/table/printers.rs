@@ -24,6 +24,9 @@ pub enum Printer {
     Leases,
     /// A custom resource's printer columns ([`super::crd`], by interned id).
     Custom(u32),
+    /// The generic convertor (Name, Created At) with column definitions learned from the upstream
+    /// ([`super::generic`], by interned id).
+    Generic(u32),
 }
 
 /// (name, type, priority, description) of one column; `Name` columns carry `format: name`.
@@ -35,7 +38,7 @@ const CONTAINERS: ColumnDef = ("Containers", "string", 1, "Names of each contain
 const IMAGES: ColumnDef = ("Images", "string", 1, "Images referenced by each container in the template.");
 
 impl Printer {
-    /// Every built-in printer (all but [`Printer::Custom`]).
+    /// Every built-in printer (all but [`Printer::Custom`] and [`Printer::Generic`]).
     pub const BUILT_IN: [Printer; 11] = [
         Printer::Pods,
         Printer::Namespaces,
@@ -146,7 +149,7 @@ impl Printer {
                 ("Selector", "string", 1, d::RS_SELECTOR),
             ],
             Printer::Leases => vec![NAME, ("Holder", "string", 0, d::LEASE_HOLDER), AGE],
-            Printer::Custom(_) => Vec::new(),
+            Printer::Custom(_) | Printer::Generic(_) => Vec::new(),
         }
     }
 
@@ -156,6 +159,7 @@ impl Printer {
         let created = Cell::Age(time(o, "/metadata/creationTimestamp"));
         let cells = match self {
             Printer::Pods => return pod(o),
+            Printer::Generic(_) => return super::generic::row(o),
             Printer::Custom(id) => {
                 return super::crd::get(id)
                     .map_or(Row { cells: Box::new([]), conditions: None }, |c| c.row(o));

@@ -7,13 +7,15 @@
 //! that table for built-in kinds. Custom resources are unstructured: only apiVersion, kind and metadata, with
 //! keys sorted as Go marshals maps.
 
+use std::io::Write as _;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::time::Instant;
 
 use super::frame::WatchView;
-use crate::codec::list::write_json_string;
+use crate::codec::list::{ListMeta, write_json_string};
+use crate::codec::table::Include;
 use crate::resource::ResourceInfo;
 
 /// The apiserver's `defaultBookmarkFrequency` (`cacher.go:78`).
@@ -69,24 +71,35 @@ pub fn zero_value_tail(group: &str, kind: &str) -> &'static str {
 /// Builds a watcher's BOOKMARK lines. Made once per watcher; a bookmark costs one small allocation.
 #[derive(Debug, Clone)]
 pub struct BookmarkShape {
-    /// Typed: `{"type":"BOOKMARK","object":{"kind":…,"apiVersion":…,"metadata":{"resourceVersion":"`.
-    /// Unstructured: `{"type":"BOOKMARK","object":{"apiVersion":…,"kind":…,"metadata":{`.
+    /// Typed: `{"kind":…,"apiVersion":…,"metadata":{`.
+    /// Unstructured: `{"apiVersion":…,"kind":…,"metadata":{`.
     head: Bytes,
-    /// What follows metadata, then `}}\n`: the upstream's own (learned from its bookmarks), else the table.
+    /// What follows metadata, then `}`: the upstream's own (learned from its bookmarks), else the table.
     tail: Bytes,
     /// Custom resources are unstructured: Go marshals their maps with sorted keys, so `apiVersion` comes
     /// before `kind` and `annotations` before `resourceVersion`.
     unstructured: bool,
+    /// Table watches: the bookmark object becomes a one-row Table (see [`BookmarkShape::put_frame_headers`]).
+    table: Option<crate::codec::table::TableView>,
 }
+
+/// What every BOOKMARK line starts with.
+const FRAME_HEAD: &[u8] = b"{\"type\":\"BOOKMARK\",\"object\":";
+const ANNOTATIONS: &[u8] = b"\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}";
 
 impl BookmarkShape {
     /// `learned`: the upstream's own tail for this kind ([`crate::store::Store::bookmark_tail`]), which wins
     /// over [`zero_value_tail`] for typed kinds.
     pub fn new(info: &ResourceInfo, view: WatchView, learned: Option<Bytes>) -> Self {
         let mut head = BytesMut::with_capacity(128);
-        head.put_slice(b"{\"type\":\"BOOKMARK\",\"object\":{");
-        let unstructured = view == WatchView::Full && info.list_items_have_type_meta;
-        let tail = match view {
+        head.put_u8(b'{');
+        let (object_view, table) = match view {
+            // A Table bookmark prints the kind's own bookmark object (the apiserver's asTable over it).
+            WatchView::Table(t) => (WatchView::Full, Some(t)),
+            v => (v, None),
+        };
+        let unstructured = object_view == WatchView::Full && info.list_items_have_type_meta;
+        let tail = match object_view {
             WatchView::Full if unstructured => {
                 head.put_slice(b"\"apiVersion\":");
                 write_json_string(&mut head, &info.api_version());
@@ -94,7 +107,7 @@ impl BookmarkShape {
                 write_json_string(&mut head, &info.kind);
                 Bytes::new()
             }
-            WatchView::Full => {
+            WatchView::Full | WatchView::Table(_) => {
                 head.put_slice(b"\"kind\":");
                 write_json_string(&mut head, &info.kind);
                 head.put_slice(b",\"apiVersion\":");
@@ -107,14 +120,9 @@ impl BookmarkShape {
                 head.put_slice(b"\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\"");
                 Bytes::new()
             }
-            // Table watches with bookmarks are forwarded (the handler never starts one); kept total.
-            WatchView::Table(_) => {
-                head.put_slice(b"\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\"");
-                Bytes::new()
-            }
         };
         head.put_slice(b",\"metadata\":{");
-        Self { head: head.freeze(), tail, unstructured }
+        Self { head: head.freeze(), tail, unstructured, table }
     }
 
     /// The BOOKMARK line at `rv`; `initial_events_end` adds the watch-list annotation.
@@ -124,9 +132,51 @@ impl BookmarkShape {
         out.freeze()
     }
 
-    /// Appends the BOOKMARK line at `rv` to `out`.
+    /// Appends the BOOKMARK line at `rv` to `out` (a Table watch's without column definitions).
     pub fn put_frame(&self, out: &mut BytesMut, rv: u64, initial_events_end: bool) {
-        const ANNOTATIONS: &[u8] = b"\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}";
+        self.put_frame_headers(out, rv, initial_events_end, false);
+    }
+
+    /// Appends the BOOKMARK line at `rv` to `out`; in a Table watch `headers` says whether it is the
+    /// watcher's first event (the only one with `columnDefinitions`).
+    ///
+    /// A Table watch's bookmark is what the apiserver's `watchEmbeddedEncoder` makes of the bookmark
+    /// object: a one-row Table at `rv` whose cells are the printer's output for that (empty) object and
+    /// whose row object is the bookmark itself (`includeObject=Object`) or its `PartialObjectMetadata` —
+    /// also for `includeObject=None`, which kube-apiserver 1.36 answers so for bookmarks (checked against
+    /// the real generic apiserver in tests/table_real.rs), so that a client reads the annotation.
+    pub fn put_frame_headers(&self, out: &mut BytesMut, rv: u64, initial_events_end: bool, headers: bool) {
+        out.put_slice(FRAME_HEAD);
+        match &self.table {
+            None => self.put_object(out, rv, initial_events_end),
+            Some(table) => {
+                let mut raw = BytesMut::with_capacity(self.head.len() + self.tail.len() + 80);
+                self.put_object(&mut raw, rv, initial_events_end);
+                let mut metadata = BytesMut::with_capacity(80);
+                let _ = write!((&mut metadata).writer(), "{{\"resourceVersion\":\"{rv}\"");
+                if initial_events_end {
+                    metadata.put_u8(b',');
+                    metadata.put_slice(ANNOTATIONS);
+                }
+                metadata.put_u8(b'}');
+                let view = crate::codec::table::TableView {
+                    include: match table.include {
+                        Include::None => Include::Metadata,
+                        other => other,
+                    },
+                    ..*table
+                };
+                let meta = ListMeta { resource_version: rv, ..Default::default() };
+                out.put_slice(&view.header(&meta, headers));
+                view.put_row_uncached(out, &raw, Some(&metadata), true, crate::codec::table::age::now_ms());
+                out.put_slice(b"]}");
+            }
+        }
+        out.put_slice(b"}\n");
+    }
+
+    /// Appends the bookmark object at `rv`.
+    fn put_object(&self, out: &mut BytesMut, rv: u64, initial_events_end: bool) {
         out.put_slice(&self.head);
         if initial_events_end && self.unstructured {
             out.put_slice(ANNOTATIONS);
@@ -141,7 +191,7 @@ impl BookmarkShape {
         }
         out.put_u8(b'}');
         out.put_slice(&self.tail);
-        out.put_slice(b"}}\n");
+        out.put_u8(b'}');
     }
 }
 
@@ -210,6 +260,45 @@ mod tests {
         // The metadata view never carries it.
         let shape = BookmarkShape::new(&flunder, WatchView::PartialObjectMetadata, Some(learned));
         assert!(!shape.frame(9, false).windows(7).any(|w| w == b"\"spec\":"));
+    }
+
+    /// The generic apiserver's Table bookmarks (kube-apiserver 1.36, captured with curl): the row is the
+    /// generic convertor's output for the bookmark object; `includeObject=None` still shows its metadata.
+    #[test]
+    fn table_bookmarks_match_the_apiserver() {
+        use crate::codec::table::{Include, Printer, TableView, generic};
+        const COLUMNS: &str = r#"[{"name":"Name","type":"string","format":"name","description":"N","priority":0},{"name":"Created At","type":"date","format":"","description":"C","priority":0}]"#;
+        let body = format!(r#"{{"kind":"Table","columnDefinitions":{COLUMNS},"rows":null}}"#);
+        assert!(generic::learn("wardle.example.com", "v1alpha1", "flunders-bookmark", body.as_bytes()));
+        let id = generic::lookup("wardle.example.com", "v1alpha1", "flunders-bookmark").expect("learned");
+        let flunder = info("wardle.example.com", "v1alpha1", "flunders", "Flunder");
+        let learned = Bytes::from_static(br#","spec":{},"status":{}"#);
+        let table =
+            |include| WatchView::Table(TableView { printer: Printer::Generic(id), include, v1: true });
+        let head = r#"{"type":"BOOKMARK","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"3"},"columnDefinitions":"#;
+        let cells = r#","rows":[{"cells":["","0001-01-01T00:00:00Z"],"object":"#;
+        let partial = r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"3","annotations":{"k8s.io/initial-events-end":"true"}}}"#;
+        let full = r#"{"kind":"Flunder","apiVersion":"wardle.example.com/v1alpha1","metadata":{"resourceVersion":"3","annotations":{"k8s.io/initial-events-end":"true"}},"spec":{},"status":{}}"#;
+        for (include, object) in
+            [(Include::None, partial), (Include::Metadata, partial), (Include::Object, full)]
+        {
+            let shape = BookmarkShape::new(&flunder, table(include), Some(learned.clone()));
+            let mut out = BytesMut::new();
+            shape.put_frame_headers(&mut out, 3, true, false);
+            assert_eq!(
+                std::str::from_utf8(&out).expect("utf8"),
+                format!("{head}null{cells}{object}}}]}}}}\n"),
+                "{include:?}"
+            );
+            // The watcher's first event carries the column definitions, a bookmark too.
+            let mut out = BytesMut::new();
+            shape.put_frame_headers(&mut out, 3, true, true);
+            assert_eq!(
+                std::str::from_utf8(&out).expect("utf8"),
+                format!("{head}{COLUMNS}{cells}{object}}}]}}}}\n"),
+                "{include:?}"
+            );
+        }
     }
 
     #[test]

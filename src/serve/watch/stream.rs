@@ -326,7 +326,8 @@ impl Watcher {
         stats::record_events(count);
         match (&self.bookmark, end_bookmark) {
             (Some(shape), true) => {
-                shape.put_frame(&mut out, snapshot.rv, true);
+                shape.put_frame_headers(&mut out, snapshot.rv, true, self.table_headers);
+                self.table_headers = false;
                 stats::record_bookmark();
                 crate::metrics::watch_list_done(self.store.info(), self.started.elapsed());
                 // The apiserver re-queues a watch-list watcher for the next dispatcher tick.
@@ -385,7 +386,10 @@ impl Watcher {
 
     /// The BOOKMARK at `position` (which every sent event precedes).
     fn send_bookmark(&mut self, now: Instant) -> Option<Bytes> {
-        let frame = self.bookmark.as_ref()?.frame(self.position, false);
+        let mut frame = BytesMut::new();
+        self.bookmark.as_ref()?.put_frame_headers(&mut frame, self.position, false, self.table_headers);
+        self.table_headers = false;
+        let frame = frame.freeze();
         stats::record_bookmark();
         self.bookmarked = self.position;
         self.last_bookmark = Some(now);
