@@ -90,12 +90,16 @@ pub fn encoding(encoding: Encoding, served: Served) {
     counter(ENCODING_TOTAL, labels).increment(1);
 }
 
-/// A filtered mirror and its selector (`kache_mirror_selector`, 1 while it is configured).
+/// A filtered mirror and its selector (`kache_mirror_selector`, 1 while it is configured); its
+/// `kache_mirror_uncovered_total` series exist (at zero) from then on.
 pub fn mirror_selector<R: AsResource + ?Sized>(resource: &R, selector: &str) {
     with_resource(resource, |m| {
         let mut labels = m.labels(&[]);
         labels.push(metrics::Label::new("selector", selector.to_owned()));
         super::recorder::gauge(MIRROR_SELECTOR, labels).set(1.0);
+        for verb in ["get", "list", "watch"] {
+            counter(MIRROR_UNCOVERED_TOTAL, m.labels(&[("verb", verb)])).increment(0);
+        }
     });
 }
 
