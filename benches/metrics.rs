@@ -40,6 +40,7 @@ fn snapshot(i: usize) -> ResourceSnapshot {
         restarts: 0,
         since_last_event: Some(Duration::from_secs(1)),
         last_error: None,
+        selector: None,
     }
 }
 

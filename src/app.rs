@@ -16,10 +16,11 @@ use crate::auth::{Auth, AuthMode, AuthSettings};
 use crate::forward::{Forwarder, WriteTracker};
 use crate::metrics::KacheStats;
 use crate::reflector::{ReflectorConfig, Registry};
+use crate::serve::coverage::{MirrorSelector, SelectorSpecError, parse_selector_spec};
 use crate::serve::fresh::{Freshness, FreshnessConfig};
 use crate::serve::handler::{HandlerConfig, HandlerStats, KacheHandler};
 use crate::serve::server::{self, Limits, TlsConfig};
-use crate::upstream::discovery::Selection;
+use crate::upstream::discovery::{ResourceSpec, Selection, parse_resource_specs};
 use crate::upstream::{Upstream, UpstreamError};
 
 /// How often discovery runs again to pick up custom resources added later.
@@ -40,6 +41,9 @@ pub struct Config {
     pub upstream: UpstreamSource,
     /// Which resources are cached up front and which never are.
     pub selection: Selection,
+    /// Filtered mirrors (`--resource-selector`): these resources hold only the objects their selector
+    /// matches; reads the selection does not cover are forwarded (see [`crate::serve::coverage`]).
+    pub mirror_selectors: Vec<(ResourceSpec, MirrorSelector)>,
     /// Whether a resource nobody configured starts caching on its first read.
     pub lazy: bool,
     pub rediscovery_interval: Duration,
@@ -58,6 +62,7 @@ impl Config {
         Self {
             upstream: UpstreamSource::Url(url.into()),
             selection: Selection::default(),
+            mirror_selectors: Vec::new(),
             lazy: true,
             rediscovery_interval: DEFAULT_REDISCOVERY_INTERVAL,
             reflector: ReflectorConfig::default(),
@@ -68,6 +73,28 @@ impl Config {
             auth: AuthSettings::default(),
         }
     }
+}
+
+/// Parses `--resource-selector` values (`RESOURCE:fieldSelector=…` / `RESOURCE:labelSelector=…`, see
+/// [`parse_selector_spec`]) into the specs of [`Config::mirror_selectors`].
+pub fn parse_mirror_selectors(
+    values: &[String],
+) -> Result<Vec<(ResourceSpec, MirrorSelector)>, SelectorSpecError> {
+    values
+        .iter()
+        .map(|value| {
+            let (resource, selector) = parse_selector_spec(value)?;
+            let mut specs = parse_resource_specs(&resource)
+                .map_err(|e| SelectorSpecError { spec: value.clone(), reason: e.to_string() })?;
+            match (specs.pop(), specs.is_empty()) {
+                (Some(spec), true) => Ok((spec, selector)),
+                _ => Err(SelectorSpecError {
+                    spec: value.clone(),
+                    reason: "name exactly one resource".to_owned(),
+                }),
+            }
+        })
+        .collect()
 }
 
 /// Failure to start kache.
@@ -119,6 +146,7 @@ impl Kache {
         };
         let registry = Registry::new(upstream.clone(), config.reflector.clone());
         registry.set_selection(config.selection.clone());
+        registry.set_mirror_selectors(config.mirror_selectors.clone());
         let shutdown = CancellationToken::new();
         let mut background = Vec::new();
 

@@ -17,7 +17,8 @@
 //!   apiserver's printers, rows cached per object version), Status errors, tokens, gzip.
 //! - [`serve`]: the HTTP front: routing, parameter validation, selectors, list/get/watch from memory; every
 //!   response from memory streamed with bounded buffers (pretty printing and gzip included) and admitted
-//!   against a byte budget (`serve::admit`).
+//!   against a byte budget (`serve::admit`); a filtered mirror answers only the reads its selection covers
+//!   (`serve::coverage`).
 //! - [`forward`]: transparent pass-through to the upstream for everything not served from memory.
 //! - [`auth`]: who the client is and whether it may read what it asks for.
 //! - [`metrics`]: Prometheus exposition, health and readiness.

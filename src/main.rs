@@ -145,6 +145,11 @@ pub(crate) struct CommonArgs {
     /// (default: every discovered resource that supports list and watch).
     #[arg(long)]
     resources: Option<String>,
+    /// Mirror a resource filtered: `RESOURCE:fieldSelector=SELECTOR` or `RESOURCE:labelSelector=SELECTOR`,
+    /// e.g. `pods:fieldSelector=spec.nodeName=$(NODE_NAME)` for a node-local kache. Repeat the flag to
+    /// combine selectors (ANDed). Reads the selection does not cover are forwarded.
+    #[arg(long = "resource-selector", value_name = "RESOURCE:KIND=SELECTOR")]
+    resource_selectors: Vec<String>,
     /// Resources never cached (always forwarded).
     #[arg(long)]
     exclude: Option<String>,
@@ -192,6 +197,8 @@ impl CommonArgs {
             None => Vec::new(),
         };
         config.selection = Selection { include, exclude };
+        config.mirror_selectors = kache::app::parse_mirror_selectors(&self.resource_selectors)
+            .map_err(|e| anyhow::anyhow!("--resource-selector: {e}"))?;
         config.lazy = !self.no_lazy;
         config.freshness.wait = self.consistent_read_wait;
         config.freshness.fallback = if self.consistent_read_fallback == "429" {

@@ -86,6 +86,9 @@ pub const IMPERSONATION_TOTAL: &str = "kache_impersonation_total";
 pub const LIMIT_REJECTIONS_TOTAL: &str = "kache_limit_rejections_total";
 pub const ENCODING_TOTAL: &str = "kache_encoding_total";
 pub const TABLE_ROWS_TOTAL: &str = "kache_table_rows_total";
+// --- filtered mirrors (kache) ---
+pub const MIRROR_SELECTOR: &str = "kache_mirror_selector";
+pub const MIRROR_UNCOVERED_TOTAL: &str = "kache_mirror_uncovered_total";
 pub const TABLE_ROW_CACHE_BYTES: &str = "kache_table_row_cache_bytes";
 pub const TABLE_GENERIC_RESOURCES: &str = "kache_table_generic_resources";
 // --- reads from memory: admission, compression, the gzip cache (kache) ---
@@ -308,6 +311,16 @@ pub const ALL: &[MetricDef] = &[
         ENCODING_TOTAL,
         &["encoding", "served"],
         "Responses by content encoding (json, protobuf, cbor, other) and where they came from (memory|forwarded).",
+    ),
+    gauge(
+        MIRROR_SELECTOR,
+        &["group", "resource", "selector"],
+        "1 for each resource mirrored filtered (--resource-selector), with its selector; resources mirrored whole have no series.",
+    ),
+    counter(
+        MIRROR_UNCOVERED_TOTAL,
+        &["group", "resource", "verb"],
+        "Reads of a filtered mirror forwarded because its selection does not cover them (get, list, watch).",
     ),
     counter(
         TABLE_ROWS_TOTAL,

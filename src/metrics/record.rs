@@ -90,6 +90,25 @@ pub fn encoding(encoding: Encoding, served: Served) {
     counter(ENCODING_TOTAL, labels).increment(1);
 }
 
+/// A filtered mirror and its selector (`kache_mirror_selector`, 1 while it is configured); its
+/// `kache_mirror_uncovered_total` series exist (at zero) from then on.
+pub fn mirror_selector<R: AsResource + ?Sized>(resource: &R, selector: &str) {
+    with_resource(resource, |m| {
+        let mut labels = m.labels(&[]);
+        labels.push(metrics::Label::new("selector", selector.to_owned()));
+        super::recorder::gauge(MIRROR_SELECTOR, labels).set(1.0);
+        for verb in ["get", "list", "watch"] {
+            counter(MIRROR_UNCOVERED_TOTAL, m.labels(&[("verb", verb)])).increment(0);
+        }
+    });
+}
+
+/// A read of a filtered mirror forwarded because the mirror's selection does not cover it; `verb` is one of
+/// `get`, `list`, `watch`.
+pub fn mirror_uncovered<R: AsResource + ?Sized>(resource: &R, verb: &'static str) {
+    with_resource(resource, |m| counter(MIRROR_UNCOVERED_TOTAL, m.labels(&[("verb", verb)])).increment(1));
+}
+
 /// A Table row looked up in the row cache (`hit`) or printed from its object (`miss`).
 pub fn table_rows(hit: bool) {
     counter(TABLE_ROWS_TOTAL, vec![label("result", if hit { "hit" } else { "miss" })]).increment(1);

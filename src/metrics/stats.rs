@@ -47,6 +47,8 @@ pub struct ResourceSnapshot {
     pub since_last_event: Option<Duration>,
     /// Why the resource is not synced (for logs; never shown on the public health endpoints).
     pub last_error: Option<String>,
+    /// A filtered mirror's selector (`--resource-selector`), shown in its readiness check's name.
+    pub selector: Option<String>,
 }
 
 /// What the metrics listener reads: the cached resources, and extra readiness checks.
@@ -130,6 +132,7 @@ impl StatsSource for Registry {
                 restarts: s.restarts,
                 since_last_event: s.since_last_event,
                 last_error: s.last_error,
+                selector: self.mirror_selector(&s.gvr).map(|sel| sel.to_string()),
                 gvr: s.gvr,
             })
             .collect()
@@ -228,13 +231,18 @@ impl ResourceMetrics {
 }
 
 /// The readiness of a set of resources as the apiserver's health checks print them: one named check per
-/// configured resource (`informer-sync-<resource>[.<group>]`), failing until its store is synced.
+/// configured resource (`informer-sync-<resource>[.<group>]`, with `[<selector>]` appended for a filtered
+/// mirror), failing until its store is synced.
 pub fn ready_checks(snapshots: &[ResourceSnapshot]) -> Vec<(String, Result<(), String>)> {
     snapshots
         .iter()
         .filter(|s| s.configured)
         .map(|s| {
-            let name = check_name(&s.gvr);
+            let name = match &s.selector {
+                // `informer-sync-pods[fieldSelector=spec.nodeName=node-1]`: which selection is synced.
+                Some(selector) => format!("{}[{selector}]", check_name(&s.gvr)),
+                None => check_name(&s.gvr),
+            };
             let result = if s.synced {
                 Ok(())
             } else {

@@ -1,7 +1,9 @@
 //! Tunables of the reflectors, each with its reason (and its client-go counterpart where there is one).
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::serve::coverage::MirrorSelector;
 use crate::store::StoreConfig;
 
 /// client-go's page size for a paginated list (`tools/pager` `defaultPageSize`).
@@ -53,6 +55,9 @@ pub struct ReflectorConfig {
     pub max_page_bytes: usize,
     pub request_timeout: Duration,
     pub progress_log_interval: Duration,
+    /// A filtered mirror's selector (`--resource-selector`): the list and watch ask the upstream for these
+    /// objects only. `None` mirrors the whole resource. Set per resource by the registry.
+    pub selector: Option<Arc<MirrorSelector>>,
 }
 
 impl Default for ReflectorConfig {
@@ -71,6 +76,7 @@ impl Default for ReflectorConfig {
             max_page_bytes: DEFAULT_MAX_PAGE_BYTES,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             progress_log_interval: DEFAULT_PROGRESS_LOG_INTERVAL,
+            selector: None,
         }
     }
 }

@@ -226,7 +226,8 @@ impl Reflector {
         if !self.watch_list {
             return State::listing();
         }
-        let req = request::watch_list(&self.info.gvr, self.watch_timeout_secs());
+        let req =
+            request::watch_list(&self.info.gvr, self.config.selector.as_deref(), self.watch_timeout_secs());
         match request::open_watch(&*self.transport, req, &self.config).await {
             Ok((stream, warnings)) => {
                 self.writer.learn_warnings(warnings);
@@ -308,7 +309,12 @@ impl Reflector {
         mut side: Vec<Arc<Object>>,
         mut progress: Progress,
     ) -> State {
-        let req = request::list(&self.info.gvr, self.config.page_size, continue_token.as_deref());
+        let req = request::list(
+            &self.info.gvr,
+            self.config.selector.as_deref(),
+            self.config.page_size,
+            continue_token.as_deref(),
+        );
         let page = match request::fetch(&*self.transport, req, &self.config).await {
             Ok((body, warnings)) => {
                 self.writer.learn_warnings(warnings);
@@ -345,7 +351,8 @@ impl Reflector {
     }
 
     async fn resume(&mut self, rv: u64) -> State {
-        let req = request::watch(&self.info.gvr, rv, self.watch_timeout_secs());
+        let req =
+            request::watch(&self.info.gvr, self.config.selector.as_deref(), rv, self.watch_timeout_secs());
         match request::open_watch(&*self.transport, req, &self.config).await {
             Ok((stream, warnings)) => {
                 self.writer.learn_warnings(warnings);

@@ -15,8 +15,11 @@ use super::config::ReflectorConfig;
 use super::status::{ReflectorStatus, StatusCell};
 use super::supervisor;
 use crate::resource::{Gvr, ResourceInfo};
+use crate::serve::coverage::{self, MirrorSelector};
 use crate::store::Store;
-use crate::upstream::discovery::{self, DiscoveredResource, Discovery, DiscoveryError, Selection};
+use crate::upstream::discovery::{
+    self, DiscoveredResource, Discovery, DiscoveryError, ResourceSpec, Selection,
+};
 use crate::upstream::{Transport, Upstream};
 
 /// Stores by resource, shared with the reflector tasks (which publish their store once it exists).
@@ -46,6 +49,11 @@ pub struct Registry {
     catalog: ArcSwap<HashMap<Gvr, DiscoveredResource>>,
     /// What is cached up front, and what never is (read without locking by `ensure`).
     selection: ArcSwap<Selection>,
+    /// `--resource-selector`: the resources mirrored filtered, and their selectors.
+    selector_specs: ArcSwap<Vec<(ResourceSpec, MirrorSelector)>>,
+    /// The selector of every running filtered mirror, fixed when its reflector starts (lock-free lookup on
+    /// the read path; resources mirrored whole are absent).
+    mirrors: ArcSwap<HashMap<Gvr, Arc<MirrorSelector>>>,
     inner: Mutex<Inner>,
 }
 
@@ -102,6 +110,8 @@ impl Registry {
             stores: Arc::new(StoreMap::default()),
             catalog: ArcSwap::default(),
             selection: ArcSwap::default(),
+            selector_specs: ArcSwap::default(),
+            mirrors: ArcSwap::default(),
             inner: Mutex::new(Inner::default()),
         })
     }
@@ -113,6 +123,38 @@ impl Registry {
     /// The store of a cached resource. Lock-free; check [`Store::is_synced`] before serving from it.
     pub fn get(&self, gvr: &Gvr) -> Option<Arc<Store>> {
         self.stores.map.load().get(gvr).cloned()
+    }
+
+    /// The selector of a filtered mirror; `None` when the resource is mirrored whole (or not cached). Set
+    /// before the store is first published and never removed (a resource's selector is fixed by the flags,
+    /// so a restarted reflector mirrors the same selection): a published store is never mistaken for a
+    /// whole mirror.
+    pub fn mirror_selector(&self, gvr: &Gvr) -> Option<Arc<MirrorSelector>> {
+        let mirrors = self.mirrors.load();
+        if mirrors.is_empty() { None } else { mirrors.get(gvr).cloned() }
+    }
+
+    /// Sets which resources are mirrored filtered (`--resource-selector`; several selectors of one resource
+    /// are ANDed). Applies to reflectors started afterwards: call before discovery.
+    pub fn set_mirror_selectors(&self, specs: Vec<(ResourceSpec, MirrorSelector)>) {
+        self.selector_specs.store(Arc::new(specs));
+    }
+
+    /// The selector a new reflector of `info` mirrors with, from the `--resource-selector` specs that name it.
+    fn selector_for(&self, info: &ResourceInfo) -> Option<Arc<MirrorSelector>> {
+        let specs = self.selector_specs.load();
+        if specs.is_empty() {
+            return None;
+        }
+        let catalog = self.catalog.load();
+        let found = catalog.get(&info.gvr)?;
+        let merged = specs.iter().filter(|(spec, _)| spec.matches(found)).map(|(_, sel)| sel).fold(
+            None,
+            |acc: Option<MirrorSelector>, sel| {
+                Some(acc.map_or_else(|| sel.clone(), |a| coverage::merge(&a, sel)))
+            },
+        )?;
+        Some(Arc::new(merged.converted(info.field_kind())))
     }
 
     /// What discovery knows about a resource (cached or not).
@@ -281,9 +323,24 @@ impl Registry {
     fn spawn_locked(&self, inner: &mut Inner, info: ResourceInfo, configured: bool) {
         let gvr = info.gvr.clone();
         let status = Arc::new(StatusCell::new(gvr.clone(), configured));
+        // A filtered mirror: its own config (the selector goes on every list and watch), and its selector
+        // published before its store can be.
+        let config = match self.selector_for(&info) {
+            Some(selector) => {
+                info!(resource = %gvr, %selector, "mirroring a selection");
+                crate::metrics::mirror_selector(&gvr, &selector.to_string());
+                self.mirrors.rcu(|m| {
+                    let mut m = HashMap::clone(m);
+                    m.insert(gvr.clone(), selector.clone());
+                    m
+                });
+                Arc::new(ReflectorConfig { selector: Some(selector), ..ReflectorConfig::clone(&self.config) })
+            }
+            None => self.config.clone(),
+        };
         let task = tokio::spawn(supervisor::run_resource(supervisor::Resource {
             transport: self.transport.clone(),
-            config: self.config.clone(),
+            config,
             info,
             status: status.clone(),
             stores: self.stores.clone(),

@@ -11,6 +11,7 @@ use super::stream::WatchStream;
 use crate::body::{self, Body, BoxError};
 use crate::metrics::UpstreamErrorReason;
 use crate::resource::Gvr;
+use crate::serve::coverage::MirrorSelector;
 use crate::upstream::Transport;
 use crate::upstream::{ReadBodyError, UpstreamError, read_body};
 
@@ -137,9 +138,23 @@ fn get(gvr: &Gvr, query: &str) -> Request<Body> {
         .expect("path and headers built from validated parts")
 }
 
+/// A filtered mirror's `labelSelector` / `fieldSelector`, first in every list and watch it sends (a
+/// continue token is only valid with the same selectors, which every page repeats).
+fn push_selector(query: &mut String, selector: Option<&MirrorSelector>) {
+    for (key, value) in selector.map(MirrorSelector::query_params).unwrap_or_default() {
+        push_param(query, key, &value);
+    }
+}
+
 /// One page of a consistent paginated list (resourceVersion unset).
-pub(crate) fn list(gvr: &Gvr, limit: u32, continue_token: Option<&str>) -> Request<Body> {
+pub(crate) fn list(
+    gvr: &Gvr,
+    selector: Option<&MirrorSelector>,
+    limit: u32,
+    continue_token: Option<&str>,
+) -> Request<Body> {
     let mut q = String::new();
+    push_selector(&mut q, selector);
     push_param(&mut q, "limit", &limit.to_string());
     if let Some(token) = continue_token {
         push_param(&mut q, "continue", token);
@@ -148,8 +163,9 @@ pub(crate) fn list(gvr: &Gvr, limit: u32, continue_token: Option<&str>) -> Reque
 }
 
 /// A streaming list: the full current state as ADDED events, the initial-events-end bookmark, then live events.
-pub(crate) fn watch_list(gvr: &Gvr, timeout_secs: u64) -> Request<Body> {
+pub(crate) fn watch_list(gvr: &Gvr, selector: Option<&MirrorSelector>, timeout_secs: u64) -> Request<Body> {
     let mut q = String::new();
+    push_selector(&mut q, selector);
     push_param(&mut q, "watch", "1");
     push_param(&mut q, "sendInitialEvents", "true");
     push_param(&mut q, "resourceVersionMatch", "NotOlderThan");
@@ -159,8 +175,14 @@ pub(crate) fn watch_list(gvr: &Gvr, timeout_secs: u64) -> Request<Body> {
 }
 
 /// A watch of every change after `rv`.
-pub(crate) fn watch(gvr: &Gvr, rv: u64, timeout_secs: u64) -> Request<Body> {
+pub(crate) fn watch(
+    gvr: &Gvr,
+    selector: Option<&MirrorSelector>,
+    rv: u64,
+    timeout_secs: u64,
+) -> Request<Body> {
     let mut q = String::new();
+    push_selector(&mut q, selector);
     push_param(&mut q, "watch", "1");
     push_param(&mut q, "resourceVersion", &rv.to_string());
     push_param(&mut q, "allowWatchBookmarks", "true");
@@ -250,22 +272,42 @@ mod tests {
 
     #[test]
     fn query_values_are_percent_encoded() {
-        let req = list(&Gvr::new("apps", "v1", "deployments"), 500, Some("ab+/=c"));
+        let req = list(&Gvr::new("apps", "v1", "deployments"), None, 500, Some("ab+/=c"));
         assert_eq!(req.uri().to_string(), "/apis/apps/v1/deployments?limit=500&continue=ab%2B%2F%3Dc");
     }
 
     #[test]
     fn watch_requests_carry_the_streaming_list_parameters() {
-        let req = watch_list(&Gvr::new("", "v1", "pods"), 321);
+        let req = watch_list(&Gvr::new("", "v1", "pods"), None, 321);
         assert_eq!(
             req.uri().to_string(),
             "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
              &allowWatchBookmarks=true&timeoutSeconds=321"
         );
-        let req = watch(&Gvr::new("", "v1", "pods"), 42, 300);
+        let req = watch(&Gvr::new("", "v1", "pods"), None, 42, 300);
         assert_eq!(
             req.uri().to_string(),
             "/api/v1/pods?watch=1&resourceVersion=42&allowWatchBookmarks=true&timeoutSeconds=300"
+        );
+    }
+
+    #[test]
+    fn a_filtered_mirror_sends_its_selectors_on_every_request() {
+        let sel = MirrorSelector::parse("app=web,tier in (a,b)", "spec.nodeName=node-1").expect("valid");
+        let pods = Gvr::new("", "v1", "pods");
+        let expect = "labelSelector=app%3Dweb%2Ctier%20in%20%28a%2Cb%29&fieldSelector=spec.nodeName%3Dnode-1";
+        let req = list(&pods, Some(&sel), 500, Some("tok"));
+        assert_eq!(req.uri().to_string(), format!("/api/v1/pods?{expect}&limit=500&continue=tok"));
+        let req = watch_list(&pods, Some(&sel), 300);
+        assert!(
+            req.uri()
+                .query()
+                .expect("query")
+                .starts_with(&format!("{expect}&watch=1&sendInitialEvents=true"))
+        );
+        let req = watch(&pods, Some(&sel), 7, 300);
+        assert!(
+            req.uri().query().expect("query").starts_with(&format!("{expect}&watch=1&resourceVersion=7"))
         );
     }
 

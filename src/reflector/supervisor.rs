@@ -101,7 +101,7 @@ async fn learn_type_meta(transport: &dyn Transport, info: &ResourceInfo, config:
     let guess = !discovery::is_builtin_group(&info.gvr.group);
     let mut backoff = Backoff::new(config);
     for _ in 0..PROBE_ATTEMPTS {
-        let req = request::list(&info.gvr, 1, None);
+        let req = request::list(&info.gvr, None, 1, None);
         let page = match request::fetch(transport, req, config).await {
             Ok((body, _)) => decode::decode_list(&body, info).map_err(ReflectError::from),
             Err(e) => Err(e),

@@ -26,6 +26,7 @@ use crate::forward::{Forwarder, WriteTracker};
 use crate::metrics;
 use crate::reflector::Registry;
 use crate::serve::admit::{self, DEFAULT_MAX_READ_BYTES_IN_FLIGHT, ReadBudget};
+use crate::serve::coverage::Requested;
 use crate::serve::crd_fields::CrdFields;
 use crate::serve::fresh::{Fallback, Freshness};
 use crate::serve::gzcache::GzipCache;
@@ -500,6 +501,23 @@ impl KacheHandler {
         store.is_synced().then_some(store)
     }
 
+    /// Whether memory can answer a read of this resource: always for a whole mirror; for a filtered mirror
+    /// only when its selection covers the read ([`crate::serve::coverage`]). Uncovered reads are counted
+    /// (`kache_mirror_uncovered_total`) and forwarded.
+    fn covered(&self, r: &ResourceRequest, req: Requested<'_>) -> bool {
+        let Some(selector) = self.registry.mirror_selector(&r.gvr) else { return true };
+        if selector.covers(&req) {
+            return true;
+        }
+        let verb = match r.verb {
+            Verb::Get => "get",
+            Verb::Watch => "watch",
+            _ => "list",
+        };
+        metrics::mirror_uncovered(&r.gvr, verb);
+        false
+    }
+
     /// The printer of a custom resource: its CRD's columns for the requested version, from kache's own
     /// synced store of CustomResourceDefinitions (what the apiserver's CRD handler reads from its informer).
     /// None when that store is not cached or synced, or the CRD's columns are outside what kache prints.
@@ -560,6 +578,10 @@ impl KacheHandler {
         };
         let min_rv = self.writes.last_write(&r.gvr);
         let namespace = r.namespace.as_deref().filter(|_| store.info().namespaced);
+        let (labels, fields) = (Default::default(), Default::default());
+        if !self.covered(r, Requested { namespace, name: Some(name), labels: &labels, fields: &fields }) {
+            return Err(NotServed::Forward("outside the mirror's selection"));
+        }
         let q = GetQuery {
             namespace,
             name,
@@ -591,6 +613,15 @@ impl KacheHandler {
             Ok(opts) => opts,
             Err(e) => return Ok(error_response(&e, req, false)),
         };
+        let wanted = Requested {
+            namespace: r.namespace.as_deref().filter(|_| info.namespaced),
+            name: None,
+            labels: &opts.label_selector,
+            fields: &opts.field_selector,
+        };
+        if !self.covered(r, wanted) {
+            return Err(NotServed::Forward("outside the mirror's selection"));
+        }
         let response = response_options(req, opts.pretty);
         let decoded = match params::validate_for_storage(&opts) {
             Ok(d) => d,
@@ -657,6 +688,15 @@ impl KacheHandler {
             && let Err(e) = opts.check_path_name(name)
         {
             return Ok(error_response(&e, req, false));
+        }
+        let wanted = Requested {
+            namespace: r.namespace.as_deref().filter(|_| info.namespaced),
+            name: r.name.as_deref(),
+            labels: &opts.label_selector,
+            fields: &opts.field_selector,
+        };
+        if !self.covered(r, wanted) {
+            return Err(NotServed::Forward("outside the mirror's selection"));
         }
         let rv = match opts.watch_resource_version() {
             Ok(rv) => rv,

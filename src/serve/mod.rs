@@ -1,6 +1,7 @@
 //! The HTTP front: routing, parameter validation, selectors, and get/list/watch from memory.
 
 pub mod admit;
+pub mod coverage;
 pub mod crd_fields;
 pub mod fresh;
 pub mod gzcache;

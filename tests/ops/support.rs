@@ -30,6 +30,11 @@ impl RunningKache {
         config.selection =
             Selection { include: Some(parse_resource_specs("pods").expect("spec")), exclude: vec![] };
         config.lazy = false;
+        // Pods mirrored filtered to `default`, where every pod of these tests lives: reads stay served from
+        // memory, and the filtered-mirror series (`kache_mirror_*`) are exported.
+        config.mirror_selectors =
+            kache::app::parse_mirror_selectors(&["pods:fieldSelector=metadata.namespace=default".to_owned()])
+                .expect("valid selector");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let metrics = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let kache = Kache::start_with_metrics(config, listener, Some(metrics)).await.expect("kache starts");

@@ -42,6 +42,7 @@ pub(crate) fn snapshot(gvr: Gvr, synced: bool, state: &'static str, objects: usi
         restarts: 1,
         since_last_event: Some(Duration::from_secs(4)),
         last_error: None,
+        selector: None,
     }
 }
 
@@ -113,6 +114,14 @@ fn readiness_counts_configured_resources_only() {
             ("informer-sync-deployments.apps".to_owned(), Err("connection refused".to_owned())),
         ]
     );
+}
+
+#[test]
+fn a_filtered_mirror_names_its_selection_in_its_check() {
+    let mut pods = snapshot(Gvr::new("", "v1", "pods"), true, "watching", 1);
+    pods.selector = Some("fieldSelector=spec.nodeName=node-1".to_owned());
+    let checks = ready_checks(&[pods]);
+    assert_eq!(checks, vec![("informer-sync-pods[fieldSelector=spec.nodeName=node-1]".to_owned(), Ok(()))]);
 }
 
 #[tokio::test]
