@@ -60,7 +60,9 @@ macro_rules! require_kube_proto {
         match kube_proto() {
             Some(p) => p,
             None => {
-                common::tools::missing("kube-proto (../shared/apiserver/bin/kube-proto.xz, unpacked with xz) is not available");
+                common::tools::missing(
+                    "kube-proto (../shared/apiserver/bin/kube-proto.xz, unpacked with xz) is not available",
+                );
                 return;
             }
         }
@@ -90,7 +92,8 @@ async fn send(base: &str, method: Method, path: &str, headers: &[(&str, &str)], 
         req = req.header(*k, *v);
     }
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let resp = client.request(req.body(Full::new(Bytes::from(body))).expect("request")).await.expect("response");
+    let resp =
+        client.request(req.body(Full::new(Bytes::from(body))).expect("request")).await.expect("response");
     let status = resp.status();
     let headers = resp.headers().clone();
     let body = resp.into_body().collect().await.expect("body").to_bytes();
@@ -113,7 +116,8 @@ async fn both(base: &str, path: &str, accept_pb: &str, accept_json: &str) -> (Re
 
 fn assert_same_bytes(what: &str, sim: &[u8], reference: &[u8]) {
     if sim != reference {
-        let at = sim.iter().zip(reference).position(|(a, b)| a != b).unwrap_or(sim.len().min(reference.len()));
+        let at =
+            sim.iter().zip(reference).position(|(a, b)| a != b).unwrap_or(sim.len().min(reference.len()));
         panic!(
             "{what}: the sim's protobuf differs from kube-proto's at byte {at} (sim {} bytes, kube-proto {})\n sim: {:02x?}\n ref: {:02x?}",
             sim.len(),
@@ -157,41 +161,77 @@ fn objects() -> Vec<(&'static str, Option<&'static str>, Value)> {
     let template = json!({"metadata": {"labels": {"app": "web"}}, "spec": pod_spec});
     vec![
         ("namespaces", None, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta("team-a")})),
-        ("nodes", None, json!({"apiVersion": "v1", "kind": "Node", "metadata": meta("node-1"),
+        (
+            "nodes",
+            None,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": meta("node-1"),
             "spec": {"podCIDR": "10.0.0.0/24", "podCIDRs": ["10.0.0.0/24"], "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
             "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}, "allocatable": {"cpu": "3800m", "memory": "15Gi", "pods": "110"},
                 "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2024-05-06T07:08:09Z", "lastTransitionTime": "2024-05-06T07:00:00Z", "reason": "KubeletReady", "message": "ok"}],
                 "addresses": [{"type": "InternalIP", "address": "192.168.0.2"}, {"type": "Hostname", "address": "node-1"}],
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
                 "nodeInfo": {"machineID": "m", "systemUUID": "s", "bootID": "b", "kernelVersion": "6.1", "osImage": "Debian", "containerRuntimeVersion": "containerd://1.7", "kubeletVersion": "v1.36.0", "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
-                "images": [{"names": ["nginx:1.27"], "sizeBytes": 70000000}]}})),
+                "images": [{"names": ["nginx:1.27"], "sizeBytes": 70000000}]}}),
+        ),
         ("pods", Some("team-a"), pod),
-        ("configmaps", Some("team-a"), json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("cm"), "data": {"b": "2", "a": "1", "empty": ""}, "binaryData": {"bin": "AAEC"}})),
-        ("secrets", Some("team-a"), json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta("s"), "data": {"password": "aHVudGVyMg==", "z": ""}, "type": "Opaque"})),
-        ("services", Some("team-a"), json!({"apiVersion": "v1", "kind": "Service", "metadata": meta("web"),
+        (
+            "configmaps",
+            Some("team-a"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("cm"), "data": {"b": "2", "a": "1", "empty": ""}, "binaryData": {"bin": "AAEC"}}),
+        ),
+        (
+            "secrets",
+            Some("team-a"),
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta("s"), "data": {"password": "aHVudGVyMg==", "z": ""}, "type": "Opaque"}),
+        ),
+        (
+            "services",
+            Some("team-a"),
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": meta("web"),
             "spec": {"ports": [{"name": "http", "protocol": "TCP", "port": 80, "targetPort": "http"}, {"name": "m", "protocol": "TCP", "port": 9090, "targetPort": 9090}],
                 "selector": {"app": "web"}, "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"], "type": "ClusterIP", "sessionAffinity": "None",
                 "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "internalTrafficPolicy": "Cluster"},
-            "status": {"loadBalancer": {}}})),
-        ("endpoints", Some("team-a"), json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": meta("web"),
+            "status": {"loadBalancer": {}}}),
+        ),
+        (
+            "endpoints",
+            Some("team-a"),
+            json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": meta("web"),
             "subsets": [{"addresses": [{"ip": "10.0.0.5", "nodeName": "node-1", "targetRef": {"kind": "Pod", "namespace": "team-a", "name": "web-0", "uid": "u"}}],
-                "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}]})),
-        ("events", Some("team-a"), json!({"apiVersion": "v1", "kind": "Event", "metadata": meta("web-0.17a"),
+                "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}]}),
+        ),
+        (
+            "events",
+            Some("team-a"),
+            json!({"apiVersion": "v1", "kind": "Event", "metadata": meta("web-0.17a"),
             "involvedObject": {"kind": "Pod", "namespace": "team-a", "name": "web-0", "uid": "u", "apiVersion": "v1", "resourceVersion": "5"},
             "reason": "Scheduled", "message": "assigned", "source": {"component": "scheduler"},
             "firstTimestamp": "2024-05-06T07:08:00Z", "lastTimestamp": "2024-05-06T07:08:01Z", "count": 2, "type": "Normal",
-            "eventTime": "2024-05-06T07:08:00.123456Z", "reportingComponent": "default-scheduler", "reportingInstance": "s-1"})),
-        ("deployments", Some("team-a"), json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta("web"),
+            "eventTime": "2024-05-06T07:08:00.123456Z", "reportingComponent": "default-scheduler", "reportingInstance": "s-1"}),
+        ),
+        (
+            "deployments",
+            Some("team-a"),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta("web"),
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": template.clone(),
                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": 1}},
                 "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600},
             "status": {"observedGeneration": 1, "replicas": 3, "updatedReplicas": 3, "readyReplicas": 3, "availableReplicas": 3,
-                "conditions": [{"type": "Available", "status": "True", "lastUpdateTime": "2024-05-06T07:08:09Z", "lastTransitionTime": "2024-05-06T07:08:09Z", "reason": "MinimumReplicasAvailable", "message": "ok"}]}})),
-        ("replicasets", Some("team-a"), json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": meta("web-5d8"),
+                "conditions": [{"type": "Available", "status": "True", "lastUpdateTime": "2024-05-06T07:08:09Z", "lastTransitionTime": "2024-05-06T07:08:09Z", "reason": "MinimumReplicasAvailable", "message": "ok"}]}}),
+        ),
+        (
+            "replicasets",
+            Some("team-a"),
+            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": meta("web-5d8"),
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": template},
-            "status": {"replicas": 3, "fullyLabeledReplicas": 3, "readyReplicas": 3, "availableReplicas": 3, "observedGeneration": 1}})),
-        ("leases", Some("team-a"), json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta("node-1"),
-            "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40, "renewTime": "2024-05-06T07:08:09.000000Z", "leaseTransitions": 1}})),
+            "status": {"replicas": 3, "fullyLabeledReplicas": 3, "readyReplicas": 3, "availableReplicas": 3, "observedGeneration": 1}}),
+        ),
+        (
+            "leases",
+            Some("team-a"),
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta("node-1"),
+            "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40, "renewTime": "2024-05-06T07:08:09.000000Z", "leaseTransitions": 1}}),
+        ),
     ]
 }
 
@@ -234,8 +274,14 @@ async fn every_modelled_kind_encodes_as_the_go_encoder() {
         assert_eq!(decoded, j.json(), "kube-proto decode of GET {path}");
         // The metadata view.
         let meta = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
-        let (j, p) = both(&sim.url(), &path, meta, "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1").await;
-        assert_same_bytes(&format!("GET {path} as PartialObjectMetadata"), &p.body, &kp(&bin, "encode", &j.body));
+        let (j, p) =
+            both(&sim.url(), &path, meta, "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
+                .await;
+        assert_same_bytes(
+            &format!("GET {path} as PartialObjectMetadata"),
+            &p.body,
+            &kp(&bin, "encode", &j.body),
+        );
     }
     sim.shutdown().await;
 }
@@ -287,10 +333,18 @@ async fn lists_encode_as_the_go_encoder() {
 
 /// Reads a watch response body until `n` protobuf frames (or JSON lines) have arrived.
 async fn watch_body(base: &str, path: &str, accept: &str, n: usize) -> (String, Vec<u8>) {
-    let req = Request::get(format!("{base}{path}")).header("accept", accept).body(http_body_util::Empty::<Bytes>::new()).expect("request");
+    let req = Request::get(format!("{base}{path}"))
+        .header("accept", accept)
+        .body(http_body_util::Empty::<Bytes>::new())
+        .expect("request");
     let resp = common::client().request(req).await.expect("response");
     assert_eq!(resp.status(), StatusCode::OK, "watch {path}");
-    let ct = resp.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let ct = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let pb = ct.starts_with(PROTOBUF);
     let mut body = resp.into_body();
     let mut buf = Vec::new();
@@ -335,10 +389,15 @@ async fn watch_streams_encode_as_the_go_encoder() {
     p1["metadata"]["labels"] = json!({"changed": "yes"});
     sim.update("pods", Some("w"), p1).expect("update");
     sim.delete("pods", Some("w"), "p2").expect("delete");
-    sim.create("configmaps", Some("w"), json!({"metadata": {"name": "c"}, "data": {"k": "v"}})).expect("configmap");
+    sim.create("configmaps", Some("w"), json!({"metadata": {"name": "c"}, "data": {"k": "v"}}))
+        .expect("configmap");
     let n = 5;
     for (path, accept_pb, accept_json) in [
-        (format!("/api/v1/namespaces/w/pods?watch=1&resourceVersion={start}"), CLIENT_GO_ACCEPT, "application/json"),
+        (
+            format!("/api/v1/namespaces/w/pods?watch=1&resourceVersion={start}"),
+            CLIENT_GO_ACCEPT,
+            "application/json",
+        ),
         (
             format!("/api/v1/pods?watch=1&resourceVersion={start}"),
             "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
@@ -359,7 +418,11 @@ async fn watch_streams_encode_as_the_go_encoder() {
     let gone = format!("/api/v1/namespaces/w/pods?watch=1&resourceVersion={start}");
     let (_, pb) = watch_body(&sim.url(), &gone, PROTOBUF, 1).await;
     let (_, js) = watch_body(&sim.url(), &gone, "application/json", 1).await;
-    assert!(String::from_utf8_lossy(&js).contains("\"ERROR\""), "a 410 event: {}", String::from_utf8_lossy(&js));
+    assert!(
+        String::from_utf8_lossy(&js).contains("\"ERROR\""),
+        "a 410 event: {}",
+        String::from_utf8_lossy(&js)
+    );
     assert_same_bytes("ERROR event", &pb, &kp(&bin, "encode-watch", &js));
     sim.shutdown().await;
 }
@@ -369,9 +432,17 @@ async fn protobuf_bodies_create_and_update_objects() {
     let bin = require_kube_proto!();
     let sim = start_sim().await;
     let base = sim.url();
-    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "pb", "labels": {"a": "b"}}});
+    let ns =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "pb", "labels": {"a": "b"}}});
     let body = kp(&bin, "encode", ns.to_string().as_bytes());
-    let r = send(&base, Method::POST, "/api/v1/namespaces", &[("content-type", PROTOBUF), ("accept", CLIENT_GO_ACCEPT)], body).await;
+    let r = send(
+        &base,
+        Method::POST,
+        "/api/v1/namespaces",
+        &[("content-type", PROTOBUF), ("accept", CLIENT_GO_ACCEPT)],
+        body,
+    )
+    .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(content_type(&r), PROTOBUF);
     let created: Value = serde_json::from_slice(&kp(&bin, "decode", &r.body)).expect("JSON");
@@ -380,17 +451,35 @@ async fn protobuf_bodies_create_and_update_objects() {
     // A deployment, then an update of it, both in protobuf.
     let (_, _, dep) = objects().into_iter().find(|(r, _, _)| *r == "deployments").expect("deployment");
     let path = "/apis/apps/v1/namespaces/pb/deployments";
-    let r = send(&base, Method::POST, path, &[("content-type", PROTOBUF)], kp(&bin, "encode", dep.to_string().as_bytes())).await;
+    let r = send(
+        &base,
+        Method::POST,
+        path,
+        &[("content-type", PROTOBUF)],
+        kp(&bin, "encode", dep.to_string().as_bytes()),
+    )
+    .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&r.body));
     let mut stored = sim.get("deployments", Some("pb"), "web").expect("stored");
-    assert_eq!(stored["spec"]["template"]["spec"]["containers"][0]["resources"], dep["spec"]["template"]["spec"]["containers"][0]["resources"]);
+    assert_eq!(
+        stored["spec"]["template"]["spec"]["containers"][0]["resources"],
+        dep["spec"]["template"]["spec"]["containers"][0]["resources"]
+    );
     assert_eq!(stored["spec"]["strategy"], dep["spec"]["strategy"]);
     stored["spec"]["replicas"] = json!(5);
-    let r = send(&base, Method::PUT, &format!("{path}/web"), &[("content-type", PROTOBUF)], kp(&bin, "encode", stored.to_string().as_bytes())).await;
+    let r = send(
+        &base,
+        Method::PUT,
+        &format!("{path}/web"),
+        &[("content-type", PROTOBUF)],
+        kp(&bin, "encode", stored.to_string().as_bytes()),
+    )
+    .await;
     assert_eq!(r.status, StatusCode::OK, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(sim.get("deployments", Some("pb"), "web").expect("stored")["spec"]["replicas"], json!(5));
     // A protobuf DeleteOptions body (client-go sends one in its content type).
-    let opts = kp(&bin, "encode", br#"{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Background"}"#);
+    let opts =
+        kp(&bin, "encode", br#"{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Background"}"#);
     let r = send(&base, Method::DELETE, &format!("{path}/web"), &[("content-type", PROTOBUF)], opts).await;
     assert_eq!(r.status, StatusCode::OK, "{}", String::from_utf8_lossy(&r.body));
     sim.shutdown().await;
@@ -405,8 +494,13 @@ async fn malformed_protobuf_bodies_get_a_400_status() {
         .await
         .expect("sim starts");
     let base = sim.url();
-    let valid = kp(&bin, "encode", br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"b"}}"#);
-    let mut bodies: Vec<Vec<u8>> = vec![b"not protobuf".to_vec(), b"k8s\0".to_vec(), b"k8s\0\xff\xff\xff".to_vec()];
+    let valid = kp(
+        &bin,
+        "encode",
+        br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"b"}}"#,
+    );
+    let mut bodies: Vec<Vec<u8>> =
+        vec![b"not protobuf".to_vec(), b"k8s\0".to_vec(), b"k8s\0\xff\xff\xff".to_vec()];
     for cut in [5, 10, valid.len() / 2, valid.len() - 1] {
         bodies.push(valid[..cut].to_vec());
     }
@@ -415,25 +509,77 @@ async fn malformed_protobuf_bodies_get_a_400_status() {
     bodies.push(flipped);
     for body in bodies {
         for accept in ["application/json", PROTOBUF] {
-            let r = send(&base, Method::POST, "/api/v1/namespaces/default/configmaps", &[("content-type", PROTOBUF), ("accept", accept)], body.clone()).await;
-            assert_eq!(r.status, StatusCode::BAD_REQUEST, "body {body:02x?}: {}", String::from_utf8_lossy(&r.body));
+            let r = send(
+                &base,
+                Method::POST,
+                "/api/v1/namespaces/default/configmaps",
+                &[("content-type", PROTOBUF), ("accept", accept)],
+                body.clone(),
+            )
+            .await;
+            assert_eq!(
+                r.status,
+                StatusCode::BAD_REQUEST,
+                "body {body:02x?}: {}",
+                String::from_utf8_lossy(&r.body)
+            );
             let status: Value = if accept == PROTOBUF {
                 assert_eq!(content_type(&r), PROTOBUF);
                 serde_json::from_slice(&kp(&bin, "decode", &r.body)).expect("a protobuf Status")
             } else {
                 r.json()
             };
-            assert_eq!((status["kind"].as_str(), status["reason"].as_str(), status["code"].as_i64()), (Some("Status"), Some("BadRequest"), Some(400)), "{status}");
-            assert!(status["message"].as_str().is_some_and(|m| m.starts_with("the object provided is unrecognized (must be of type ConfigMap)")), "{status}");
+            assert_eq!(
+                (status["kind"].as_str(), status["reason"].as_str(), status["code"].as_i64()),
+                (Some("Status"), Some("BadRequest"), Some(400)),
+                "{status}"
+            );
+            assert!(
+                status["message"].as_str().is_some_and(
+                    |m| m.starts_with("the object provided is unrecognized (must be of type ConfigMap)")
+                ),
+                "{status}"
+            );
         }
     }
-    // Custom resources: no protobuf body (415) and no protobuf response (406).
-    let r = send(&base, Method::POST, "/apis/example.com/v1/namespaces/default/widgets", &[("content-type", PROTOBUF)], valid).await;
+    // Custom resources (as the real CRD apiserver answers): no protobuf body (415); no protobuf object (a
+    // protobuf-only Accept is a 406 whose Status is itself in protobuf; with JSON after it, JSON); their
+    // metadata views and errors in protobuf.
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let r = send(&base, Method::POST, widgets, &[("content-type", PROTOBUF)], valid).await;
     assert_eq!(r.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{}", String::from_utf8_lossy(&r.body));
-    let r = get_with(&base, "/apis/example.com/v1/namespaces/default/widgets", &[("accept", PROTOBUF)]).await;
-    assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE, "{}", String::from_utf8_lossy(&r.body));
-    let r = get_with(&base, "/apis/example.com/v1/namespaces/default/widgets", &[("accept", CLIENT_GO_ACCEPT)]).await;
+    sim.create(
+        "widgets",
+        Some("default"),
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}}),
+    )
+    .expect("widget");
+    let r = get_with(&base, widgets, &[("accept", PROTOBUF)]).await;
+    assert_eq!(
+        (r.status, content_type(&r)),
+        (StatusCode::NOT_ACCEPTABLE, PROTOBUF),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let status: Value = serde_json::from_slice(&kp(&bin, "decode", &r.body)).expect("a protobuf Status");
+    assert_eq!(
+        status["message"],
+        json!(
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+        )
+    );
+    let r = get_with(&base, widgets, &[("accept", CLIENT_GO_ACCEPT)]).await;
     assert_eq!((r.status, content_type(&r)), (StatusCode::OK, "application/json"));
+    let (j, p) = both(
+        &base,
+        widgets,
+        "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    assert_same_bytes("a custom resource's PartialObjectMetadataList", &p.body, &kp(&bin, "encode", &j.body));
+    let r = get_with(&base, &format!("{widgets}/nope"), &[("accept", CLIENT_GO_ACCEPT)]).await;
+    assert_eq!((r.status, content_type(&r)), (StatusCode::NOT_FOUND, PROTOBUF));
     // A protobuf error for a built-in kind.
     let r = get_with(&base, "/api/v1/namespaces/default/pods/nope", &[("accept", CLIENT_GO_ACCEPT)]).await;
     assert_eq!((r.status, content_type(&r)), (StatusCode::NOT_FOUND, PROTOBUF));
@@ -454,7 +600,9 @@ async fn kubectl_creates_through_kache() {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
         let _ = Command::new(script).status();
         if !kubectl_available() {
-            common::tools::missing("kubectl is not installed and scripts/install-test-deps.sh could not install it");
+            common::tools::missing(
+                "kubectl is not installed and scripts/install-test-deps.sh could not install it",
+            );
             return;
         }
     }
@@ -481,16 +629,27 @@ async fn kubectl_creates_through_kache() {
             .args(args)
             .output()
             .expect("kubectl runs");
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
     let steps: [(&[&str], &str); 3] = [
         (&["create", "namespace", "x"], "namespace/x created"),
         (&["create", "configmap", "settings", "-n", "x", "--from-literal=a=1"], "configmap/settings created"),
-        (&["create", "deployment", "web", "-n", "x", "--image=nginx", "--replicas=2"], "deployment.apps/web created"),
+        (
+            &["create", "deployment", "web", "-n", "x", "--image=nginx", "--replicas=2"],
+            "deployment.apps/web created",
+        ),
     ];
     for (args, expected) in steps {
         let (ok, stdout, stderr) = tokio::task::block_in_place(|| run(args));
-        assert!(ok && stdout.trim() == expected, "kubectl {}: ok={ok} stdout={stdout:?} stderr={stderr:?}", args.join(" "));
+        assert!(
+            ok && stdout.trim() == expected,
+            "kubectl {}: ok={ok} stdout={stdout:?} stderr={stderr:?}",
+            args.join(" ")
+        );
     }
     assert_eq!(sim.get("configmaps", Some("x"), "settings").expect("stored")["data"], json!({"a": "1"}));
     let dep = sim.get("deployments", Some("x"), "web").expect("stored");

@@ -17,7 +17,11 @@ use crate::token;
 
 /// Encodes a list response in protobuf: the typed list of the objects, or (`as=PartialObjectMetadataList`)
 /// the list of their metadata; items are bare messages (typed list items carry no TypeMeta).
-pub fn encode_list_proto(res: &ResourceDef, view: crate::http::view::View, page: &Page) -> Result<Vec<u8>, ApiError> {
+pub fn encode_list_proto(
+    res: &ResourceDef,
+    view: crate::http::view::View,
+    page: &Page,
+) -> Result<Vec<u8>, ApiError> {
     use crate::http::view::{MetaVersion, View};
     let err = |e: crate::proto::EncodeError| ApiError::internal(format!("protobuf encoding: {e}"));
     match view {
@@ -29,7 +33,13 @@ pub fn encode_list_proto(res: &ResourceDef, view: crate::http::view::View, page:
             let items = page
                 .items
                 .iter()
-                .map(|o| crate::proto::envelope::encode_item(av, "PartialObjectMetadata", &crate::http::view::partial(o, v)))
+                .map(|o| {
+                    crate::proto::envelope::encode_item(
+                        av,
+                        "PartialObjectMetadata",
+                        &crate::http::view::partial(o, v),
+                    )
+                })
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(err)?;
             let meta = Value::Object(list_meta(res, page));
@@ -41,7 +51,8 @@ pub fn encode_list_proto(res: &ResourceDef, view: crate::http::view::View, page:
                 .items
                 .iter()
                 .map(|o| {
-                    let v: Value = serde_json::from_slice(o.item_json()).expect("stored objects are valid JSON");
+                    let v: Value =
+                        serde_json::from_slice(o.item_json()).expect("stored objects are valid JSON");
                     crate::proto::envelope::encode_item(&av, &res.kind, &v)
                 })
                 .collect::<Result<Vec<_>, _>>()

@@ -198,9 +198,14 @@ async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
     let watching = q.flag("watch") || path.split('/').any(|s| s == "watch");
-    // Built-in kinds have a protobuf serializer; custom resources, discovery and the rest do not.
-    let protobuf = matches!(route(&state.store, &path), Route::Resource(t) if state.store.resource(t.id).builtin);
+    // Built-in kinds' objects have a protobuf form; custom resources' only their metadata views and
+    // errors; discovery and the rest none.
+    let (protobuf, resource) = match route(&state.store, &path) {
+        Route::Resource(t) => (state.store.resource(t.id).builtin, true),
+        _ => (false, false),
+    };
     let negotiated = view::negotiate(accept, watching, protobuf);
+    out.proto_errors = resource && view::error_in_protobuf(accept);
     let view = match negotiated {
         view::Negotiated::Json(v) => v,
         view::Negotiated::Protobuf(v) => {
@@ -237,6 +242,10 @@ async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
         }
     }
     if let view::Negotiated::NotAcceptable { stream } = negotiated {
+        // A custom resource asked for protobuf: the error's own negotiation picks protobuf.
+        if out.proto_errors {
+            return out.error(&ApiError::not_acceptable(stream));
+        }
         // The error's own negotiation fails on the same Accept: `WriteRawJSON`.
         return response::raw_json(406, &ApiError::not_acceptable(stream).to_status());
     }

@@ -27,8 +27,10 @@ const GZIP_LEVEL: u32 = 1;
 pub struct Out {
     pub pretty: bool,
     pub gzip: bool,
-    /// Objects, lists and Status errors are written in protobuf (negotiated for a built-in kind).
+    /// Objects and lists are written in protobuf (negotiated for a built-in kind or a metadata view).
     pub proto: bool,
+    /// Status errors are written in protobuf (negotiated apart: see `view::error_in_protobuf`).
+    pub proto_errors: bool,
 }
 
 // === impl Out ===
@@ -49,7 +51,7 @@ impl Out {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .any(|v| v.split(',').any(|t| t.trim() == "gzip"));
-        Out { pretty, gzip, proto: false }
+        Out { pretty, gzip, proto: false, proto_errors: false }
     }
 
     /// An object response (an object, a list, a Status) with the apiserver's headers: in protobuf when
@@ -64,7 +66,7 @@ impl Out {
                 Err(crate::proto::EncodeError::NoSchema(_)) => {}
                 Err(e) => {
                     let err = ApiError::internal(format!("protobuf encoding: {e}"));
-                    return Out { proto: false, ..*self }.error(&err);
+                    return Out { proto: false, proto_errors: false, ..*self }.error(&err);
                 }
             }
         }
@@ -89,7 +91,7 @@ impl Out {
 
     /// The Status response of an error, with `Retry-After` when it asks for one.
     pub fn error(&self, e: &ApiError) -> Response<Body> {
-        let mut r = self.json(e.code, &e.to_status());
+        let mut r = Out { proto: self.proto_errors, ..*self }.json(e.code, &e.to_status());
         if let Some(s) = e.retry_after() {
             r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(s));
         }
@@ -160,7 +162,7 @@ mod tests {
 
     #[test]
     fn large_bodies_are_gzipped_small_are_not() {
-        let out = Out { pretty: false, gzip: true, proto: false };
+        let out = Out { pretty: false, gzip: true, proto: false, proto_errors: false };
         let small = out.bytes(200, vec![b'a'; GZIP_THRESHOLD_BYTES], "application/json");
         assert!(small.headers().get(CONTENT_ENCODING).is_none());
         let big = out.bytes(200, vec![b'a'; GZIP_THRESHOLD_BYTES + 1], "application/json");

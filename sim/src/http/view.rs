@@ -160,8 +160,31 @@ pub fn route_accepts(accept: Option<&str>) -> bool {
     })
 }
 
-/// Negotiates the view of a get, list (`watch` false) or watch; `protobuf` is whether the resource has a
-/// protobuf serializer (built-in kinds).
+/// The encoding of an error Status: the first clause naming JSON or protobuf without a conversion
+/// (`as=`/`g=`/`v=`: `DefaultEndpointRestrictions` allows none), protobuf included for custom resources
+/// too (a Status has a protobuf form whatever the resource). True for protobuf. A YAML clause is skipped
+/// (the sim writes no YAML).
+pub fn error_in_protobuf(accept: Option<&str>) -> bool {
+    let header = accept.unwrap_or("").trim();
+    for c in parse_accept(header) {
+        if ["as", "g", "v"].iter().any(|k| c.param(k).is_some()) {
+            continue;
+        }
+        for &(typ, sub, enc) in OFFERED {
+            let matches = (c.typ == typ && (c.sub == sub || c.sub == "*")) || (c.typ == "*" && c.sub == "*");
+            match enc {
+                Encoding::Json if matches => return false,
+                Encoding::Protobuf if matches => return true,
+                _ => {}
+            }
+        }
+    }
+    false
+}
+
+/// Negotiates the view of a get, list (`watch` false) or watch; `protobuf` is whether the resource's
+/// objects have a protobuf form (built-in kinds; custom resources have it only for their metadata views:
+/// the CRD handler's serializers include protobuf, which cannot encode an unstructured object).
 pub fn negotiate(accept: Option<&str>, watch: bool, protobuf: bool) -> Negotiated {
     let header = accept.unwrap_or("").trim();
     if header.is_empty() {
@@ -171,11 +194,12 @@ pub fn negotiate(accept: Option<&str>, watch: bool, protobuf: bool) -> Negotiate
     for c in parse_accept(header) {
         for &(typ, sub, enc) in OFFERED {
             let matches = (c.typ == typ && (c.sub == sub || c.sub == "*")) || (c.typ == "*" && c.sub == "*");
-            if !matches || (enc == Encoding::Protobuf && !protobuf) {
+            if !matches {
                 continue;
             }
             match clause_view(&c, enc, watch) {
                 Some(Ok(view)) if enc == Encoding::Json => return Negotiated::Json(view),
+                Some(Ok(View::Object)) if enc == Encoding::Protobuf && !protobuf => {}
                 Some(Ok(view)) if enc == Encoding::Protobuf => return Negotiated::Protobuf(view),
                 Some(_) => other_acceptable = true,
                 None => {}
@@ -295,11 +319,18 @@ mod tests {
         assert_eq!(negotiate(Some(kubectl), false, true), Negotiated::Json(View::Table(MetaVersion::V1)));
         let pb = "application/vnd.kubernetes.protobuf, */*";
         assert_eq!(negotiate(Some(pb), false, true), Negotiated::Protobuf(View::Object));
-        // Custom resources have no protobuf serializer: the next clause wins.
+        // Custom resources have no protobuf form: the next clause wins; their metadata views do.
         assert_eq!(negotiate(Some(pb), false, false), Negotiated::Json(View::Object));
         let watch = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
         assert_eq!(negotiate(Some(watch), true, true), Negotiated::Protobuf(View::Meta(MetaVersion::V1)));
-        assert_eq!(negotiate(Some(watch), true, false), Negotiated::Json(View::Meta(MetaVersion::V1)));
+        assert_eq!(negotiate(Some(watch), true, false), Negotiated::Protobuf(View::Meta(MetaVersion::V1)));
+        // Errors: the first clause without a conversion.
+        assert!(error_in_protobuf(Some(pb)));
+        assert!(!error_in_protobuf(Some(watch)));
+        assert!(!error_in_protobuf(None));
+        assert!(!error_in_protobuf(Some(
+            "application/json;q=0.9, application/vnd.kubernetes.protobuf;q=0.5"
+        )));
         // q-values order the clauses before the server's preference does.
         let q = "application/vnd.kubernetes.protobuf;q=0.5, application/json;q=0.9";
         assert_eq!(negotiate(Some(q), false, true), Negotiated::Json(View::Object));
@@ -314,8 +345,14 @@ mod tests {
     #[test]
     fn unacceptable_headers() {
         assert_eq!(negotiate(Some("text/plain"), false, true), Negotiated::NotAcceptable { stream: false });
-        assert_eq!(negotiate(Some("application/xml"), true, true), Negotiated::NotAcceptable { stream: false });
-        assert_eq!(negotiate(Some("application/yaml"), true, true), Negotiated::NotAcceptable { stream: true });
+        assert_eq!(
+            negotiate(Some("application/xml"), true, true),
+            Negotiated::NotAcceptable { stream: false }
+        );
+        assert_eq!(
+            negotiate(Some("application/yaml"), true, true),
+            Negotiated::NotAcceptable { stream: true }
+        );
         // A custom resource asked for protobuf only: 406.
         let pb = Some("application/vnd.kubernetes.protobuf");
         assert_eq!(negotiate(pb, false, false), Negotiated::NotAcceptable { stream: false });

@@ -209,7 +209,8 @@ async fn sleep_until_opt(t: Option<Instant>) {
 
 fn error_frame(e: &ApiError, proto: bool) -> Bytes {
     if proto {
-        let status = crate::proto::envelope::encode_object(&e.to_status()).expect("Status has a protobuf form");
+        let status =
+            crate::proto::envelope::encode_object(&e.to_status()).expect("Status has a protobuf form");
         return Bytes::from(crate::proto::envelope::watch_frame("ERROR", status));
     }
     let mut out = br#"{"type":"ERROR","object":"#.to_vec();

@@ -142,9 +142,9 @@ fn message_at(m: &'static Message, b: &[u8], depth: usize) -> Result<Map<String,
                 }
                 Value::Object(obj)
             }
-            _ if f.repeated => Value::Array(
-                raws.iter().map(|raw| scalar(f, *raw, depth)).collect::<Result<Vec<_>, _>>()?,
-            ),
+            _ if f.repeated => {
+                Value::Array(raws.iter().map(|raw| scalar(f, *raw, depth)).collect::<Result<Vec<_>, _>>()?)
+            }
             Ty::Msg(_) => scalar(f, Raw::Bytes(&concat(raws)), depth)?,
             _ => scalar(f, *raws.last().expect("not empty"), depth)?,
         };

@@ -34,7 +34,12 @@ pub fn message(m: &'static Message, v: &Map<String, Value>, out: &mut Vec<u8>) -
     message_at(m, v, out, 0)
 }
 
-fn message_at(m: &'static Message, v: &Map<String, Value>, out: &mut Vec<u8>, depth: usize) -> Result<(), EncodeError> {
+fn message_at(
+    m: &'static Message,
+    v: &Map<String, Value>,
+    out: &mut Vec<u8>,
+    depth: usize,
+) -> Result<(), EncodeError> {
     if depth > MAX_DEPTH {
         return Err(EncodeError::Value { field: m.name.into(), why: "nesting too deep".into() });
     }
@@ -71,7 +76,11 @@ fn field(f: &Field, v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), En
                 put_bytes(&mut entry, 1, k.as_bytes());
                 let val = &obj[k.as_str()];
                 match &f.ty {
-                    Ty::MapString => put_bytes(&mut entry, 2, val.as_str().ok_or_else(|| type_err(f, "string values"))?.as_bytes()),
+                    Ty::MapString => put_bytes(
+                        &mut entry,
+                        2,
+                        val.as_str().ok_or_else(|| type_err(f, "string values"))?.as_bytes(),
+                    ),
                     Ty::MapBytes => {
                         if !val.is_null() {
                             put_bytes(&mut entry, 2, &base64_value(f, val)?);
@@ -141,7 +150,13 @@ fn single(f: &Field, v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), E
     Ok(())
 }
 
-fn message_value(f: &Field, m: &'static Message, v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), EncodeError> {
+fn message_value(
+    f: &Field,
+    m: &'static Message,
+    v: &Value,
+    out: &mut Vec<u8>,
+    depth: usize,
+) -> Result<(), EncodeError> {
     match m.special {
         Some(s) => special::encode(s, v, f.json, out),
         None => message_at(m, v.as_object().ok_or_else(|| type_err(f, "an object"))?, out, depth),
@@ -184,7 +199,8 @@ fn zero_message(m: &'static Message, out: &mut Vec<u8>, depth: usize) -> Result<
 
 fn base64_value(f: &Field, v: &Value) -> Result<Vec<u8>, EncodeError> {
     let s = v.as_str().ok_or_else(|| type_err(f, "a base64 string"))?;
-    base64::engine::general_purpose::STANDARD
-        .decode(s)
-        .map_err(|e| EncodeError::Value { field: f.json.to_string(), why: format!("illegal base64 data: {e}") })
+    base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| EncodeError::Value {
+        field: f.json.to_string(),
+        why: format!("illegal base64 data: {e}"),
+    })
 }

@@ -57,7 +57,8 @@ pub fn encode_object(v: &Value) -> Result<Vec<u8>, EncodeError> {
 
 /// The bare message of a list item (no TypeMeta: typed list items carry none), from its JSON.
 pub fn encode_item(api_version: &str, kind: &str, item: &Value) -> Result<Vec<u8>, EncodeError> {
-    let m = schema(api_version, kind).ok_or_else(|| EncodeError::NoSchema(format!("{api_version}, Kind={kind}")))?;
+    let m = schema(api_version, kind)
+        .ok_or_else(|| EncodeError::NoSchema(format!("{api_version}, Kind={kind}")))?;
     let obj = item.as_object().ok_or_else(|| EncodeError::NoSchema("a non-object".into()))?;
     let mut raw = Vec::new();
     super::encode::message(m, obj, &mut raw)?;
@@ -66,8 +67,14 @@ pub fn encode_item(api_version: &str, kind: &str, item: &Value) -> Result<Vec<u8
 
 /// A list from its ListMeta (JSON) and its items' bare messages: `metadata` = 1, `items` = 2 in every
 /// list kind the sim serves.
-pub fn encode_list(api_version: &str, list_kind: &str, meta: &Value, items: &[impl AsRef<[u8]>]) -> Result<Vec<u8>, EncodeError> {
-    let m = schema(api_version, list_kind).ok_or_else(|| EncodeError::NoSchema(format!("{api_version}, Kind={list_kind}")))?;
+pub fn encode_list(
+    api_version: &str,
+    list_kind: &str,
+    meta: &Value,
+    items: &[impl AsRef<[u8]>],
+) -> Result<Vec<u8>, EncodeError> {
+    let m = schema(api_version, list_kind)
+        .ok_or_else(|| EncodeError::NoSchema(format!("{api_version}, Kind={list_kind}")))?;
     let super::Ty::Msg(list_meta) = m.fields[m.by_tag[0]].ty else {
         return Err(EncodeError::NoSchema(list_kind.into()));
     };

@@ -17,6 +17,7 @@
 pub mod decode;
 pub mod encode;
 pub mod envelope;
+#[rustfmt::skip] // generated (sim/gen/proto_schema.py)
 pub mod schema;
 pub mod special;
 

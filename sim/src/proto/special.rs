@@ -20,8 +20,10 @@ pub fn encode(s: Special, v: &Value, field: &str, out: &mut Vec<u8>) -> Result<(
     match s {
         Special::Time | Special::MicroTime => {
             let t = v.as_str().ok_or_else(|| ty("a time string"))?;
-            let (secs, nanos) =
-                parse_rfc3339(t).ok_or_else(|| EncodeError::Value { field: field.into(), why: format!("parsing time {t:?}: not RFC 3339") })?;
+            let (secs, nanos) = parse_rfc3339(t).ok_or_else(|| EncodeError::Value {
+                field: field.into(),
+                why: format!("parsing time {t:?}: not RFC 3339"),
+            })?;
             if secs != ZERO_TIME_SECS || nanos != 0 {
                 put_varint(out, 1 << 3);
                 put_varint(out, secs as u64);
@@ -31,7 +33,10 @@ pub fn encode(s: Special, v: &Value, field: &str, out: &mut Vec<u8>) -> Result<(
         }
         Special::Duration => {
             let d = v.as_str().ok_or_else(|| ty("a duration string"))?;
-            let n = parse_duration(d).ok_or_else(|| EncodeError::Value { field: field.into(), why: format!("time: invalid duration {d:?}") })?;
+            let n = parse_duration(d).ok_or_else(|| EncodeError::Value {
+                field: field.into(),
+                why: format!("time: invalid duration {d:?}"),
+            })?;
             put_varint(out, 1 << 3);
             put_varint(out, n as u64);
         }
@@ -45,7 +50,10 @@ pub fn encode(s: Special, v: &Value, field: &str, out: &mut Vec<u8>) -> Result<(
         }
         Special::IntOrString => match v {
             Value::Number(n) => {
-                let i = n.as_i64().and_then(|i| i32::try_from(i).ok()).ok_or_else(|| ty("an int32 or a string"))?;
+                let i = n
+                    .as_i64()
+                    .and_then(|i| i32::try_from(i).ok())
+                    .ok_or_else(|| ty("an int32 or a string"))?;
                 put_varint(out, 1 << 3);
                 put_varint(out, 0);
                 put_varint(out, 2 << 3);
@@ -102,7 +110,10 @@ pub fn decode(s: Special, body: &[u8]) -> Result<Value, DecodeError> {
             }
             let secs = ints[1] as i64;
             let nanos = (ints[2] as i64).clamp(0, 999_999_999) as u32;
-            Value::String(format_rfc3339(secs, if s == Special::MicroTime { Some(nanos / 1000) } else { None }))
+            Value::String(format_rfc3339(
+                secs,
+                if s == Special::MicroTime { Some(nanos / 1000) } else { None },
+            ))
         }
         Special::Duration => Value::String(format_duration(ints[1] as i64)),
         Special::Quantity => {
@@ -152,10 +163,17 @@ pub fn parse_rfc3339(s: &str) -> Option<(i64, u32)> {
         let t = s.get(r)?;
         t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
     };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
-    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    let (y, mo, d, h, mi, se) =
+        (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 59 {
         return None;
     }

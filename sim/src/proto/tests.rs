@@ -50,7 +50,11 @@ fn objects_round_trip() {
     assert_eq!(back["metadata"]["managedFields"][0]["fieldsV1"], json!({"f:spec": {}}));
     assert_eq!(back["status"]["startTime"], json!("2024-05-06T07:08:10Z"));
     assert_eq!(back["spec"]["containers"][0]["resources"]["limits"]["cpu"], json!("100m"));
-    assert_eq!(encode_object(&back).expect("re-encodes"), pb, "decode then encode is the identity on Go's bytes");
+    assert_eq!(
+        encode_object(&back).expect("re-encodes"),
+        pb,
+        "decode then encode is the identity on Go's bytes"
+    );
 }
 
 #[test]
@@ -95,7 +99,9 @@ fn k8s_pb_decodes_what_the_sim_encodes() {
     assert_eq!(cm.immutable, Some(true));
     // And the sim decodes what prost encodes.
     let mut b = Vec::new();
-    k8s_pb::api::core::v1::ConfigMap { data: cm.data.clone(), ..Default::default() }.encode(&mut b).expect("encodes");
+    k8s_pb::api::core::v1::ConfigMap { data: cm.data.clone(), ..Default::default() }
+        .encode(&mut b)
+        .expect("encodes");
     let back = decode::message(&schema::API_CORE_V1_CONFIGMAP, &b).expect("decodes");
     assert_eq!(back.get("data"), Some(&json!({"a": "1", "b": "2"})));
 }
@@ -111,7 +117,15 @@ fn times_and_durations() {
     assert_eq!(format_rfc3339(1_704_067_200, None), "2024-01-01T00:00:00Z");
     assert_eq!(format_rfc3339(1_704_067_200, Some(5)), "2024-01-01T00:00:00.000005Z");
     assert_eq!(format_rfc3339(-315_619_200, None), "1960-01-01T00:00:00Z");
-    for (s, n) in [("0s", 0), ("1h2m3s", 3_723_000_000_000), ("1.5s", 1_500_000_000), ("300ms", 300_000_000), ("-2m0s", -120_000_000_000), ("1µs", 1_000), ("7ns", 7)] {
+    for (s, n) in [
+        ("0s", 0),
+        ("1h2m3s", 3_723_000_000_000),
+        ("1.5s", 1_500_000_000),
+        ("300ms", 300_000_000),
+        ("-2m0s", -120_000_000_000),
+        ("1µs", 1_000),
+        ("7ns", 7),
+    ] {
         assert_eq!(parse_duration(s), Some(n), "{s}");
         assert_eq!(format_duration(n), s, "{n}");
     }
