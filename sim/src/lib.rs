@@ -24,6 +24,7 @@ pub mod http;
 pub mod json;
 pub mod kinds;
 pub mod options;
+pub mod proto;
 pub mod selector;
 pub mod sim;
 pub mod status;

@@ -15,6 +15,54 @@ use crate::status::{ApiError, TOO_LARGE_RETRY_AFTER_SECONDS};
 use crate::store::{Obj, ReadError, ResId};
 use crate::token;
 
+/// Encodes a list response in protobuf: the typed list of the objects, or (`as=PartialObjectMetadataList`)
+/// the list of their metadata; items are bare messages (typed list items carry no TypeMeta).
+pub fn encode_list_proto(
+    res: &ResourceDef,
+    view: crate::http::view::View,
+    page: &Page,
+) -> Result<Vec<u8>, ApiError> {
+    use crate::http::view::{MetaVersion, View};
+    let err = |e: crate::proto::EncodeError| ApiError::internal(format!("protobuf encoding: {e}"));
+    match view {
+        View::MetaList(v) => {
+            let av = match v {
+                MetaVersion::V1 => "meta.k8s.io/v1",
+                MetaVersion::V1beta1 => "meta.k8s.io/v1beta1",
+            };
+            let items = page
+                .items
+                .iter()
+                .map(|o| {
+                    crate::proto::envelope::encode_item(
+                        av,
+                        "PartialObjectMetadata",
+                        &crate::http::view::partial(o, v),
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(err)?;
+            let meta = Value::Object(list_meta(res, page));
+            crate::proto::envelope::encode_list(av, "PartialObjectMetadataList", &meta, &items).map_err(err)
+        }
+        _ => {
+            let av = res.api_version();
+            let items = page
+                .items
+                .iter()
+                .map(|o| {
+                    let v: Value =
+                        serde_json::from_slice(o.item_json()).expect("stored objects are valid JSON");
+                    crate::proto::envelope::encode_item(&av, &res.kind, &v)
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(err)?;
+            let meta = Value::Object(list_meta(res, page));
+            crate::proto::envelope::encode_list(&av, &res.list_kind(), &meta, &items).map_err(err)
+        }
+    }
+}
+
 /// Encodes a list response from stored item bytes: compact output is a concatenation; pretty output
 /// re-parses the items (only humans ask for it).
 pub fn encode_list(

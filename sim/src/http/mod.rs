@@ -194,13 +194,24 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body>
 
 async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let q = Query::parse(req.uri().query());
-    let out = Out::negotiate(req.headers(), q.get("pretty"));
+    let mut out = Out::negotiate(req.headers(), q.get("pretty"));
     let path = req.uri().path().to_string();
     let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
     let watching = q.flag("watch") || path.split('/').any(|s| s == "watch");
-    let negotiated = view::negotiate(accept, watching);
+    // Built-in kinds' objects have a protobuf form; custom resources' only their metadata views and
+    // errors; discovery and the rest none.
+    let (protobuf, resource) = match route(&state.store, &path) {
+        Route::Resource(t) => (state.store.resource(t.id).builtin, true),
+        _ => (false, false),
+    };
+    let negotiated = view::negotiate(accept, watching, protobuf);
+    out.proto_errors = resource && view::error_in_protobuf(accept);
     let view = match negotiated {
         view::Negotiated::Json(v) => v,
+        view::Negotiated::Protobuf(v) => {
+            out.proto = true;
+            v
+        }
         view::Negotiated::NotAcceptable { .. } => view::View::Object,
     };
     let ctx = Ctx { state, out, view };
@@ -225,12 +236,16 @@ async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
             let err = ApiError::route_not_acceptable(list);
             // The error itself is negotiated on the same header: `application/*` gets JSON as usual.
             return match negotiated {
-                view::Negotiated::Json(_) => out.error(&err),
+                view::Negotiated::Json(_) | view::Negotiated::Protobuf(_) => out.error(&err),
                 view::Negotiated::NotAcceptable { .. } => response::raw_json(406, &err.to_status()),
             };
         }
     }
     if let view::Negotiated::NotAcceptable { stream } = negotiated {
+        // A custom resource asked for protobuf: the error's own negotiation picks protobuf.
+        if out.proto_errors {
+            return out.error(&ApiError::not_acceptable(stream));
+        }
         // The error's own negotiation fails on the same Accept: `WriteRawJSON`.
         return response::raw_json(406, &ApiError::not_acceptable(stream).to_status());
     }
@@ -287,6 +302,10 @@ async fn resource(
             let page = list::list(ctx, t.id, t.ns.as_deref(), &opts).await?;
             if let Some(e) = view::mismatch(&res, ctx.view, true) {
                 return Err(e);
+            }
+            if ctx.out.proto && !matches!(ctx.view, view::View::Table(_)) {
+                let body = list::encode_list_proto(&res, ctx.view, &page)?;
+                return Ok(ctx.out.bytes(200, body, crate::proto::MEDIA_TYPE));
             }
             let body = match ctx.view {
                 view::View::MetaList(v) => view::encode_list(&page, &page.items, v, ctx.out.pretty),

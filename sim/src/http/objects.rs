@@ -58,7 +58,7 @@ pub async fn get(
             };
             Ok(ctx.out.json(200, &view::partial(&obj, version)))
         }
-        Ok(Some(obj)) if ctx.out.pretty => Ok(ctx.out.json(200, &obj.value())),
+        Ok(Some(obj)) if ctx.out.pretty || ctx.out.proto => Ok(ctx.out.json(200, &obj.value())),
         Ok(Some(obj)) => {
             let mut body = obj.full_json().to_vec();
             body.push(b'\n');
@@ -88,13 +88,51 @@ fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))
 }
 
-fn check_json_body(h: &http::HeaderMap) -> Result<(), ApiError> {
+/// The encoding of a create/update body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyType {
+    Json,
+    Protobuf,
+}
+
+/// The body's media type among those the resource's serializers decode: JSON, and protobuf for built-in
+/// kinds (custom resources have no protobuf serializer: 415).
+fn body_type(h: &http::HeaderMap, res: &crate::kinds::ResourceDef) -> Result<BodyType, ApiError> {
     let ct = content_type(h);
     let mt = ct.split(';').next().unwrap_or("").trim();
     if mt.is_empty() || mt == "application/json" || mt == "*/*" {
-        Ok(())
+        Ok(BodyType::Json)
+    } else if mt == crate::proto::MEDIA_TYPE && res.builtin {
+        Ok(BodyType::Protobuf)
     } else {
         Err(ApiError::unsupported_media_type(&ct))
+    }
+}
+
+/// Decodes a create/update body into the object's JSON. A protobuf body that does not decode is a 400
+/// worded as the apiserver's `transformDecodeError` words it.
+fn parse_body(body: &[u8], ty: BodyType, res: &crate::kinds::ResourceDef) -> Result<Value, ApiError> {
+    match ty {
+        BodyType::Json => parse_json(body),
+        BodyType::Protobuf => crate::proto::envelope::decode_object(body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): {e} ({})",
+                res.kind,
+                summarize(body)
+            ))
+        }),
+    }
+}
+
+/// `summarizeData`: the body's first 30 bytes, as text when it looks like JSON, hex otherwise.
+fn summarize(b: &[u8]) -> String {
+    const MAX: usize = 30;
+    let cut = &b[..b.len().min(MAX)];
+    let more = if b.len() > MAX { " ..." } else { "" };
+    match b.first() {
+        None => "<empty>".into(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(cut)),
+        Some(_) => format!("{}{more}", cut.iter().map(|c| format!("{c:02x}")).collect::<String>()),
     }
 }
 
@@ -124,9 +162,10 @@ pub async fn create(
     t: &Target,
 ) -> Result<Response<Body>, ApiError> {
     let (h, body) = read_body(req).await?;
-    check_json_body(&h)?;
+    let res = ctx.state.store.resource(t.id).clone();
+    let ty = body_type(&h, &res)?;
     let opts = write_opts(q, &h)?;
-    let obj = parse_json(&body)?;
+    let obj = parse_body(&body, ty, &res)?;
     let created = write::create(&ctx.state.store, t.id, t.ns.as_deref(), obj, &opts)?;
     Ok(ctx.out.json(201, &created))
 }
@@ -138,9 +177,10 @@ pub async fn update(
     t: &Target,
 ) -> Result<Response<Body>, ApiError> {
     let (h, body) = read_body(req).await?;
-    check_json_body(&h)?;
+    let res = ctx.state.store.resource(t.id).clone();
+    let ty = body_type(&h, &res)?;
     let opts = write_opts(q, &h)?;
-    let obj = parse_json(&body)?;
+    let obj = parse_body(&body, ty, &res)?;
     let name = t.name.as_deref().unwrap_or("");
     let updated = write::update(&ctx.state.store, t.id, t.ns.as_deref(), name, obj, part(t), &opts)?;
     Ok(ctx.out.json(200, &updated))
@@ -171,7 +211,17 @@ fn delete_options(
     let mut opts = write_opts(q, h)?;
     let mut pre = Preconditions::default();
     if !body.iter().all(u8::is_ascii_whitespace) {
-        let v = parse_json(body)?;
+        // client-go sends DeleteOptions in the request's content type.
+        let v = if content_type(h).starts_with(crate::proto::MEDIA_TYPE) {
+            crate::proto::envelope::decode_object(body).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "the object provided is unrecognized (must be of type DeleteOptions): {e} ({})",
+                    summarize(body)
+                ))
+            })?
+        } else {
+            parse_json(body)?
+        };
         if let Some(p) = v.get("preconditions") {
             pre.uid = p.get("uid").and_then(Value::as_str).map(str::to_string);
             pre.resource_version = p.get("resourceVersion").and_then(Value::as_str).map(str::to_string);
@@ -221,6 +271,10 @@ pub async fn delete_collection(ctx: &Ctx, q: &Query, t: &Target) -> Result<Respo
         }
     }
     let page = Page { rev: store.current_rev(), items: deleted, cont: None, remaining: None };
+    if ctx.out.proto {
+        let body = list::encode_list_proto(&res, View::Object, &page)?;
+        return Ok(ctx.out.bytes(200, body, crate::proto::MEDIA_TYPE));
+    }
     let meta = list::list_meta(&res, &page);
     Ok(ctx.out.bytes(200, list::encode_list(&res, meta, &page.items, ctx.out.pretty), "application/json"))
 }

@@ -22,11 +22,15 @@ pub const GZIP_THRESHOLD_BYTES: usize = 128 * 1024;
 /// The apiserver compresses with `gzip.BestSpeed` (`compression.go`).
 const GZIP_LEVEL: u32 = 1;
 
-/// Per-request output negotiation: pretty printing and gzip.
+/// Per-request output negotiation: pretty printing, gzip and the encoding.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Out {
     pub pretty: bool,
     pub gzip: bool,
+    /// Objects and lists are written in protobuf (negotiated for a built-in kind or a metadata view).
+    pub proto: bool,
+    /// Status errors are written in protobuf (negotiated apart: see `view::error_in_protobuf`).
+    pub proto_errors: bool,
 }
 
 // === impl Out ===
@@ -47,11 +51,25 @@ impl Out {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .any(|v| v.split(',').any(|t| t.trim() == "gzip"));
-        Out { pretty, gzip }
+        Out { pretty, gzip, proto: false, proto_errors: false }
     }
 
-    /// A JSON response with the apiserver's headers.
+    /// An object response (an object, a list, a Status) with the apiserver's headers: in protobuf when
+    /// negotiated and the object's kind has a protobuf form, JSON otherwise.
     pub fn json<T: Serialize + ?Sized>(&self, status: u16, v: &T) -> Response<Body> {
+        if self.proto {
+            let value = serde_json::to_value(v).unwrap_or(serde_json::Value::Null);
+            match crate::proto::envelope::encode_object(&value) {
+                Ok(b) => return self.bytes(status, b, crate::proto::MEDIA_TYPE),
+                // Only objects that do not fit their Go type get here (the write path accepts any
+                // JSON): the apiserver could not have stored them, so this is the sim's own error.
+                Err(crate::proto::EncodeError::NoSchema(_)) => {}
+                Err(e) => {
+                    let err = ApiError::internal(format!("protobuf encoding: {e}"));
+                    return Out { proto: false, proto_errors: false, ..*self }.error(&err);
+                }
+            }
+        }
         let body = crate::json::body(v, self.pretty);
         self.bytes(status, body, "application/json")
     }
@@ -73,7 +91,7 @@ impl Out {
 
     /// The Status response of an error, with `Retry-After` when it asks for one.
     pub fn error(&self, e: &ApiError) -> Response<Body> {
-        let mut r = self.json(e.code, &e.to_status());
+        let mut r = Out { proto: self.proto_errors, ..*self }.json(e.code, &e.to_status());
         if let Some(s) = e.retry_after() {
             r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(s));
         }
@@ -144,7 +162,7 @@ mod tests {
 
     #[test]
     fn large_bodies_are_gzipped_small_are_not() {
-        let out = Out { pretty: false, gzip: true };
+        let out = Out { pretty: false, gzip: true, proto: false, proto_errors: false };
         let small = out.bytes(200, vec![b'a'; GZIP_THRESHOLD_BYTES], "application/json");
         assert!(small.headers().get(CONTENT_ENCODING).is_none());
         let big = out.bytes(200, vec![b'a'; GZIP_THRESHOLD_BYTES + 1], "application/json");

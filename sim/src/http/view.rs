@@ -1,9 +1,11 @@
 //! Output views and Accept negotiation (`endpoints/handlers/negotiation` with `munnerz/goautoneg`, and the
 //! transformations of `endpoints/handlers/response.go`).
 //!
-//! The sim encodes JSON only (Tables too, see [`crate::table`]). A clause it cannot produce (YAML, protobuf)
-//! is skipped in favour of a later JSON clause, which every real client's Accept list ends with; when no JSON clause is acceptable the
-//! answer is the apiserver's 406. The metadata-only views (`as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`
+//! The sim encodes JSON (Tables too, see [`crate::table`]) and, for built-in kinds, protobuf
+//! ([`crate::proto`]); custom resources are offered JSON and YAML only, as the CRD handler offers them. A
+//! clause it cannot produce (YAML, protobuf for a custom resource) is skipped in favour of a later clause,
+//! which every real client's Accept list ends with; when none is acceptable the answer is the apiserver's
+//! 406. The metadata-only views (`as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`
 //! or `v1beta1`) are built here as the apiserver builds them: `meta.AsPartialObjectMetadata` of each object,
 //! i.e. its `ObjectMeta` re-encoded in struct order under the `meta.k8s.io` type meta.
 
@@ -48,6 +50,8 @@ pub enum View {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Negotiated {
     Json(View),
+    /// `application/vnd.kubernetes.protobuf` (built-in kinds only).
+    Protobuf(View),
     /// 406; the flag selects the watch wording (only the stream media types).
     NotAcceptable {
         stream: bool,
@@ -156,8 +160,32 @@ pub fn route_accepts(accept: Option<&str>) -> bool {
     })
 }
 
-/// Negotiates the view of a get, list (`watch` false) or watch.
-pub fn negotiate(accept: Option<&str>, watch: bool) -> Negotiated {
+/// The encoding of an error Status: the first clause naming JSON or protobuf without a conversion
+/// (`as=`/`g=`/`v=`: `DefaultEndpointRestrictions` allows none), protobuf included for custom resources
+/// too (a Status has a protobuf form whatever the resource). True for protobuf. A YAML clause is skipped
+/// (the sim writes no YAML).
+pub fn error_in_protobuf(accept: Option<&str>) -> bool {
+    let header = accept.unwrap_or("").trim();
+    for c in parse_accept(header) {
+        if ["as", "g", "v"].iter().any(|k| c.param(k).is_some()) {
+            continue;
+        }
+        for &(typ, sub, enc) in OFFERED {
+            let matches = (c.typ == typ && (c.sub == sub || c.sub == "*")) || (c.typ == "*" && c.sub == "*");
+            match enc {
+                Encoding::Json if matches => return false,
+                Encoding::Protobuf if matches => return true,
+                _ => {}
+            }
+        }
+    }
+    false
+}
+
+/// Negotiates the view of a get, list (`watch` false) or watch; `protobuf` is whether the resource's
+/// objects have a protobuf form (built-in kinds; custom resources have it only for their metadata views:
+/// the CRD handler's serializers include protobuf, which cannot encode an unstructured object).
+pub fn negotiate(accept: Option<&str>, watch: bool, protobuf: bool) -> Negotiated {
     let header = accept.unwrap_or("").trim();
     if header.is_empty() {
         return Negotiated::Json(View::Object);
@@ -171,6 +199,8 @@ pub fn negotiate(accept: Option<&str>, watch: bool) -> Negotiated {
             }
             match clause_view(&c, enc, watch) {
                 Some(Ok(view)) if enc == Encoding::Json => return Negotiated::Json(view),
+                Some(Ok(View::Object)) if enc == Encoding::Protobuf && !protobuf => {}
+                Some(Ok(view)) if enc == Encoding::Protobuf => return Negotiated::Protobuf(view),
                 Some(_) => other_acceptable = true,
                 None => {}
             }
@@ -284,26 +314,51 @@ mod tests {
     fn real_client_headers() {
         let v1 = View::MetaList(MetaVersion::V1);
         let informer = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1,application/json";
-        assert_eq!(negotiate(Some(informer), false), Negotiated::Json(v1));
+        assert_eq!(negotiate(Some(informer), false, true), Negotiated::Json(v1));
         let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert_eq!(negotiate(Some(kubectl), false), Negotiated::Json(View::Table(MetaVersion::V1)));
-        assert_eq!(
-            negotiate(Some("application/vnd.kubernetes.protobuf, */*"), false),
-            Negotiated::Json(View::Object)
-        );
+        assert_eq!(negotiate(Some(kubectl), false, true), Negotiated::Json(View::Table(MetaVersion::V1)));
+        let pb = "application/vnd.kubernetes.protobuf, */*";
+        assert_eq!(negotiate(Some(pb), false, true), Negotiated::Protobuf(View::Object));
+        // Custom resources have no protobuf form: the next clause wins; their metadata views do.
+        assert_eq!(negotiate(Some(pb), false, false), Negotiated::Json(View::Object));
         let watch = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
-        assert_eq!(negotiate(Some(watch), true), Negotiated::Json(View::Meta(MetaVersion::V1)));
-        assert_eq!(negotiate(None, false), Negotiated::Json(View::Object));
+        assert_eq!(negotiate(Some(watch), true, true), Negotiated::Protobuf(View::Meta(MetaVersion::V1)));
+        assert_eq!(negotiate(Some(watch), true, false), Negotiated::Protobuf(View::Meta(MetaVersion::V1)));
+        // Errors: the first clause without a conversion.
+        assert!(error_in_protobuf(Some(pb)));
+        assert!(!error_in_protobuf(Some(watch)));
+        assert!(!error_in_protobuf(None));
+        assert!(!error_in_protobuf(Some(
+            "application/json;q=0.9, application/vnd.kubernetes.protobuf;q=0.5"
+        )));
+        // q-values order the clauses before the server's preference does.
+        let q = "application/vnd.kubernetes.protobuf;q=0.5, application/json;q=0.9";
+        assert_eq!(negotiate(Some(q), false, true), Negotiated::Json(View::Object));
+        let q = "application/json;q=0.5, application/vnd.kubernetes.protobuf";
+        assert_eq!(negotiate(Some(q), false, true), Negotiated::Protobuf(View::Object));
+        // A protobuf Table does not exist: skipped.
+        let t = "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, application/json";
+        assert_eq!(negotiate(Some(t), false, true), Negotiated::Json(View::Object));
+        assert_eq!(negotiate(None, false, true), Negotiated::Json(View::Object));
     }
 
     #[test]
     fn unacceptable_headers() {
-        assert_eq!(negotiate(Some("text/plain"), false), Negotiated::NotAcceptable { stream: false });
-        assert_eq!(negotiate(Some("application/xml"), true), Negotiated::NotAcceptable { stream: false });
-        assert_eq!(negotiate(Some("application/yaml"), true), Negotiated::NotAcceptable { stream: true });
+        assert_eq!(negotiate(Some("text/plain"), false, true), Negotiated::NotAcceptable { stream: false });
+        assert_eq!(
+            negotiate(Some("application/xml"), true, true),
+            Negotiated::NotAcceptable { stream: false }
+        );
+        assert_eq!(
+            negotiate(Some("application/yaml"), true, true),
+            Negotiated::NotAcceptable { stream: true }
+        );
+        // A custom resource asked for protobuf only: 406.
+        let pb = Some("application/vnd.kubernetes.protobuf");
+        assert_eq!(negotiate(pb, false, false), Negotiated::NotAcceptable { stream: false });
         // A conversion outside meta.k8s.io v1/v1beta1 is skipped.
         assert_eq!(
-            negotiate(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2"), false),
+            negotiate(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2"), false, true),
             Negotiated::NotAcceptable { stream: false }
         );
     }

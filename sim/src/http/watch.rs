@@ -42,6 +42,8 @@ struct Watcher {
     /// Table watches: what rows carry, and whether the next event is the first (with headers).
     include: crate::table::Include,
     table_headers: std::cell::Cell<bool>,
+    /// Frames are protobuf `WatchEvent`s (length-prefixed) instead of JSON lines.
+    proto: bool,
 }
 
 /// Starts a watch stream; its errors after this point are ERROR events.
@@ -71,13 +73,15 @@ pub fn watch(
         view: ctx.view,
         include,
         table_headers: std::cell::Cell::new(true),
+        proto: ctx.out.proto,
     };
+    let content_type = if ctx.out.proto { crate::proto::STREAM_MEDIA_TYPE } else { "application/json" };
     tokio::spawn(run(state, id, w));
     let stream =
         futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))));
     Ok(Response::builder()
         .status(200)
-        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CONTENT_TYPE, content_type)
         .header("cache-control", "no-cache, private")
         .body(StreamBody::new(stream).boxed())
         .expect("static headers are valid"))
@@ -109,7 +113,7 @@ async fn run(state: Arc<State>, id: ResId, mut w: Watcher) {
             && !store.wait_for(n, state.cfg.wait_timeout).await
         {
             let e = ApiError::too_large(n, store.current_rev(), TOO_LARGE_RETRY_AFTER_SECONDS);
-            let _ = w.tx.send(error_frame(&e)).await;
+            let _ = w.tx.send(error_frame(&e, w.proto)).await;
             return;
         }
         let (start, items) = store.snapshot_and_subscribe(id, &prefix);
@@ -144,7 +148,7 @@ async fn run(state: Arc<State>, id: ResId, mut w: Watcher) {
                     start.rx
                 }
                 Err(oldest) => {
-                    let _ = w.tx.send(error_frame(&ApiError::watch_too_old(n, oldest))).await;
+                    let _ = w.tx.send(error_frame(&ApiError::watch_too_old(n, oldest), w.proto)).await;
                     return;
                 }
             },
@@ -203,7 +207,12 @@ async fn sleep_until_opt(t: Option<Instant>) {
     }
 }
 
-fn error_frame(e: &ApiError) -> Bytes {
+fn error_frame(e: &ApiError, proto: bool) -> Bytes {
+    if proto {
+        let status =
+            crate::proto::envelope::encode_object(&e.to_status()).expect("Status has a protobuf form");
+        return Bytes::from(crate::proto::envelope::watch_frame("ERROR", status));
+    }
     let mut out = br#"{"type":"ERROR","object":"#.to_vec();
     out.extend(crate::json::compact(&e.to_status()));
     out.extend_from_slice(b"}\n");
@@ -273,6 +282,17 @@ impl Watcher {
 
     /// An event's frame in this watch's view (`as=PartialObjectMetadataList` cannot encode any event).
     fn value_frame(&self, ty: &str, v: &Value) -> Option<Bytes> {
+        if self.proto {
+            let v = match self.view {
+                View::Object => std::borrow::Cow::Borrowed(v),
+                View::Meta(version) => std::borrow::Cow::Owned(view::partial_value(v, version)),
+                // Negotiation never pairs protobuf with these.
+                View::MetaList(_) | View::Table(_) => return None,
+            };
+            // An object that does not fit its Go type ends the watch (it cannot be sent).
+            let obj = crate::proto::envelope::encode_object(&v).ok()?;
+            return Some(Bytes::from(crate::proto::envelope::watch_frame(ty, obj)));
+        }
         match self.view {
             View::Object => Some(value_frame(ty, v)),
             View::Meta(version) => Some(value_frame(ty, &view::partial_value(v, version))),
@@ -293,7 +313,7 @@ impl Watcher {
 
     fn frame(&self, ty: &str, obj: &Obj) -> Option<Bytes> {
         match self.view {
-            View::Object => Some(frame(ty, obj)),
+            View::Object if !self.proto => Some(frame(ty, obj)),
             _ => self.value_frame(ty, &obj.value()),
         }
     }

@@ -167,10 +167,22 @@ async fn bad_input_never_panics() {
     assert_eq!(r.code(), 405);
     let r = env.post("/api/v1/pods", json!({"metadata": {"name": "p"}})).await;
     assert_eq!(r.code(), 405);
+    // Built-in kinds speak protobuf (src/proto); garbage in a protobuf body is a 400 Status.
     let r = env
         .send(Method::GET, "/api/v1/namespaces", None, &[("accept", "application/vnd.kubernetes.protobuf")])
         .await;
-    assert_eq!(r.code(), 406);
+    assert_eq!(r.code(), 200);
+    assert!(r.body.starts_with(b"k8s\0"), "{:?}", r.body);
+    let r = env
+        .send(
+            Method::POST,
+            "/api/v1/namespaces/default/configmaps",
+            Some(&json!("k8s\u{0}\u{ff}\u{1}")),
+            &[("content-type", "application/vnd.kubernetes.protobuf")],
+        )
+        .await;
+    assert_eq!(r.code(), 400, "{}", r.text());
+    assert_eq!(r.json()["reason"], "BadRequest");
     // The server still answers.
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(env.get("/api/v1/namespaces").await.code(), 200);

@@ -1,0 +1,284 @@
+//! The types with their own JSON form, as apimachinery marshals them in both encodings.
+//!
+//! | type | JSON | protobuf |
+//! |---|---|---|
+//! | Time | RFC 3339, seconds (`null` when zero) | `seconds`=1, `nanos`=2; nothing when zero |
+//! | MicroTime | RFC 3339 with microseconds | as Time |
+//! | Duration | Go duration string (`1h2m3s`) | `duration`=1, nanoseconds |
+//! | Quantity | string | `string`=1 (the zero quantity is `"0"`) |
+//! | IntOrString | number or string | `type`=1, `intVal`=2, `strVal`=3, all three always |
+//! | RawExtension, FieldsV1 | any JSON | `raw`=1, the compact JSON |
+
+use serde_json::Value;
+
+use super::encode::{put_bytes, put_varint};
+use super::{DecodeError, EncodeError, Special};
+
+/// Encodes `v` (never null: the caller treats null as absent) as the message body of `s`.
+pub fn encode(s: Special, v: &Value, field: &str, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    let ty = |expected| EncodeError::Type { field: field.to_string(), expected };
+    match s {
+        Special::Time | Special::MicroTime => {
+            let t = v.as_str().ok_or_else(|| ty("a time string"))?;
+            let (secs, nanos) = parse_rfc3339(t).ok_or_else(|| EncodeError::Value {
+                field: field.into(),
+                why: format!("parsing time {t:?}: not RFC 3339"),
+            })?;
+            if secs != ZERO_TIME_SECS || nanos != 0 {
+                put_varint(out, 1 << 3);
+                put_varint(out, secs as u64);
+                put_varint(out, 2 << 3);
+                put_varint(out, i64::from(nanos) as u64);
+            }
+        }
+        Special::Duration => {
+            let d = v.as_str().ok_or_else(|| ty("a duration string"))?;
+            let n = parse_duration(d).ok_or_else(|| EncodeError::Value {
+                field: field.into(),
+                why: format!("time: invalid duration {d:?}"),
+            })?;
+            put_varint(out, 1 << 3);
+            put_varint(out, n as u64);
+        }
+        Special::Quantity => {
+            let q = match v {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => return Err(ty("a quantity")),
+            };
+            put_bytes(out, 1, q.as_bytes());
+        }
+        Special::IntOrString => match v {
+            Value::Number(n) => {
+                let i = n
+                    .as_i64()
+                    .and_then(|i| i32::try_from(i).ok())
+                    .ok_or_else(|| ty("an int32 or a string"))?;
+                put_varint(out, 1 << 3);
+                put_varint(out, 0);
+                put_varint(out, 2 << 3);
+                put_varint(out, i64::from(i) as u64);
+                put_bytes(out, 3, b"");
+            }
+            Value::String(s) => {
+                put_varint(out, 1 << 3);
+                put_varint(out, 1);
+                put_varint(out, 2 << 3);
+                put_varint(out, 0);
+                put_bytes(out, 3, s.as_bytes());
+            }
+            _ => return Err(ty("an int32 or a string")),
+        },
+        Special::RawExtension | Special::FieldsV1 => put_bytes(out, 1, &crate::json::compact(v)),
+    }
+    Ok(())
+}
+
+/// The message body Go writes for the zero value of a non-pointer `s` field.
+pub fn encode_zero(s: Special, out: &mut Vec<u8>) {
+    match s {
+        Special::Time | Special::MicroTime | Special::RawExtension | Special::FieldsV1 => {}
+        Special::Duration => {
+            put_varint(out, 1 << 3);
+            put_varint(out, 0);
+        }
+        Special::Quantity => put_bytes(out, 1, b"0"),
+        Special::IntOrString => out.extend_from_slice(&[0x08, 0x00, 0x10, 0x00, 0x1a, 0x00]),
+    }
+}
+
+/// Decodes the message body of `s` into its JSON (`Value::Null` for a zero Time).
+pub fn decode(s: Special, body: &[u8]) -> Result<Value, DecodeError> {
+    let mut ints = [0u64; 4];
+    let mut bytes: [Option<&[u8]>; 4] = [None; 4];
+    let mut r = super::decode::Reader::new(body);
+    while let Some((tag, wire)) = r.key()? {
+        match (tag, wire) {
+            (1..=3, 0) => ints[tag as usize] = r.varint()?,
+            (1..=3, 2) => bytes[tag as usize] = Some(r.len_delimited()?),
+            (1..=3, w) => return Err(DecodeError::WireType { field: "special", wire: w }),
+            (_, w) => r.skip(w)?,
+        }
+    }
+    let text = |b: Option<&[u8]>| -> Result<String, DecodeError> {
+        String::from_utf8(b.unwrap_or_default().to_vec()).map_err(|_| DecodeError::Utf8("string"))
+    };
+    Ok(match s {
+        Special::Time | Special::MicroTime => {
+            if body.is_empty() {
+                return Ok(Value::Null);
+            }
+            let secs = ints[1] as i64;
+            let nanos = (ints[2] as i64).clamp(0, 999_999_999) as u32;
+            Value::String(format_rfc3339(
+                secs,
+                if s == Special::MicroTime { Some(nanos / 1000) } else { None },
+            ))
+        }
+        Special::Duration => Value::String(format_duration(ints[1] as i64)),
+        Special::Quantity => {
+            let q = text(bytes[1])?;
+            Value::String(if q.is_empty() { "0".into() } else { q })
+        }
+        Special::IntOrString if ints[1] == 1 => Value::String(text(bytes[3])?),
+        Special::IntOrString => Value::from(ints[2] as i64 as i32),
+        Special::RawExtension | Special::FieldsV1 => match bytes[1] {
+            None => Value::Null,
+            Some(raw) => serde_json::from_slice(raw).map_err(|_| DecodeError::Utf8("raw"))?,
+        },
+    })
+}
+
+// === time ===
+
+/// `0001-01-01T00:00:00Z`, Go's zero time, in Unix seconds.
+const ZERO_TIME_SECS: i64 = -62_135_596_800;
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
+}
+
+/// Parses RFC 3339 (`2006-01-02T15:04:05.999999999Z07:00`) into Unix seconds and nanoseconds.
+pub fn parse_rfc3339(s: &str) -> Option<(i64, u32)> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (y, mo, d, h, mi, se) =
+        (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 59 {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos = 0u32;
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        i = start;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        let frac = &s[start..i.min(start + 9)];
+        nanos = frac.parse::<u32>().ok()? * 10u32.pow(9 - frac.len() as u32);
+    }
+    let offset = match b.get(i)? {
+        b'Z' | b'z' if i + 1 == b.len() => 0,
+        c @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+            let o = num(i + 1..i + 3)? * 3600 + num(i + 4..i + 6)? * 60;
+            if *c == b'+' { o } else { -o }
+        }
+        _ => return None,
+    };
+    Some((days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se - offset, nanos))
+}
+
+/// Formats Unix seconds as RFC 3339 in UTC, with `micros` as six fractional digits when given.
+pub fn format_rfc3339(secs: i64, micros: Option<u32>) -> String {
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let t = secs.rem_euclid(86_400);
+    let frac = micros.map(|u| format!(".{u:06}")).unwrap_or_default();
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}{frac}Z", t / 3600, t % 3600 / 60, t % 60)
+}
+
+// === duration ===
+
+/// Parses a Go duration string (`time.ParseDuration`) into nanoseconds.
+pub fn parse_duration(s: &str) -> Option<i64> {
+    let (neg, mut rest) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if rest == "0" {
+        return Some(0);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total: f64 = 0.0;
+    while !rest.is_empty() {
+        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let value: f64 = rest[..n].parse().ok()?;
+        rest = &rest[n..];
+        let u = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit = match &rest[..u] {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return None,
+        };
+        rest = &rest[u..];
+        total += value * unit;
+    }
+    let n = total.round();
+    (n <= i64::MAX as f64).then_some(if neg { -(n as i64) } else { n as i64 })
+}
+
+/// Formats nanoseconds as Go's `Duration.String()` does.
+pub fn format_duration(n: i64) -> String {
+    if n == 0 {
+        return "0s".into();
+    }
+    let neg = n < 0;
+    let u = n.unsigned_abs();
+    let frac = |v: u64, digits: u32| -> String {
+        let p = 10u64.pow(digits);
+        let (w, f) = (v / p, v % p);
+        if f == 0 {
+            w.to_string()
+        } else {
+            let s = format!("{f:0width$}", width = digits as usize);
+            format!("{w}.{}", s.trim_end_matches('0'))
+        }
+    };
+    let body = if u < 1_000 {
+        format!("{u}ns")
+    } else if u < 1_000_000 {
+        format!("{}µs", frac(u, 3))
+    } else if u < 1_000_000_000 {
+        format!("{}ms", frac(u, 6))
+    } else {
+        let (h, rem) = (u / 3_600_000_000_000, u % 3_600_000_000_000);
+        let (m, rem) = (rem / 60_000_000_000, rem % 60_000_000_000);
+        let s = format!("{}s", frac(rem, 9));
+        match (h, m) {
+            (0, 0) => s,
+            (0, m) => format!("{m}m{s}"),
+            (h, m) => format!("{h}h{m}m{s}"),
+        }
+    };
+    if neg { format!("-{body}") } else { body }
+}
