@@ -17,9 +17,9 @@
 //!   loads it (acquire) and then finds its ring empty has received every signal up to it: an indexed
 //!   watcher's bookmarks carry that revision, though its ring saw no event for it (the cacher's bookmarks
 //!   likewise carry the cache's revision to every watcher).
-//! - Bounded: a ring per index value with watchers, at most [`MAX_INDEX_RINGS`] per store (a watcher
-//!   beyond that uses the shared ring, correct but woken by every event), each of
-//!   [`INDEX_RING_CAPACITY`] signals; a ring goes when its last watcher does.
+//! - Bounded: a ring per index value with watchers, of [`INDEX_RING_CAPACITY`] signals, at most
+//!   [`MAX_INDEX_SLOTS`] signals in all per store (a watcher beyond that uses the shared ring, correct but
+//!   woken by every event); a ring goes when its last watcher does.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -30,14 +30,15 @@ use tokio::sync::broadcast;
 use super::object::Object;
 use super::state::{Event, Signal};
 
-/// Signals an index ring holds: a watcher of one index value this many signals behind is cut off as slow
-/// (more than its share of the shared ring would allow). The apiserver's indexed watchers buffer 10 to
-/// 1000 events (`suggestedWatchChannelSize`); a ring costs about 48 bytes a slot, 6 KiB here.
-pub const INDEX_RING_CAPACITY: usize = 128;
+/// Signals an index ring holds, by [`IndexKind`]: a watcher this many signals behind on its ring is cut off
+/// as slow. Its ring carries only the events of its value, so this is at least as lenient as the shared
+/// ring for watchers of one object or one node; namespaces, which can be busy, get more. (The apiserver's
+/// indexed watchers buffer 10 to 1000 events, `suggestedWatchChannelSize`.) A slot costs about 48 bytes.
+pub const INDEX_RING_CAPACITY: [usize; KINDS] = [64, 128, 1024];
 
-/// Index rings per store: 16k rings of [`INDEX_RING_CAPACITY`] cost about 100 MiB, enough for one watcher
-/// per node of a 5k-node cluster three times over.
-pub const MAX_INDEX_RINGS: usize = 16_384;
+/// Slots of all index rings of a store together (about 100 MiB): 16k node rings, or 2k namespace rings.
+/// A watcher whose ring would exceed it uses the shared ring (correct, but woken by every event).
+pub const MAX_INDEX_SLOTS: usize = 1 << 21;
 
 /// What a watcher's index value is the value of, in the order a watcher picks them (most selective first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -64,13 +65,19 @@ struct Ring {
     watchers: usize,
 }
 
-type Rings = [HashMap<Box<str>, Ring>; KINDS];
+#[derive(Default)]
+struct Rings {
+    by_kind: [HashMap<Box<str>, Ring>; KINDS],
+    /// Slots of all rings (bounded by [`MAX_INDEX_SLOTS`]).
+    slots: usize,
+}
 
 /// The fan-out of one store's signals (see the module doc).
 pub struct Dispatcher {
     all: broadcast::Sender<Signal>,
     all_capacity: usize,
-    ring_capacity: usize,
+    /// Index ring capacities by kind ([`INDEX_RING_CAPACITY`], at most the shared ring's).
+    ring_capacity: [usize; KINDS],
     /// The kind's indexed field, if any.
     field: Option<usize>,
     rings: RwLock<Rings>,
@@ -108,8 +115,8 @@ pub struct IndexStats {
     pub watchers: [u64; KINDS],
     /// Index rings now.
     pub rings: u64,
-    /// Watchers that pinned an index value but got the shared ring because their store had
-    /// [`MAX_INDEX_RINGS`] rings already.
+    /// Watchers that pinned an index value but got the shared ring because their store's rings had
+    /// [`MAX_INDEX_SLOTS`] already.
     pub full: u64,
 }
 
@@ -145,7 +152,7 @@ impl Dispatcher {
         Arc::new(Self {
             all,
             all_capacity,
-            ring_capacity: INDEX_RING_CAPACITY.min(all_capacity),
+            ring_capacity: INDEX_RING_CAPACITY.map(|c| c.min(all_capacity)),
             field,
             rings: RwLock::new(Default::default()),
             indexed: AtomicUsize::new(0),
@@ -164,21 +171,23 @@ impl Dispatcher {
     }
 
     /// A receiver for a watcher whose selection pins `key` (every signal when `None`, when `key` is the
-    /// indexed field of a store without one, or when the store has [`MAX_INDEX_RINGS`] rings).
+    /// indexed field of a store without one, or when the store's rings are at [`MAX_INDEX_SLOTS`]).
     pub fn subscribe(self: &Arc<Self>, key: Option<IndexKey>) -> Subscription {
         let key = key.filter(|k| k.kind != IndexKind::Field || self.field.is_some());
         if let Some(key) = key {
             let mut rings = self.rings.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let count: usize = rings.iter().map(HashMap::len).sum();
-            let map = &mut rings[key.kind as usize];
+            let capacity = self.ring_capacity[key.kind as usize];
+            let fits = rings.slots + capacity <= MAX_INDEX_SLOTS;
+            let map = &mut rings.by_kind[key.kind as usize];
             let rx = match map.get_mut(&key.value) {
                 Some(ring) => {
                     ring.watchers += 1;
                     Some(ring.tx.subscribe())
                 }
-                None if count < MAX_INDEX_RINGS => {
-                    let (tx, rx) = broadcast::channel(self.ring_capacity);
+                None if fits => {
+                    let (tx, rx) = broadcast::channel(capacity);
                     map.insert(key.value.clone(), Ring { tx, watchers: 1 });
+                    rings.slots += capacity;
                     RINGS.fetch_add(1, Ordering::Relaxed);
                     Some(rx)
                 }
@@ -191,7 +200,7 @@ impl Dispatcher {
                 self.indexed.fetch_add(1, Ordering::Relaxed);
                 WATCHERS_BY_KIND[key.kind as usize].fetch_add(1, Ordering::Relaxed);
                 let index = IndexGuard { dispatcher: self.clone(), key };
-                return Subscription { rx, capacity: self.ring_capacity, index: Some(index) };
+                return Subscription { rx, capacity, index: Some(index) };
             }
         }
         Subscription { rx: self.all.subscribe(), capacity: self.all_capacity, index: None }
@@ -204,7 +213,7 @@ impl Dispatcher {
 
     /// Index rings now.
     pub fn rings(&self) -> usize {
-        self.read().iter().map(HashMap::len).sum()
+        self.read().by_kind.iter().map(HashMap::len).sum()
     }
 
     /// The revision up to which every signal was sent (see the module invariants).
@@ -219,7 +228,7 @@ impl Dispatcher {
         if self.indexed.load(Ordering::Relaxed) > 0 {
             let rings = self.read();
             for_each_key(self.field, &event, |kind, value| {
-                if let Some(ring) = rings[kind as usize].get(value) {
+                if let Some(ring) = rings.by_kind[kind as usize].get(value) {
                     let _ = ring.tx.send(Signal::Event(event.clone()));
                 }
             });
@@ -247,7 +256,7 @@ impl Dispatcher {
 
     fn to_every_ring(&self, signal: Signal) {
         if self.indexed.load(Ordering::Relaxed) > 0 {
-            for ring in self.read().iter().flat_map(HashMap::values) {
+            for ring in self.read().by_kind.iter().flat_map(HashMap::values) {
                 let _ = ring.tx.send(signal.clone());
             }
         }
@@ -292,14 +301,20 @@ impl Drop for IndexGuard {
     fn drop(&mut self) {
         let d = &self.dispatcher;
         let mut rings = d.rings.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let map = &mut rings[self.key.kind as usize];
-        if let Some(ring) = map.get_mut(&self.key.value) {
-            ring.watchers -= 1;
-            if ring.watchers == 0 {
-                map.remove(&self.key.value);
-                RINGS.fetch_sub(1, Ordering::Relaxed);
+        let map = &mut rings.by_kind[self.key.kind as usize];
+        let gone = match map.get_mut(&self.key.value) {
+            Some(ring) => {
+                ring.watchers -= 1;
+                ring.watchers == 0
             }
+            None => false,
+        };
+        if gone {
+            map.remove(&self.key.value);
+            rings.slots -= d.ring_capacity[self.key.kind as usize];
+            RINGS.fetch_sub(1, Ordering::Relaxed);
         }
+        drop(rings);
         d.indexed.fetch_sub(1, Ordering::Relaxed);
         WATCHERS_BY_KIND[self.key.kind as usize].fetch_sub(1, Ordering::Relaxed);
     }

@@ -32,7 +32,7 @@ pub use config::{
     DEFAULT_HISTORY_WINDOW, DEFAULT_RETAIN_MAX, DEFAULT_RETAIN_WINDOW, StoreConfig, path_copy_bytes,
 };
 pub use dispatch::{
-    INDEX_RING_CAPACITY, IndexGuard, IndexKey, IndexKind, IndexStats, MAX_INDEX_RINGS, Subscription,
+    INDEX_RING_CAPACITY, IndexGuard, IndexKey, IndexKind, IndexStats, MAX_INDEX_SLOTS, Subscription,
     index_stats,
 };
 pub use log::{Cursor, Log};

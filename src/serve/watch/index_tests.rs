@@ -212,13 +212,16 @@ proptest! {
             let (by_index, by_scan) = (open(true), open(false));
             let rv = store.resource_version();
             apply(&mut writer, &ops, batch, rv);
+            // Drained together: they share one deadline, which the paused clock reaches once all are idle.
+            let spawn = |ws: Vec<Watcher>| ws.into_iter().map(|w| tokio::spawn(drain(w))).collect::<Vec<_>>();
+            let (by_index, by_scan) = (spawn(by_index), spawn(by_scan));
             let mut indexed = Vec::new();
-            for w in by_index {
-                indexed.push(drain(w).await);
+            for h in by_index {
+                indexed.push(h.await.expect("drain"));
             }
             let mut unindexed = Vec::new();
-            for w in by_scan {
-                unindexed.push(drain(w).await);
+            for h in by_scan {
+                unindexed.push(h.await.expect("drain"));
             }
             (indexed, unindexed)
         });
@@ -266,7 +269,8 @@ async fn a_pod_moving_off_a_node_reaches_that_nodes_watcher_as_deleted() {
 
 #[tokio::test(start_paused = true)]
 async fn events_of_other_nodes_neither_wake_nor_cut_off_a_node_watcher() {
-    // Rings of 4: an unpolled watcher 5 signals behind on its ring is cut off.
+    // Rings of 4 (the shared ring's capacity bounds the index rings'): an unpolled watcher 5 signals behind
+    // on its ring is cut off.
     let (store, mut writer) = synced_with(4);
     let mut idle = Watcher::new(store.clone(), spec(node_filter("n0"), true), CancellationToken::new());
     let mut busy = Watcher::new(store.clone(), spec(node_filter("n1"), true), CancellationToken::new());
