@@ -269,7 +269,7 @@ pub const ALL: &[MetricDef] = &[
     counter(
         WATCH_INDEX_FULL_TOTAL,
         &[],
-        "Watchers that pinned an index value but got the shared ring because their resource had the maximum number of index rings.",
+        "Watchers that pinned an index value but got the shared ring because their resource's index rings were at their slot bound.",
     ),
     counter(
         FRESHNESS_PROBES_TOTAL,
