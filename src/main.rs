@@ -175,6 +175,10 @@ pub(crate) struct CommonArgs {
     /// Period of watch bookmarks sent to clients that ask for them (the apiserver uses 1 minute).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     watch_bookmark_interval: Duration,
+    /// Indexed watch dispatch: a watcher that pins a name, pods' spec.nodeName or a namespace is woken only
+    /// by events that can concern it. `false` wakes every watcher for every event (for comparison).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    watch_index: bool,
     /// How long the event history and retained snapshots are kept (the apiserver's 75 s).
     #[arg(long, default_value = "75s", value_parser = parse_duration)]
     history_window: Duration,
@@ -207,6 +211,7 @@ impl CommonArgs {
             Fallback::Forward
         };
         config.handler.watch.bookmark_interval = self.watch_bookmark_interval;
+        config.handler.watch.indexed = self.watch_index;
         config.reflector.store.history_window = self.history_window;
         config.reflector.store.retain_window = self.history_window;
         config.limits = self.limits.into();

@@ -144,6 +144,7 @@ fn resume_from(rv: u64) -> WatchSpec {
         timeout: Duration::from_secs(3600),
         bookmark_interval: Duration::from_secs(60),
         wait_timeout: Duration::from_secs(3),
+        indexed: true,
     }
 }
 

@@ -64,6 +64,7 @@ fn live_spec() -> WatchSpec {
         timeout: Duration::from_secs(3600),
         bookmark_interval: Duration::from_secs(60),
         wait_timeout: Duration::from_secs(3),
+        indexed: true,
     }
 }
 

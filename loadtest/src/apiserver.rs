@@ -241,6 +241,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             resources: &res.kache_resource(),
             tls: Some((cert.as_path(), key.as_path())),
             log: &logs.join("kache.log"),
+            args: &[],
         },
     )
     .await?;

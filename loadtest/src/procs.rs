@@ -144,6 +144,8 @@ pub struct KacheOpts<'a> {
     /// `--tls-cert`, `--tls-key`: kache serves HTTPS with them.
     pub tls: Option<(&'a Path, &'a Path)>,
     pub log: &'a Path,
+    /// Further `kache serve` flags.
+    pub args: &'a [&'a str],
 }
 
 /// kache's upstream.
@@ -159,8 +161,11 @@ pub async fn start_kache(
     resources: &str,
     log: &Path,
 ) -> anyhow::Result<KacheProc> {
-    start_kache_with(&bins.kache, &KacheOpts { upstream: Upstream::Url(upstream), resources, tls: None, log })
-        .await
+    start_kache_with(
+        &bins.kache,
+        &KacheOpts { upstream: Upstream::Url(upstream), resources, tls: None, log, args: &[] },
+    )
+    .await
 }
 
 /// Starts `kache serve` as `opts` say.
@@ -175,7 +180,8 @@ pub async fn start_kache_with(bin: &Path, opts: &KacheOpts<'_>) -> anyhow::Resul
         Upstream::Kubeconfig(k) => cmd.arg("--kubeconfig").arg(k),
     };
     cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--resources", opts.resources, "--no-lazy"])
-        .args(["--max-connections", KACHE_MAX_CONNECTIONS]);
+        .args(["--max-connections", KACHE_MAX_CONNECTIONS])
+        .args(opts.args);
     if let Some((cert, key)) = opts.tls {
         cmd.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
     }

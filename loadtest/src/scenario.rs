@@ -186,6 +186,31 @@ pub struct WatchSpec {
     pub goal_p99_ms: Option<f64>,
     #[serde(default)]
     pub goal_idle_bytes_per_watcher: Option<f64>,
+    /// What each watcher selects (default: all pods of the writer's namespace).
+    #[serde(default)]
+    pub scope: WatchScope,
+    /// Distinct nodes (`scope = "node"`) or namespaces (`scope = "namespace"`) the watchers and the written
+    /// pods are spread over; 0 means one per watcher for nodes, the cluster's namespaces for namespaces.
+    #[serde(default)]
+    pub scope_values: usize,
+    /// kache's indexed watch dispatch (`--watch-index`); `false` measures the unindexed fan-out.
+    #[serde(default = "yes")]
+    pub watch_index: bool,
+}
+
+/// What a watcher of the watch scenario selects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WatchScope {
+    /// The writer's namespace (`/api/v1/namespaces/ns-0/pods`): every watcher sees every write.
+    #[default]
+    Writer,
+    /// Every pod of the cluster (`/api/v1/pods`): every watcher sees every write.
+    Cluster,
+    /// One node's pods (`/api/v1/pods?fieldSelector=spec.nodeName=X`, a kubelet).
+    Node,
+    /// One namespace's pods (`/api/v1/namespaces/X/pods`, a namespaced controller).
+    Namespace,
 }
 
 /// How an informer starts.
@@ -234,6 +259,9 @@ fn five() -> usize {
 }
 fn twenty() -> usize {
     20
+}
+fn yes() -> bool {
+    true
 }
 fn five_hundred() -> usize {
     500

@@ -1,6 +1,12 @@
 //! Watch fan-out: W watchers on kache (multiplexed over HTTP/2 like client-go), E upstream writes per
 //! second carrying their send time. Measures delivery latency (write → receipt), kache's resident memory per
 //! idle watcher, and kache's CPU time per delivered event.
+//!
+//! Scopes (issue 21): every watcher on the writer's namespace or on all pods (each write reaches every
+//! watcher), or node-scoped (`fieldSelector=spec.nodeName=X`, one kubelet per node) and namespace-scoped
+//! watchers, where the written pods are spread over the nodes or namespaces and a write reaches only the
+//! watchers of its pod's node or namespace. `watch_index = false` runs kache with `--watch-index=false`
+//! (every watcher woken by every event) for the before/after comparison.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -18,9 +24,9 @@ use tokio::task::JoinSet;
 
 use crate::ctx::{Ctx, SYNC_TIMEOUT};
 use crate::http;
-use crate::procs::{cpu_time, start_kache, start_sim};
+use crate::procs::{KacheOpts, Upstream, cpu_time, start_kache_with, start_sim};
 use crate::results::{Latency, RunReport, Series, Table, fmt_bytes, fmt_num, histogram, record};
-use crate::scenario::WatchSpec;
+use crate::scenario::{WatchScope, WatchSpec};
 use crate::writer::{self, WRITER_NAMESPACE};
 
 /// How long all watchers may take to be established.
@@ -31,6 +37,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
 const DRAIN_POLL: Duration = Duration::from_millis(50);
 /// Latency samples a watcher buffers before taking the shared histogram's lock.
 const LOCAL_SAMPLES: usize = 256;
+/// Pods the scoped writer cycles through at most (one per node or namespace up to this many): enough that
+/// writes land on many distinct watchers, few enough to create quickly.
+const MAX_SCOPED_PODS: usize = 1000;
 
 /// What all watchers of a run share.
 struct Shared {
@@ -75,16 +84,29 @@ async fn run_one(
 ) -> anyhow::Result<()> {
     ctx.progress.set_message(format!("watch {}: starting", spec.name));
     let sim = start_sim(&ctx.bins, &spec.cluster, &ctx.log(&format!("watch-{}-sim", spec.name))).await?;
-    let mut kache =
-        start_kache(&ctx.bins, &sim.url, "pods", &ctx.log(&format!("watch-{}-kache", spec.name))).await?;
+    let log = ctx.log(&format!("watch-{}-kache", spec.name));
+    let index_flag = format!("--watch-index={}", spec.watch_index);
+    let mut kache = start_kache_with(
+        &ctx.bins.kache,
+        &KacheOpts {
+            upstream: Upstream::Url(&sim.url),
+            resources: "pods",
+            tls: None,
+            log: &log,
+            args: &[&index_flag],
+        },
+    )
+    .await?;
     kache.wait_synced(1, SYNC_TIMEOUT).await?;
     let client = http::client(16);
-    writer::create_pods(&client, &sim.url).await?;
-    let path = format!("/api/v1/namespaces/{WRITER_NAMESPACE}/pods");
+    let layout = Layout::new(spec);
+    layout.create_pods(&client, &sim.url).await?;
+    let path = layout.list_path();
     let head = http::get(&client, &http::url(&sim.url, &path, "limit=1"), None, false).await?.head;
     let rv = http::list_resource_version(&head).context("no resourceVersion in the sim's list")?;
     // kache has caught up with the writer's pods once a not-older-than read at that revision answers.
-    http::get(&client, &http::url(&kache.url, &path, &format!("resourceVersion={rv}")), None, false).await?;
+    let caught_up = format!("resourceVersion={rv}&limit=1");
+    http::get(&client, &http::url(&kache.url, &path, &caught_up), None, false).await?;
     let rss_before = kache.rss()?;
 
     ctx.progress.set_message(format!("watch {}: opening {} watchers", spec.name, spec.watchers));
@@ -97,13 +119,13 @@ async fn run_one(
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let authority = kache.url.trim_start_matches("http://").to_string();
-    let uri = format!("{}{path}?watch=true&resourceVersion={rv}", kache.url);
     let mut set = JoinSet::new();
     let per_conn = spec.streams_per_connection.max(1);
     for first in (0..spec.watchers).step_by(per_conn) {
         let sender = connect_h2(&authority).await?;
-        for _ in first..(first + per_conn).min(spec.watchers) {
-            set.spawn(watcher(sender.clone(), uri.clone(), shared.clone(), stop_rx.clone()));
+        for j in first..(first + per_conn).min(spec.watchers) {
+            let uri = format!("{}{}", kache.url, layout.watch_uri(j, &rv));
+            set.spawn(watcher(sender.clone(), uri, shared.clone(), stop_rx.clone()));
         }
     }
     tokio::time::timeout(ESTABLISH_TIMEOUT, est_rx.wait_for(|n| *n >= spec.watchers))
@@ -123,10 +145,9 @@ async fn run_one(
     // The generator's own CPU over the same phase: shows whether the receiving side was the bottleneck.
     let own_before = cpu_time(std::process::id())?;
     let delivered_before = shared.delivered.load(Relaxed);
-    let written =
-        writer::run(&client, &sim.url, spec.events_per_sec, Duration::from_secs_f64(spec.duration_secs))
-            .await;
-    let expected = written.ok * spec.watchers as u64;
+    let (written, expected) = layout
+        .write(&client, &sim.url, spec.events_per_sec, Duration::from_secs_f64(spec.duration_secs))
+        .await;
     let drain_start = Instant::now();
     while shared.delivered.load(Relaxed) - delivered_before < expected
         && drain_start.elapsed() < DRAIN_TIMEOUT
@@ -151,7 +172,7 @@ async fn run_one(
     let hist = shared.hist.lock().await.clone();
     let lat = Latency::of(&hist);
     let cpu_per_event_us = if delivered > 0 { cpu.as_secs_f64() * 1e6 / delivered as f64 } else { 0.0 };
-    let label = format!("{} watchers, {} events/s", spec.watchers, spec.events_per_sec);
+    let label = format!("{}, {} events/s", layout.describe(), spec.events_per_sec);
     let detail = format!("{} deliveries of {} writes", lat.count, written.ok);
     report.figure(format!("Delivery latency p50 ({label})"), lat.p50_ms, "ms", None, detail.clone());
     report.figure(format!("Delivery latency p99 ({label})"), lat.p99_ms, "ms", spec.goal_p99_ms, detail);
@@ -171,7 +192,7 @@ async fn run_one(
     );
     table.row(vec![
         spec.name.clone(),
-        spec.watchers.to_string(),
+        layout.describe(),
         fmt_num(spec.events_per_sec),
         written.ok.to_string(),
         delivered.to_string(),
@@ -190,7 +211,7 @@ async fn run_one(
         y_label: "percentile".into(),
         log_x: true,
         log_y: false,
-        name: format!("{} watchers @ {} ev/s", spec.watchers, spec.events_per_sec),
+        name: format!("{} @ {} ev/s", layout.describe(), spec.events_per_sec),
         points: vec![],
     };
     if !hist.is_empty() {
@@ -202,6 +223,182 @@ async fn run_one(
     kache.stop().await;
     sim.stop().await;
     Ok(())
+}
+
+/// Where the written pods live and what each watcher selects.
+struct Layout {
+    scope: WatchScope,
+    watchers: usize,
+    /// Distinct nodes or namespaces (1 for the unscoped modes).
+    values: usize,
+    /// Written pods (the scoped modes: pod `p` is on node or in namespace `p % values`).
+    pods: usize,
+    index: bool,
+}
+
+// === impl Layout ===
+
+impl Layout {
+    fn new(spec: &WatchSpec) -> Self {
+        let values = match spec.scope {
+            WatchScope::Writer | WatchScope::Cluster => 1,
+            WatchScope::Node if spec.scope_values == 0 => spec.watchers,
+            WatchScope::Namespace if spec.scope_values == 0 => spec.cluster.namespaces,
+            WatchScope::Node | WatchScope::Namespace => spec.scope_values,
+        }
+        .max(1);
+        let pods = match spec.scope {
+            WatchScope::Writer | WatchScope::Cluster => writer::WRITER_PODS,
+            WatchScope::Node | WatchScope::Namespace => values.min(MAX_SCOPED_PODS),
+        };
+        Self { scope: spec.scope, watchers: spec.watchers, values, pods, index: spec.watch_index }
+    }
+
+    fn describe(&self) -> String {
+        let dispatch = if self.index { "" } else { ", unindexed" };
+        match self.scope {
+            WatchScope::Writer => format!("{} watchers{dispatch}", self.watchers),
+            WatchScope::Cluster => format!("{} cluster-wide watchers{dispatch}", self.watchers),
+            WatchScope::Node => format!("{} watchers on {} nodes{dispatch}", self.watchers, self.values),
+            WatchScope::Namespace => {
+                format!("{} watchers on {} namespaces{dispatch}", self.watchers, self.values)
+            }
+        }
+    }
+
+    fn scoped(&self) -> bool {
+        matches!(self.scope, WatchScope::Node | WatchScope::Namespace)
+    }
+
+    /// The list every watcher's path is part of (for the start revision).
+    fn list_path(&self) -> String {
+        match self.scope {
+            WatchScope::Writer => format!("/api/v1/namespaces/{WRITER_NAMESPACE}/pods"),
+            _ => "/api/v1/pods".into(),
+        }
+    }
+
+    /// Watcher `j`'s request: the `j % values`th node or namespace.
+    fn watch_uri(&self, j: usize, rv: &str) -> String {
+        let v = j % self.values;
+        match self.scope {
+            WatchScope::Writer | WatchScope::Cluster => {
+                format!("{}?watch=true&resourceVersion={rv}", self.list_path())
+            }
+            WatchScope::Node => format!(
+                "/api/v1/pods?watch=true&resourceVersion={rv}&fieldSelector=spec.nodeName%3D{}",
+                node_name(v)
+            ),
+            WatchScope::Namespace => {
+                format!("/api/v1/namespaces/ns-{v}/pods?watch=true&resourceVersion={rv}")
+            }
+        }
+    }
+
+    /// Watchers that see a write to pod `p`.
+    fn watchers_of(&self, p: usize) -> u64 {
+        if !self.scoped() {
+            return self.watchers as u64;
+        }
+        let v = p % self.values;
+        (self.watchers / self.values + usize::from(v < self.watchers % self.values)) as u64
+    }
+
+    /// Pod `p`'s namespace and URL path.
+    fn pod_path(&self, p: usize) -> (String, String) {
+        let ns = match self.scope {
+            WatchScope::Namespace => format!("ns-{}", p % self.values),
+            _ => WRITER_NAMESPACE.to_string(),
+        };
+        let name = if self.scoped() { format!("lt-s-{p}") } else { writer::pod_name(p) };
+        let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
+        (ns, path)
+    }
+
+    async fn create_pods(&self, client: &http::Client, base: &str) -> anyhow::Result<()> {
+        if !self.scoped() {
+            return writer::create_pods(client, base).await;
+        }
+        for p in 0..self.pods {
+            let (ns, path) = self.pod_path(p);
+            let name = path.rsplit('/').next().unwrap_or_default();
+            let node = match self.scope {
+                WatchScope::Node => format!(r#","nodeName":"{}""#, node_name(p % self.values)),
+                _ => String::new(),
+            };
+            let body = format!(
+                r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"{ns}","labels":{{"app":"loadtest"}}}},"spec":{{"containers":[{{"name":"c","image":"busybox"}}]{node}}}}}"#
+            );
+            let url = format!("{base}/api/v1/namespaces/{ns}/pods");
+            let send = http::Send {
+                content_type: Some("application/json"),
+                body: Bytes::from(body),
+                ..Default::default()
+            };
+            match http::request(client, http::Method::POST, &url, &send).await {
+                Ok(_) => {}
+                Err(http::HttpError::Status { status, .. }) if status == http::StatusCode::CONFLICT => {}
+                Err(e) => anyhow::bail!("creating {path}: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Timestamped writes at `rate` per second for `duration` (open loop), write `i` to pod `i % pods`;
+    /// returns what the writer did and the deliveries its successful writes owe the watchers.
+    async fn write(
+        &self,
+        client: &http::Client,
+        base: &str,
+        rate: f64,
+        duration: Duration,
+    ) -> (writer::WriterStats, u64) {
+        if !self.scoped() {
+            let stats = writer::run(client, base, rate, duration).await;
+            let expected = stats.ok * self.watchers as u64;
+            return (stats, expected);
+        }
+        let n = (rate * duration.as_secs_f64()).round().max(0.0) as usize;
+        let interval = Duration::from_secs_f64(1.0 / rate.max(0.001));
+        let start = tokio::time::Instant::now();
+        let mut set = JoinSet::new();
+        for i in 0..n {
+            tokio::time::sleep_until(start + interval.mul_f64(i as f64)).await;
+            let p = i % self.pods;
+            let url = format!("{base}{}", self.pod_path(p).1);
+            let client = client.clone();
+            set.spawn(async move {
+                let body = format!(
+                    r#"{{"metadata":{{"annotations":{{"{}":"{}"}}}}}}"#,
+                    writer::SENT_AT,
+                    writer::now_nanos()
+                );
+                let send = http::Send {
+                    content_type: Some("application/merge-patch+json"),
+                    body: Bytes::from(body),
+                    ..Default::default()
+                };
+                http::request(&client, http::Method::PATCH, &url, &send).await.map(|f| (p, f.elapsed))
+            });
+        }
+        let mut stats = writer::WriterStats { ok: 0, errors: Vec::new(), latency: histogram() };
+        let mut expected = 0;
+        for result in set.join_all().await {
+            match result {
+                Ok((p, elapsed)) => {
+                    stats.ok += 1;
+                    expected += self.watchers_of(p);
+                    record(&mut stats.latency, elapsed);
+                }
+                Err(e) => stats.errors.push(e.to_string()),
+            }
+        }
+        (stats, expected)
+    }
+}
+
+fn node_name(v: usize) -> String {
+    format!("lt-node-{v}")
 }
 
 /// An HTTP/2 (prior knowledge) connection to `authority`.

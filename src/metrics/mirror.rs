@@ -24,6 +24,12 @@ pub(crate) fn watch_stats() {
     for (reason, value) in ENDED_REASONS.iter().zip(ended) {
         counter(WATCH_STREAMS_ENDED_TOTAL, vec![label("reason", reason)]).absolute(value);
     }
+    let index = crate::store::index_stats();
+    for (kind, value) in crate::store::IndexKind::ALL.iter().zip(index.watchers) {
+        gauge(WATCH_INDEXED_WATCHERS, vec![label("index", kind.as_str())]).set(value as f64);
+    }
+    gauge(WATCH_INDEX_RINGS, vec![]).set(index.rings as f64);
+    counter(WATCH_INDEX_FULL_TOTAL, vec![]).absolute(index.full);
 }
 
 /// Mirrors the Table row cache's weight (settled at scrape time, not on the rows' path) and the number of

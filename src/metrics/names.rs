@@ -73,6 +73,9 @@ pub const WATCH_BOOKMARKS_SENT_TOTAL: &str = "kache_watch_bookmarks_sent_total";
 pub const WATCH_STREAMS_STARTED_TOTAL: &str = "kache_watch_streams_started_total";
 pub const WATCH_STREAMS_OPEN: &str = "kache_watch_streams_open";
 pub const WATCH_STREAMS_ENDED_TOTAL: &str = "kache_watch_streams_ended_total";
+pub const WATCH_INDEXED_WATCHERS: &str = "kache_watch_indexed_watchers";
+pub const WATCH_INDEX_RINGS: &str = "kache_watch_index_rings";
+pub const WATCH_INDEX_FULL_TOTAL: &str = "kache_watch_index_full_total";
 // --- consistency, forwarding, auth, limits, encodings (kache) ---
 pub const FRESHNESS_PROBES_TOTAL: &str = "kache_freshness_probes_total";
 pub const FRESHNESS_UPSTREAM_PROBES_TOTAL: &str = "kache_freshness_upstream_probes_total";
@@ -256,6 +259,21 @@ pub const ALL: &[MetricDef] = &[
         WATCH_STREAMS_ENDED_TOTAL,
         &["reason"],
         "Watches ended or refused by kache: slow (fell behind, closed), reset (store rebuilt by a relist), expired (410: resourceVersion too old), too_large (504: store did not reach the resourceVersion in time), rejected (watcher limit).",
+    ),
+    gauge(
+        WATCH_INDEXED_WATCHERS,
+        &["index"],
+        "Watchers on an index ring by what their selection pins: name, field (pods' spec.nodeName) or namespace; woken only by events whose object or previous version has their value.",
+    ),
+    gauge(
+        WATCH_INDEX_RINGS,
+        &[],
+        "Index rings (one per pinned value with watchers, all resources together).",
+    ),
+    counter(
+        WATCH_INDEX_FULL_TOTAL,
+        &[],
+        "Watchers that pinned an index value but got the shared ring because their resource's index rings were at their slot bound.",
     ),
     counter(
         FRESHNESS_PROBES_TOTAL,

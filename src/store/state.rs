@@ -11,6 +11,8 @@ use bytes::Bytes;
 use imbl::OrdMap;
 use tokio::sync::{broadcast, watch};
 
+use super::dispatch::{Dispatcher, IndexKey, Subscription};
+
 use super::config::{SNAPSHOT_OVERHEAD, StoreConfig, path_copy_bytes};
 use super::log::{Cursor, Log};
 use super::object::Object;
@@ -204,7 +206,8 @@ pub struct Store {
     /// The latest freshness proof offered from outside the reflector: `(from, upto)` means the upstream has
     /// no event of this resource in `(from, upto]` (see [`Store::offer_progress`]).
     pub(super) offered: watch::Sender<(u64, u64)>,
-    pub(super) signals: broadcast::Sender<Signal>,
+    /// The fan-out of signals to watchers, indexed (dispatch.rs).
+    pub(super) dispatch: Arc<Dispatcher>,
     pub(super) counters: Counters,
     /// The extra field indexed for this kind, if any.
     pub(super) indexed_field: Option<usize>,
@@ -260,7 +263,7 @@ impl Store {
             index_bytes: 0,
             updated_at: Instant::now(),
         };
-        let (signals, _) = broadcast::channel(config.broadcast_capacity.max(1));
+        let dispatch = Dispatcher::new(config.broadcast_capacity, indexed_field);
         let (rv, _) = watch::channel(0);
         let (offered, _) = watch::channel((0, 0));
         let store = Arc::new(Store {
@@ -269,7 +272,7 @@ impl Store {
             state: ArcSwap::from_pointee(state),
             rv,
             offered,
-            signals,
+            dispatch,
             counters: Counters::default(),
             bookmark_tail: arc_swap::ArcSwapOption::empty(),
             warnings: ArcSwap::from_pointee(Vec::new()),
@@ -325,7 +328,23 @@ impl Store {
     /// Subscribes to new signals. Subscribe *before* reading the history so no event falls in between;
     /// then skip signals with RV ≤ the last replayed one.
     pub fn subscribe(&self) -> broadcast::Receiver<Signal> {
-        self.signals.subscribe()
+        self.dispatch.subscribe_all()
+    }
+
+    /// Like [`Store::subscribe`], for a watcher whose selection pins `key`: it receives only the events
+    /// whose object or previous version has that index value, and every progress and reset (dispatch.rs).
+    pub fn subscribe_indexed(&self, key: Option<IndexKey>) -> Subscription {
+        self.dispatch.subscribe(key)
+    }
+
+    /// Index rings of this store now (one per index value with watchers).
+    pub fn index_rings(&self) -> usize {
+        self.dispatch.rings()
+    }
+
+    /// The revision up to which every signal reached every watcher's ring (dispatch.rs invariants).
+    pub fn dispatched_rv(&self) -> u64 {
+        self.dispatch.dispatched()
     }
 
     /// A receiver of the store's resourceVersion, for waiting.
@@ -347,7 +366,7 @@ impl Store {
 
     /// Number of live subscribers (watchers).
     pub fn subscribers(&self) -> usize {
-        self.signals.receiver_count()
+        self.dispatch.subscribers()
     }
 
     /// Waits until the store's resourceVersion is ≥ `rv`, at most `timeout`.

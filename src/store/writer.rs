@@ -10,7 +10,7 @@ use super::config::{EVENT_OVERHEAD, MAP_ENTRY_OVERHEAD};
 use super::log::Log;
 use super::object::Object;
 use super::snapshot::{FieldIndex, Snapshot};
-use super::state::{Counters, Event, EventType, Signal, State, Store, retained_cost};
+use super::state::{Counters, Event, EventType, State, Store, retained_cost};
 
 /// The store's single writer. Not `Clone`: only the reflector holds it.
 ///
@@ -113,8 +113,11 @@ impl Writer {
         // watchers end.
         if old.generation > 0 {
             Counters::add(&self.store.counters.relists, 1);
-            let _ = self.store.signals.send(Signal::Reset { generation });
+            self.store.dispatch.reset(generation);
         }
+        // After the reset: a watcher of the old generation that sees the new revision also has the reset
+        // in its ring, so it cannot claim that revision in a bookmark (dispatch.rs invariants).
+        self.store.dispatch.rewind(rv);
     }
 
     /// Takes the store down (see the type's doc): publishes it unsynced under a new generation and ends
@@ -130,7 +133,7 @@ impl Writer {
         state.updated_at = Instant::now();
         let generation = state.generation;
         self.store.state.store(Arc::new(state));
-        let _ = self.store.signals.send(Signal::Reset { generation });
+        self.store.dispatch.reset(generation);
     }
 
     /// Applies a batch of changes in order and publishes once. Each item is the event type and the object
@@ -221,7 +224,7 @@ impl Writer {
         self.store.state.store(Arc::new(state));
         self.store.rv.send_replace(rv);
         for event in new_events {
-            let _ = self.store.signals.send(Signal::Event(event));
+            self.store.dispatch.event(event);
         }
         outcome
     }
@@ -263,7 +266,7 @@ impl Writer {
         self.store.state.store(Arc::new(state));
         self.store.rv.send_replace(rv);
         Counters::add(&self.store.counters.progress, 1);
-        let _ = self.store.signals.send(Signal::Progress(rv));
+        self.store.dispatch.progress(rv);
     }
 
     /// Appends a snapshot to the retained log. The previous newest snapshot now shares its map with a

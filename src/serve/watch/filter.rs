@@ -4,7 +4,7 @@ use std::fmt;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::store::{Event, EventType, Key, Object};
+use crate::store::{Event, EventType, IndexKey, IndexKind, Key, Object};
 
 /// A label/field selector predicate. Built by the request layer from the parsed selectors; `None` in
 /// [`Filter`] means "everything" (then an object's membership never changes, so no transitions happen).
@@ -19,6 +19,9 @@ pub struct Filter {
     pub name: Option<String>,
     /// Label and field selectors; `None` when both are empty.
     pub predicate: Option<Predicate>,
+    /// The value the field selector pins (`=`) for the store's indexed field (pods' `spec.nodeName`), if
+    /// any. `predicate` still checks it; this only chooses the watcher's index ring.
+    pub field: Option<Box<str>>,
 }
 
 impl fmt::Debug for Filter {
@@ -27,6 +30,7 @@ impl fmt::Debug for Filter {
             .field("namespace", &self.namespace)
             .field("name", &self.name)
             .field("predicate", &self.predicate.is_some())
+            .field("field", &self.field)
             .finish()
     }
 }
@@ -90,6 +94,19 @@ impl Filter {
             (true, false) if event.kind == EventType::Deleted => Transition::AsIs,
             (true, false) => Transition::Left,
         }
+    }
+
+    /// The index value every selected object has, most selective first: the name, the indexed field's
+    /// value, the namespace (the cacher's trigger, `cacher.go` `indexedTriggerFunc`); `None` when the
+    /// selection pins none (the watcher sees every event).
+    pub fn index_key(&self) -> Option<IndexKey> {
+        let (kind, value) = match (&self.name, &self.field, &self.namespace) {
+            (Some(name), _, _) => (IndexKind::Name, name.as_str()),
+            (None, Some(value), _) => (IndexKind::Field, &**value),
+            (None, None, Some(ns)) => (IndexKind::Namespace, ns.as_str()),
+            (None, None, None) => return None,
+        };
+        Some(IndexKey { kind, value: value.into() })
     }
 
     /// The key range of the selection in a snapshot: `(lower, upper)` bounds for `OrdMap::range`.
@@ -192,7 +209,7 @@ mod tests {
         assert!(f.key_in_scope("kube/a"));
         assert!(!f.key_in_scope("kube-system/a"));
         assert!(!f.key_in_scope("kube2/a"));
-        let f = Filter { namespace: Some("ns".into()), name: Some("a".into()), predicate: None };
+        let f = Filter { namespace: Some("ns".into()), name: Some("a".into()), predicate: None, field: None };
         assert!(f.key_in_scope("ns/a"));
         assert!(!f.key_in_scope("ns/ab"));
         let f = Filter { name: Some("n1".into()), ..Filter::default() };
@@ -218,7 +235,8 @@ mod tests {
         let rest = walk(&f, &snap, Some(&first[1].key), 2);
         assert_eq!(rest.iter().map(|o| &*o.key).collect::<Vec<_>>(), ["kube/c"]);
         assert!(walk(&f, &snap, Some(&rest[0].key), 2).is_empty());
-        let single = Filter { namespace: Some("kube".into()), name: Some("b".into()), predicate: None };
+        let single =
+            Filter { namespace: Some("kube".into()), name: Some("b".into()), predicate: None, field: None };
         let one = walk(&single, &snap, None, 10);
         assert_eq!(one.len(), 1);
         assert!(single.range_after(Some(&one[0].key)).is_none());

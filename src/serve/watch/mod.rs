@@ -10,8 +10,9 @@
 //! - [`error`]: the ERROR events that end a watch before it starts (410, 504);
 //! - [`stats`]: process-wide counters.
 //!
-//! Fan-out costs no task and no queue per watcher: every watcher's body pulls from its own receiver of the
-//! store's broadcast ring, and each event's JSON line is built once (`Event::json_frame`) and shared.
+//! Fan-out costs no task and no queue per watcher: every watcher's body pulls from its own receiver of a
+//! broadcast ring of the store (the shared one, or the ring of the index value its selection pins: see
+//! `store::dispatch`), and each event's JSON line is built once (`Event::json_frame`) and shared.
 
 pub mod bookmark;
 pub mod error;
@@ -22,6 +23,8 @@ pub mod shared;
 pub mod stats;
 pub mod stream;
 
+#[cfg(test)]
+mod index_tests;
 #[cfg(test)]
 mod tests;
 
@@ -62,6 +65,10 @@ pub struct WatchConfig {
     pub max_watchers_per_resource: usize,
     /// How long a sendInitialEvents watch at RV=N waits for the store before its 504 ERROR event.
     pub wait_timeout: Duration,
+    /// Indexed dispatch (`store::dispatch`): a watcher whose selection pins a name, pods' node or a
+    /// namespace is woken only by events that can concern it. Off (`--watch-index=false`), every watcher
+    /// is woken by every event and filters it itself (the behaviour before indexing; for comparison).
+    pub indexed: bool,
 }
 
 impl Default for WatchConfig {
@@ -71,6 +78,7 @@ impl Default for WatchConfig {
             default_timeout: DEFAULT_MIN_REQUEST_TIMEOUT,
             max_watchers_per_resource: DEFAULT_MAX_WATCHERS_PER_RESOURCE,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
+            indexed: true,
         }
     }
 }

@@ -65,6 +65,7 @@ pub fn resolve(req: &WatchRequest, cfg: &WatchConfig) -> Result<WatchSpec, ApiEr
         timeout: cfg.lifetime(req.opts.timeout_seconds),
         bookmark_interval: cfg.bookmark_interval,
         wait_timeout: cfg.wait_timeout,
+        indexed: cfg.indexed,
     })
 }
 
@@ -98,7 +99,12 @@ fn filter(req: &WatchRequest) -> Filter {
         Some(Arc::new(move |o: &Object| labels.matches(o) && fields.matches(o, kind)))
     };
     let namespace = if req.store.info().namespaced { req.namespace.clone() } else { None };
-    Filter { namespace, name: req.name.clone(), predicate }
+    // The indexed field's pinned value (`spec.nodeName=X`), after the selector's label conversion.
+    let field = req.store.indexed_field().and_then(|i| {
+        let name = req.store.info().field_kind().extra_fields().get(i)?;
+        req.opts.field_selector.exact(name).map(Box::from)
+    });
+    Filter { namespace, name: req.name.clone(), predicate, field }
 }
 
 /// An error Status response (before the stream started), with Retry-After when the Status has one.

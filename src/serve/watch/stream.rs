@@ -28,7 +28,7 @@ use super::filter::{Filter, Transition};
 use super::frame::{self, FrameType, WatchView};
 use super::shared::{self, Variant};
 use super::stats::{self, ActiveGuard, EndReason};
-use crate::store::{Cursor, Event, Key, Signal, Snapshot, Store};
+use crate::store::{Cursor, Event, IndexGuard, Key, Signal, Snapshot, Store, Subscription};
 
 /// Initial events are sent in frames of about this size (one object may exceed it). The apiserver does not
 /// flush between initial events either; batching saves a chunk header and a poll per object.
@@ -72,6 +72,8 @@ pub struct WatchSpec {
     pub bookmark_interval: Duration,
     /// How long a sendInitialEvents watch waits for the store to reach its RV.
     pub wait_timeout: Duration,
+    /// Subscribe to the ring of the index value the filter pins, if any (see [`super::WatchConfig`]).
+    pub indexed: bool,
 }
 
 enum Phase {
@@ -101,6 +103,10 @@ enum Phase {
 pub struct Watcher {
     store: Arc<Store>,
     rx: broadcast::Receiver<Signal>,
+    /// The capacity of `rx`'s ring (a receiver further behind has lost signals).
+    ring_capacity: usize,
+    /// Present iff `rx` is an index ring's: the watcher's place in the index.
+    index: Option<IndexGuard>,
     filter: Filter,
     view: WatchView,
     /// Present iff the client allows bookmarks.
@@ -141,7 +147,8 @@ pub struct Watcher {
 impl Watcher {
     /// Subscribes to the store now (before any history or snapshot read, see the module invariants).
     pub fn new(store: Arc<Store>, spec: WatchSpec, shutdown: CancellationToken) -> Self {
-        let rx = store.subscribe();
+        let key = if spec.indexed { spec.filter.index_key() } else { None };
+        let Subscription { rx, capacity: ring_capacity, index } = store.subscribe_indexed(key);
         let metrics = crate::metrics::WatcherGuard::new(store.info());
         let now = Instant::now();
         // `timeoutSeconds` is client input: an absurd value must not overflow the clock.
@@ -151,6 +158,8 @@ impl Watcher {
         let next = if spec.bookmarks { next_bookmark(now, spec.bookmark_interval, deadline) } else { None };
         let mut watcher = Self {
             rx,
+            ring_capacity,
+            index,
             filter: spec.filter,
             view: spec.view,
             bookmark,
@@ -360,6 +369,7 @@ impl Watcher {
     fn bookmark_due(&mut self, now: Instant) -> Option<Bytes> {
         self.next_bookmark = next_bookmark(now, self.bookmark_interval, self.deadline);
         self.reset_timer();
+        self.catch_up();
         if self.position <= self.floor {
             return None;
         }
@@ -369,6 +379,7 @@ impl Watcher {
     /// The store's proven revision moved `position`: a bookmark now, or when the rate bound allows
     /// (see the module invariants). Nothing when bookmarks are not allowed or one already carried it.
     fn progress_bookmark(&mut self, now: Instant) -> Option<Bytes> {
+        self.catch_up();
         if self.bookmark.is_none() || self.position <= self.floor.max(self.bookmarked) {
             return None;
         }
@@ -405,7 +416,20 @@ impl Watcher {
     /// Whether the live ring overwrote a signal this watcher has not received yet (it can only be closed as
     /// slow now). The ring holds its capacity rounded up to a power of two (tokio's `broadcast`).
     fn lagged(&self) -> bool {
-        self.rx.len() > self.store.config().broadcast_capacity.max(1).next_power_of_two()
+        self.rx.len() > self.ring_capacity.next_power_of_two()
+    }
+
+    /// An indexed watcher's ring carries only the events that can concern it, so its `position` would
+    /// stall between them: when the ring holds nothing unreceived, every event up to the store's
+    /// dispatched revision has been seen, and `position` moves there (the store's invariant, dispatch.rs).
+    /// Called before a bookmark, so an indexed watcher's bookmarks carry what an unindexed one's would.
+    fn catch_up(&mut self) {
+        if self.index.is_some() && matches!(self.phase, Phase::Live) {
+            let dispatched = self.store.dispatched_rv();
+            if self.rx.is_empty() && dispatched > self.position {
+                self.position = dispatched;
+            }
+        }
     }
 
     /// Waits for the next live frame. `None` with the phase still `Live` means "loop again" (a timer fired

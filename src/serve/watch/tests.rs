@@ -73,6 +73,7 @@ fn spec(start: Start) -> WatchSpec {
         timeout: Duration::from_secs(600),
         bookmark_interval: Duration::from_secs(60),
         wait_timeout: Duration::from_secs(3),
+        indexed: true,
     }
 }
 
@@ -304,7 +305,8 @@ async fn selector_transitions_send_added_modified_and_deleted_with_previous_obje
 #[tokio::test(start_paused = true)]
 async fn single_name_watch_sees_only_that_object() {
     let (store, mut writer) = synced();
-    let filter = Filter { namespace: Some("ns1".into()), name: Some("b".into()), predicate: None };
+    let filter =
+        Filter { namespace: Some("ns1".into()), name: Some("b".into()), predicate: None, field: None };
     let mut w = watcher(&store, WatchSpec { filter, ..spec(WATCH_LIST) });
     let end = Ev { annotated: true, ..ev("BOOKMARK", None, 10) };
     assert_eq!(take(&mut w, 2).await, [ev("ADDED", Some("b"), 5), end]);
@@ -690,7 +692,7 @@ mod churn {
                 let p: Predicate = Arc::new(move |o: &Object| o.label("app") == Some(want));
                 p
             });
-            Filter { namespace: self.ns.map(str::to_owned), name: None, predicate }
+            Filter { namespace: self.ns.map(str::to_owned), name: None, predicate, field: None }
         }
 
         fn selects(&self, ns: &str, app: &str) -> bool {
