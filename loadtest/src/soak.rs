@@ -181,13 +181,8 @@ pub async fn run(ctx: &Ctx, spec: &Spec, report: &mut RunReport) -> anyhow::Resu
     let (stop_tx, stop_rx) = watch::channel(false);
     let (storm_tx, storm_rx) = watch::channel(0u64);
 
-    let sampler = tokio::spawn(sample(
-        kache.pid,
-        kache.metrics_url.clone(),
-        t0,
-        spec.sample_every,
-        stop_rx.clone(),
-    ));
+    let sampler =
+        tokio::spawn(sample(kache.pid, kache.metrics_url.clone(), t0, spec.sample_every, stop_rx.clone()));
     let mut watchers = JoinSet::new();
     for w in 0..spec.watchers {
         let ns = (w % 2 == 0).then(|| format!("ns-{}", w % spec.cluster.namespaces.max(1)));
