@@ -58,12 +58,11 @@ async fn at_most_producers_batches_run_at_once() {
     let mut bodies = tokio::task::JoinSet::new();
     for _ in 0..8 {
         let (active, peak) = (active.clone(), peak.clone());
-        let input = chunks(12, 32 * 1024).into_iter().map(move |c| {
+        let input = chunks(12, 32 * 1024).into_iter().inspect(move |_| {
             let now = active.fetch_add(1, Ordering::SeqCst) + 1;
             peak.fetch_max(now, Ordering::SeqCst);
             std::thread::sleep(Duration::from_millis(2)); // the work of producing a chunk
             active.fetch_sub(1, Ordering::SeqCst);
-            c
         });
         bodies.spawn(async move { offloaded(input).collect().await.map(|c| c.to_bytes().len()) });
     }
