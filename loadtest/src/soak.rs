@@ -181,7 +181,8 @@ pub async fn run(ctx: &Ctx, spec: &Spec, report: &mut RunReport) -> anyhow::Resu
     let (stop_tx, stop_rx) = watch::channel(false);
     let (storm_tx, storm_rx) = watch::channel(0u64);
 
-    let sampler = tokio::spawn(sample(kache.pid, t0, spec.sample_every, stop_rx.clone()));
+    let sampler =
+        tokio::spawn(sample(kache.pid, kache.metrics_url.clone(), t0, spec.sample_every, stop_rx.clone()));
     let mut watchers = JoinSet::new();
     for w in 0..spec.watchers {
         let ns = (w % 2 == 0).then(|| format!("ns-{}", w % spec.cluster.namespaces.max(1)));
@@ -310,10 +311,31 @@ struct Sample {
     at: f64,
     rss_mib: f64,
     cpu_pct: f64,
+    /// kache's own gauges at the same moment ([`GAUGES`], summed over labels), in MiB or count.
+    gauges: [f64; GAUGES.len()],
 }
 
-/// Samples kache's RSS and CPU (% of one core since the previous sample) until stopped.
-async fn sample(pid: u32, t0: Instant, every: Duration, mut stop: watch::Receiver<bool>) -> Vec<Sample> {
+/// kache's gauges sampled beside RSS, to tell a leak (RSS grows, these do not) from a cache filling to its
+/// bound (one of these grows, then stops) from allocator warm-up (RSS plateaus). (metric, label, is bytes)
+const GAUGES: [(&str, &str, bool); 7] = [
+    ("kache_store_bytes", "store", true),
+    ("kache_gzip_cache_bytes", "gzip cache", true),
+    ("kache_memory_read_bytes_in_flight", "reads in flight", true),
+    ("kache_table_row_cache_bytes", "Table rows", true),
+    ("kache_history_events", "history events", false),
+    ("kache_retained_snapshots", "retained snapshots", false),
+    ("kache_watchers", "watchers", false),
+];
+
+/// Samples kache's RSS and CPU (% of one core since the previous sample) and its [`GAUGES`] until stopped.
+async fn sample(
+    pid: u32,
+    metrics_url: Option<String>,
+    t0: Instant,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) -> Vec<Sample> {
+    let client = lhttp::client(1);
     let mut out = Vec::new();
     let mut tick = tokio::time::interval(every);
     let mut last: Option<(Instant, Duration)> = None;
@@ -322,12 +344,14 @@ async fn sample(pid: u32, t0: Instant, every: Duration, mut stop: watch::Receive
             _ = tick.tick() => {
                 let (Ok(rss), Ok(cpu)) = (rss_bytes(pid), cpu_time(pid)) else { continue };
                 let now = Instant::now();
+                let gauges = scrape(&client, metrics_url.as_deref()).await;
                 if let Some((at, was)) = last {
                     let wall = now.duration_since(at).as_secs_f64().max(1e-6);
                     out.push(Sample {
                         at: now.duration_since(t0).as_secs_f64(),
                         rss_mib: rss as f64 / 1024.0 / 1024.0,
                         cpu_pct: cpu.saturating_sub(was).as_secs_f64() / wall * 100.0,
+                        gauges,
                     });
                 }
                 last = Some((now, cpu));
@@ -335,6 +359,35 @@ async fn sample(pid: u32, t0: Instant, every: Duration, mut stop: watch::Receive
             _ = stop.changed() => return out,
         }
     }
+}
+
+/// kache's [`GAUGES`] from its /metrics (bytes in MiB), each summed over its label sets; NaN when absent.
+async fn scrape(client: &Client, metrics_url: Option<&str>) -> [f64; GAUGES.len()] {
+    let mut out = [f64::NAN; GAUGES.len()];
+    let Some(base) = metrics_url else { return out };
+    let url = format!("{base}/metrics");
+    let send = lhttp::Send { keep_body: true, ..lhttp::Send::default() };
+    let Ok(got) = lhttp::request(client, http::Method::GET, &url, &send).await else { return out };
+    let Some(body) = got.body else { return out };
+    out = parse_gauges(&String::from_utf8_lossy(&body));
+    out
+}
+
+/// Sums each of [`GAUGES`] over its label sets in a Prometheus text exposition.
+fn parse_gauges(text: &str) -> [f64; GAUGES.len()] {
+    let mut out = [f64::NAN; GAUGES.len()];
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        for (i, (name, _, bytes)) in GAUGES.iter().enumerate() {
+            let Some(rest) = line.strip_prefix(name) else { continue };
+            if !(rest.starts_with('{') || rest.starts_with(' ')) {
+                continue;
+            }
+            let Some(v) = rest.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else { continue };
+            let v = if *bytes { v / 1024.0 / 1024.0 } else { v };
+            out[i] = if out[i].is_nan() { v } else { out[i] + v };
+        }
+    }
+    out
 }
 
 /// Medians of the early plateau and of the end, the growth between them, the slope of the second half, CPU.
@@ -387,10 +440,40 @@ fn summarise_samples(spec: &Spec, samples: &[Sample], report: &mut RunReport) {
     };
     let mem = series("soak-memory", "kache resident memory during the soak", "VmRSS (MiB)");
     let cpu_s = series("soak-cpu", "kache CPU during the soak", "% of one core");
+    let mut bytes_series = series("soak-gauges", "kache's memory gauges beside VmRSS during the soak", "MiB");
+    let mut count_series = series("soak-counts", "kache's counts during the soak", "count");
     for s in samples {
         report.point(&mem, s.at, s.rss_mib);
         report.point(&cpu_s, s.at, s.cpu_pct);
+        bytes_series.name = "VmRSS".into();
+        report.point(&bytes_series, s.at, s.rss_mib);
+        for ((_, label, bytes), v) in GAUGES.iter().zip(s.gauges).filter(|(_, v)| v.is_finite()) {
+            let target = if *bytes { &mut bytes_series } else { &mut count_series };
+            target.name = (*label).into();
+            report.point(target, s.at, v);
+        }
     }
+    // The same as a table: a gauge that rises and stops is a cache filling to its bound; RSS rising while
+    // every gauge is flat is a leak or allocator retention; RSS levelling off is allocator warm-up.
+    let mut table = Table::new(
+        format!("Soak ({}): VmRSS and kache's gauges, median per tenth of the run", spec.name),
+        &std::iter::once("tenth")
+            .chain(std::iter::once("VmRSS MiB"))
+            .chain(GAUGES.iter().map(|(_, label, _)| *label))
+            .collect::<Vec<_>>(),
+    );
+    for t in 0..10 {
+        let part = tenth(t);
+        if part.is_empty() {
+            continue;
+        }
+        let mut row = vec![format!("{}", t + 1), fmt_num(rss(part))];
+        for g in 0..GAUGES.len() {
+            row.push(fmt_num(median(&part.iter().map(|s| s.gauges[g]).collect::<Vec<_>>())));
+        }
+        table.row(row);
+    }
+    report.tables.push(table);
 }
 
 /// Least-squares slope of RSS against time, in MiB per hour.
@@ -683,9 +766,27 @@ mod tests {
     }
 
     #[test]
+    fn gauges_are_summed_over_labels_and_bytes_read_in_mib() {
+        let text = "# HELP kache_store_bytes x\n# TYPE kache_store_bytes gauge\n\
+                    kache_store_bytes{resource=\"pods\"} 2097152\n\
+                    kache_store_bytes{resource=\"nodes\"} 1048576\n\
+                    kache_store_bytes_other 99\n\
+                    kache_watchers 7\n";
+        let g = parse_gauges(text);
+        assert_eq!(g[0], 3.0, "store bytes summed, in MiB");
+        assert_eq!(g[6], 7.0, "a count as is");
+        assert!(g[1].is_nan(), "absent");
+    }
+
+    #[test]
     fn slope_of_a_line() {
         let s: Vec<Sample> = (0..10)
-            .map(|i| Sample { at: i as f64 * 360.0, rss_mib: 100.0 + i as f64, cpu_pct: 0.0 })
+            .map(|i| Sample {
+                at: i as f64 * 360.0,
+                rss_mib: 100.0 + i as f64,
+                cpu_pct: 0.0,
+                gauges: [0.0; GAUGES.len()],
+            })
             .collect();
         assert!((slope_per_hour(&s) - 10.0).abs() < 1e-9);
         assert_eq!(slope_per_hour(&s[..1]), 0.0);

@@ -103,6 +103,8 @@ pub const GZIP_CACHE_TOTAL: &str = "kache_gzip_cache_total";
 pub const GZIP_CACHE_EVICTIONS_TOTAL: &str = "kache_gzip_cache_evictions_total";
 pub const COMPRESSIONS_IN_FLIGHT: &str = "kache_compressions_in_flight";
 pub const COMPRESSION_SECONDS: &str = "kache_compression_seconds";
+pub const HEAVY_BODIES_WAITING: &str = "kache_heavy_bodies_waiting";
+pub const HEAVY_BODIES_PRODUCING: &str = "kache_heavy_bodies_producing";
 
 /// `apiserver_request_duration_seconds` buckets, as the apiserver's (SLO-oriented, 5 ms to 60 s), with three
 /// sub-5 ms buckets in front because memory-served reads are that fast and would otherwise all land in one.
@@ -380,13 +382,23 @@ pub const ALL: &[MetricDef] = &[
     gauge(
         COMPRESSIONS_IN_FLIGHT,
         &[],
-        "Whole-list compressions running on the blocking pool (bounded by the compression concurrency).",
+        "Whole-list compressions for the gzip cache in progress (their batches run as heavy bodies do).",
     ),
     histogram(
         COMPRESSION_SECONDS,
         &[],
         "Time to compress one full list for the gzip cache, on the blocking pool.",
         COMPRESSION_BUCKETS,
+    ),
+    gauge(
+        HEAVY_BODIES_WAITING,
+        &[],
+        "Heavy response bodies (pretty-printed or gzipped lists, gzip-cache compressions) waiting for a producer permit to make their next batch.",
+    ),
+    gauge(
+        HEAVY_BODIES_PRODUCING,
+        &[],
+        "Heavy response body batches being produced on the blocking pool (at most half the cores).",
     ),
 ];
 

@@ -39,6 +39,16 @@ pub fn compression(delta: i64, took: Option<Duration>) {
     }
 }
 
+/// A heavy body started (1) or stopped (-1) waiting for a producer permit.
+pub fn heavy_bodies_waiting(delta: i64) {
+    gauge(HEAVY_BODIES_WAITING, vec![]).increment(delta as f64);
+}
+
+/// A heavy body's batch started (1) or ended (-1) on the blocking pool.
+pub fn heavy_bodies_producing(delta: i64) {
+    gauge(HEAVY_BODIES_PRODUCING, vec![]).increment(delta as f64);
+}
+
 /// Registers the fixed label sets at zero.
 pub(crate) fn register_fixed_series() {
     for r in GzipCacheResult::ALL {
@@ -53,6 +63,8 @@ pub(crate) fn register_fixed_series() {
         GZIP_CACHE_BYTES,
         GZIP_CACHE_ENTRIES,
         COMPRESSIONS_IN_FLIGHT,
+        HEAVY_BODIES_WAITING,
+        HEAVY_BODIES_PRODUCING,
     ] {
         gauge(g, vec![]).increment(0.0);
     }

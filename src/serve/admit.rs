@@ -9,6 +9,13 @@
 //!
 //! A single list larger than the whole budget is admitted when nothing else is in flight, so every list can
 //! be served; it then runs alone.
+//!
+//! The CPU of admitted lists is bounded too: heavy bodies (pretty-printed, gzipped) are produced off the
+//! runtime workers by a few producers taking turns ([`produce`]), so small requests never queue behind them.
+
+mod produce;
+
+pub use produce::{BATCH_BYTES, collect, offloaded, producers};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

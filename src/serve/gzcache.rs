@@ -7,8 +7,8 @@
 //! Invariants:
 //! - **One compression per (key, snapshot).** Requests that find the entry still being compressed await that
 //!   compression (`tokio::sync::OnceCell`); if its request goes away, the next waiter takes over.
-//! - **Compression never runs on a runtime worker**: on the blocking pool, at most
-//!   [`COMPRESSION_CONCURRENCY`] at once (one core's worth when the machine has few).
+//! - **Compression never runs on a runtime worker**: in batches on the blocking pool, under the same
+//!   producer permits as every other heavy body ([`admit::collect`]), so it takes turns with them.
 //! - **Bounded and not stale**: at most [`MAX_ENTRIES`] entries and [`MAX_BYTES`] compressed bytes (least
 //!   recently used evicted first); an entry unused for [`IDLE_EVICT`] is dropped at the next access, so a
 //!   snapshot nobody lists any more does not stay pinned.
@@ -18,11 +18,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::OnceCell;
 
 use crate::codec::gzip::GzipChunks;
 use crate::metrics::serving as m;
 use crate::metrics::{GzipCacheResult, GzipEviction};
+use crate::serve::admit;
 
 /// At most this many (resource, namespace, view) entries.
 pub const MAX_ENTRIES: usize = 256;
@@ -31,9 +32,6 @@ pub const MAX_BYTES: usize = 256 << 20;
 /// An entry nobody asked for in this long is dropped: informers relist on their resync period (minutes) or
 /// after a watch failure, and a list whose snapshot moved on is never served from the entry again.
 pub const IDLE_EVICT: Duration = Duration::from_secs(120);
-/// Whole-list compressions running at once. Each takes one core for up to seconds (100k pods: ~400 MB in);
-/// two leave the other cores to everything else on any machine kache runs on.
-pub const COMPRESSION_CONCURRENCY: usize = 2;
 
 /// One cached snapshot of one key.
 struct Entry {
@@ -53,7 +51,6 @@ struct Inner {
 /// A bounded cache of compressed list bodies with coalesced, bounded compression.
 pub struct GzipCache {
     inner: Mutex<Inner>,
-    compressions: Arc<Semaphore>,
     max_bytes: usize,
 }
 
@@ -68,11 +65,7 @@ impl Default for GzipCache {
 impl GzipCache {
     /// A cache holding at most `max_bytes` compressed bytes.
     pub fn with_max_bytes(max_bytes: usize) -> Self {
-        Self {
-            inner: Mutex::default(),
-            compressions: Arc::new(Semaphore::new(COMPRESSION_CONCURRENCY)),
-            max_bytes,
-        }
+        Self { inner: Mutex::default(), max_bytes }
     }
 
     /// The gzip body of `chunks` (the list of `key` at snapshot `rv`): cached, awaited from a concurrent
@@ -130,24 +123,17 @@ impl GzipCache {
         body
     }
 
-    /// Compresses on the blocking pool, at most [`COMPRESSION_CONCURRENCY`] at once.
+    /// Compresses in batches on the blocking pool, sharing the heavy-body producers
+    /// ([`admit::collect`]): a whole-list compression takes its turn with the streamed heavy bodies.
     async fn compress<I>(&self, chunks: I) -> Bytes
     where
         I: Iterator<Item = Bytes> + Send + 'static,
     {
-        let _permit = self.compressions.acquire().await.expect("the semaphore is never closed");
         m::compression(1, None);
         let started = Instant::now();
-        let joined = tokio::task::spawn_blocking(move || {
-            let mut out = Vec::new();
-            for chunk in GzipChunks::new(chunks) {
-                out.extend_from_slice(&chunk);
-            }
-            Bytes::from(out)
-        })
-        .await;
+        let compressed = admit::collect(GzipChunks::new(chunks)).await;
         m::compression(-1, Some(started.elapsed()));
-        joined.expect("compressing bytes into a Vec does not panic")
+        compressed.expect("compressing bytes into a Vec does not panic")
     }
 
     /// Accounts the bytes of a finished compression to its entry (if it is still the cached one) and

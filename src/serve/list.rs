@@ -260,18 +260,19 @@ async fn respond_streamed(
         let builder = builder
             .header(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"))
             .header(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        // Compression and indentation are produced off the runtime workers (`admit::offloaded`).
         match (cache, opts.pretty) {
             (_, true) => {
-                (builder, body::stream_iter(gzip::GzipChunks::new(pretty::PrettyChunks::new(chunks))))
+                (builder, admit::offloaded(gzip::GzipChunks::new(pretty::PrettyChunks::new(chunks))))
             }
             (Some((cache, key)), false) => {
                 let compressed = cache.get_or_compress(key, rv, chunks).await;
                 (builder.header(header::CONTENT_LENGTH, compressed.len()), body::full(compressed))
             }
-            (None, false) => (builder, body::stream_iter(gzip::GzipChunks::new(chunks))),
+            (None, false) => (builder, admit::offloaded(gzip::GzipChunks::new(chunks))),
         }
     } else if opts.pretty {
-        (builder, body::stream_iter(pretty::PrettyChunks::new(chunks)))
+        (builder, admit::offloaded(pretty::PrettyChunks::new(chunks)))
     } else {
         (builder.header(header::CONTENT_LENGTH, len), body::stream_iter(chunks))
     };

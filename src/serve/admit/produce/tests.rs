@@ -1,0 +1,93 @@
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use http_body_util::BodyExt as _;
+
+use super::*;
+
+/// Chunks of `size` bytes, `n` of them, each tagged with its index.
+fn chunks(n: usize, size: usize) -> Vec<Bytes> {
+    (0..n).map(|i| Bytes::from(format!("{i:08}").repeat(size / 8))).collect()
+}
+
+/// A hang would be a failure, not a slow pass: bound every await on a body.
+const GUARD: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn an_offloaded_body_is_every_chunk_in_order() {
+    let input = chunks(100, 16 * 1024); // 1.6 MB: several batches
+    let expected = input.concat();
+    let body = offloaded(input.into_iter());
+    let got = tokio::time::timeout(GUARD, body.collect()).await.expect("no hang").expect("body").to_bytes();
+    assert_eq!(got.len(), expected.len());
+    assert!(got == expected, "the bytes, in order");
+
+    let empty = offloaded(std::iter::empty());
+    assert!(empty.collect().await.expect("body").to_bytes().is_empty());
+}
+
+#[tokio::test]
+async fn collect_concatenates_every_batch() {
+    let input = chunks(40, 10_000);
+    let expected = input.concat();
+    assert_eq!(collect(input.into_iter()).await.expect("collected"), expected);
+}
+
+/// The current-thread runtime's only worker is the test's thread: production must happen elsewhere.
+#[tokio::test]
+async fn chunks_are_never_produced_on_a_runtime_worker() {
+    let worker = std::thread::current().id();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let input = chunks(50, 8 * 1024).into_iter().inspect(move |_| {
+        log.lock().expect("not poisoned").push(std::thread::current().id());
+    });
+    let got = tokio::time::timeout(GUARD, offloaded(input).collect()).await.expect("no hang").expect("body");
+    assert_eq!(got.to_bytes().len(), 50 * 8 * 1024);
+    let seen = seen.lock().expect("not poisoned");
+    assert_eq!(seen.len(), 50);
+    assert!(seen.iter().all(|t| *t != worker), "a chunk was produced on the runtime worker");
+}
+
+/// Each chunk takes a while to produce, as indenting or compressing one does; without the permits, eight
+/// bodies' batches would run side by side on the blocking pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn at_most_producers_batches_run_at_once() {
+    let (active, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mut bodies = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (active, peak) = (active.clone(), peak.clone());
+        let input = chunks(12, 32 * 1024).into_iter().inspect(move |_| {
+            let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(2)); // the work of producing a chunk
+            active.fetch_sub(1, Ordering::SeqCst);
+        });
+        bodies.spawn(async move { offloaded(input).collect().await.map(|c| c.to_bytes().len()) });
+    }
+    let lens = tokio::time::timeout(GUARD, bodies.join_all()).await.expect("no hang");
+    assert!(lens.into_iter().all(|l| l.expect("body") == 12 * 32 * 1024));
+    let peak = peak.load(Ordering::SeqCst);
+    assert!(
+        peak >= 1 && peak <= producers(),
+        "{peak} chunks produced at once, at most {} allowed",
+        producers()
+    );
+}
+
+/// A client that stops reading holds its batch, never a permit: another heavy body still streams to the end.
+#[tokio::test]
+async fn a_stalled_body_holds_no_permit() {
+    let mut stalled = offloaded(chunks(100, 16 * 1024).into_iter());
+    let first = tokio::time::timeout(GUARD, stalled.frame()).await.expect("no hang");
+    assert!(first.expect("a frame").expect("data").is_data());
+    // `stalled` is neither read further nor dropped while the next bodies stream.
+    for _ in 0..=producers() {
+        let other = offloaded(chunks(100, 16 * 1024).into_iter());
+        let got =
+            tokio::time::timeout(GUARD, other.collect()).await.expect("not blocked by the stalled body");
+        assert_eq!(got.expect("body").to_bytes().len(), 100 * 16 * 1024);
+    }
+    drop(stalled);
+}
