@@ -183,6 +183,12 @@ impl Kache {
         let writes = Arc::new(WriteTracker::new());
         let forwarder = Forwarder::new(upstream.clone(), writes.clone(), config.limits.max_in_flight);
         let freshness = Arc::new(Freshness::new(upstream.clone(), config.freshness.clone()));
+        {
+            let registry = registry.clone();
+            freshness.set_selection_lookup(Arc::new(move |gvr: &crate::resource::Gvr| {
+                registry.mirror_selector(gvr).map(|s| crate::reflector::selector_query(&s))
+            }));
+        }
         if let Some(listener) = metrics {
             let source = Arc::new(KacheStats::new(registry.clone()).with_freshness(freshness.clone()));
             let stop = shutdown.clone();

@@ -44,4 +44,5 @@ mod tests;
 
 pub use config::ReflectorConfig;
 pub use registry::Registry;
+pub(crate) use request::selector_query;
 pub use status::{ReflectorStatus, SyncState};

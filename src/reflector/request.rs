@@ -146,6 +146,14 @@ fn push_selector(query: &mut String, selector: Option<&MirrorSelector>) {
     }
 }
 
+/// A filtered mirror's selectors as a query string (no leading `?` or `&`), for other requests that must
+/// see exactly the mirror's selection (the freshness proof watch).
+pub(crate) fn selector_query(selector: &MirrorSelector) -> String {
+    let mut query = String::new();
+    push_selector(&mut query, Some(selector));
+    query.trim_start_matches(['?', '&']).to_owned()
+}
+
 /// One page of a consistent paginated list (resourceVersion unset).
 pub(crate) fn list(
     gvr: &Gvr,

@@ -85,6 +85,8 @@ pub struct Dispatcher {
     indexed: AtomicUsize,
     /// See the module invariants.
     dispatched: AtomicU64,
+    /// The bound on all rings' slots ([`MAX_INDEX_SLOTS`]; smaller in tests).
+    max_slots: usize,
 }
 
 /// A watcher's receiver of signals, and its place in the index while it lives.
@@ -157,6 +159,7 @@ impl Dispatcher {
             rings: RwLock::new(Default::default()),
             indexed: AtomicUsize::new(0),
             dispatched: AtomicU64::new(0),
+            max_slots: MAX_INDEX_SLOTS,
         })
     }
 
@@ -177,7 +180,7 @@ impl Dispatcher {
         if let Some(key) = key {
             let mut rings = self.rings.write().unwrap_or_else(|poisoned| poisoned.into_inner());
             let capacity = self.ring_capacity[key.kind as usize];
-            let fits = rings.slots + capacity <= MAX_INDEX_SLOTS;
+            let fits = rings.slots + capacity <= self.max_slots;
             let map = &mut rings.by_kind[key.kind as usize];
             let rx = match map.get_mut(&key.value) {
                 Some(ring) => {
@@ -323,5 +326,34 @@ impl Drop for IndexGuard {
 impl std::fmt::Debug for IndexGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IndexGuard").field("key", &self.key).finish()
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    fn namespace(value: &str) -> Option<IndexKey> {
+        Some(IndexKey { kind: IndexKind::Namespace, value: value.into() })
+    }
+
+    /// Past the slot bound a watcher that pins a new value gets the shared ring (still correct: it filters
+    /// every event itself), and `kache_watch_index_full_total` counts it; a value with a ring still shares it.
+    #[test]
+    fn watchers_past_the_slot_bound_share_the_shared_ring_and_are_counted() {
+        let mut dispatcher = Dispatcher::new(4096, None);
+        let one_ring = dispatcher.ring_capacity[IndexKind::Namespace as usize];
+        Arc::get_mut(&mut dispatcher).expect("not shared yet").max_slots = one_ring;
+        let full_before = index_stats().full;
+
+        let first = dispatcher.subscribe(namespace("a"));
+        assert!(first.index.is_some(), "the first ring fits");
+        let second = dispatcher.subscribe(namespace("b"));
+        assert!(second.index.is_none(), "a second ring would pass the bound");
+        assert_eq!(second.capacity, 4096, "the shared ring");
+        assert!(index_stats().full > full_before, "counted");
+        let again = dispatcher.subscribe(namespace("a"));
+        assert!(again.index.is_some(), "an existing ring is shared without new slots");
+        assert_eq!(dispatcher.rings(), 1);
     }
 }

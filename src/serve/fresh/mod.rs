@@ -44,7 +44,7 @@ mod slot;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -197,8 +197,14 @@ pub struct Freshness {
     known: AtomicU64,
     /// What a probe round trip costs, measured.
     probe_cost: Arc<ProbeCost>,
+    /// A filtered mirror's selection as a query string (`--resource-selector`), for proofs.
+    selection: OnceLock<SelectionLookup>,
     pub stats: FreshnessStats,
 }
+
+/// The query string (`fieldSelector=…&labelSelector=…`) of a resource mirrored filtered, `None` when it is
+/// mirrored whole.
+pub type SelectionLookup = Arc<dyn Fn(&Gvr) -> Option<String> + Send + Sync>;
 
 // === impl Freshness ===
 
@@ -212,8 +218,20 @@ impl Freshness {
             fallbacks,
             known: AtomicU64::new(0),
             probe_cost: Arc::new(ProbeCost::default()),
+            selection: OnceLock::new(),
             stats: FreshnessStats::default(),
         }
+    }
+
+    /// Tells proofs which resources are mirrored filtered: a filtered store is proven quiet by a watch of its
+    /// own selection, which other selections' events (other nodes' pods) do not interrupt. Set once.
+    pub fn set_selection_lookup(&self, lookup: SelectionLookup) {
+        let _ = self.selection.set(lookup);
+    }
+
+    /// The selection query of `gvr` when it is mirrored filtered.
+    fn selection_of(&self, gvr: &Gvr) -> Option<String> {
+        self.selection.get().and_then(|lookup| lookup(gvr))
     }
 
     pub fn config(&self) -> &FreshnessConfig {

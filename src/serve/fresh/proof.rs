@@ -29,18 +29,24 @@ pub const PROOF_TIMEOUT: Duration = Duration::from_secs(5);
 /// A proof reads only bookmarks; a frame longer than this is an event.
 const MAX_FRAME: usize = 1 << 20;
 
-/// Watches `collection` (the resource's list path) from `from`; `Ok(Some(upto))` when the stream starts with
+/// Watches `collection` (the resource's list path, narrowed by `selection`, a filtered mirror's selector
+/// query) from `from`; `Ok(Some(upto))` when the stream starts with
 /// bookmarks, the last read at `upto` (reading stops at the first at `want` or beyond, at any other frame
 /// and at the end of the stream); `Ok(None)` when something else came first or the stream ended.
 pub(super) async fn quiet_until(
     upstream: &Upstream,
     collection: &str,
+    selection: Option<&str>,
     from: u64,
     want: u64,
 ) -> Result<Option<u64>, String> {
-    let path = format!(
+    let mut path = format!(
         "{collection}?watch=1&allowWatchBookmarks=true&resourceVersion={from}&timeoutSeconds={PROOF_WATCH_SECONDS}"
     );
+    if let Some(selection) = selection.filter(|s| !s.is_empty()) {
+        path.push('&');
+        path.push_str(selection);
+    }
     let req = super::probe::json_get(&path)?;
     let resp = upstream.send(req).await.map_err(|e| e.to_string())?;
     if resp.status() != StatusCode::OK {

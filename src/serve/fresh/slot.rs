@@ -88,6 +88,8 @@ impl Freshness {
         let upstream = self.upstream.clone();
         let gvr = &store.info().gvr;
         let collection = format!("{}/{}", gvr.path_prefix(), gvr.resource);
+        // A filtered mirror's store holds only its selection: proving the selection quiet is enough.
+        let selection = self.selection_of(gvr);
         let (store2, slot2) = (store.clone(), slot.clone());
         self.stats.proofs.fetch_add(1, Relaxed);
         let (succeeded, failed) = (self.stats.proofs_succeeded.clone(), self.stats.proofs_failed.clone());
@@ -98,7 +100,7 @@ impl Freshness {
             let from = store2.resource_version();
             let watched = tokio::time::timeout(
                 proof::PROOF_TIMEOUT,
-                proof::quiet_until(&upstream, &collection, from, want),
+                proof::quiet_until(&upstream, &collection, selection.as_deref(), from, want),
             );
             let result = match watched.await {
                 Ok(Ok(Some(upto))) if upto > from => {

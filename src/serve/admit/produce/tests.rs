@@ -91,3 +91,60 @@ async fn a_stalled_body_holds_no_permit() {
     }
     drop(stalled);
 }
+
+/// The queue is visible: `kache_heavy_bodies_producing` while batches run, `kache_heavy_bodies_waiting` for
+/// a body whose turn has not come (every producer busy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gauges_show_bodies_producing_and_waiting() {
+    let handle = crate::metrics::install();
+    let value = |name: &str| -> f64 {
+        let text = handle.render();
+        let line = text.lines().find(|l| l.split_whitespace().next() == Some(name));
+        line.and_then(|l| l.split_whitespace().last()).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+    };
+    let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+    let n = producers();
+    let mut bodies = tokio::task::JoinSet::new();
+    for _ in 0..=n {
+        let (gate, started) = (gate.clone(), started_tx.clone());
+        // The first chunk blocks until the gate opens, so the batch holds its producer meanwhile.
+        let input = (0..2).map(move |i| {
+            if i == 0 {
+                let _ = started.send(());
+                let (open, cv) = &*gate;
+                let mut open = open.lock().expect("not poisoned");
+                while !*open {
+                    open = cv.wait(open).expect("not poisoned");
+                }
+            }
+            Bytes::from_static(b"chunk")
+        });
+        bodies.spawn(async move { offloaded(input).collect().await.map(|c| c.to_bytes().len()) });
+    }
+    // Every producer is busy once `n` first chunks have started.
+    let rx = tokio::task::spawn_blocking(move || {
+        for _ in 0..n {
+            started_rx.recv_timeout(GUARD).expect("a batch started");
+        }
+        started_rx
+    });
+    let started_rx = tokio::time::timeout(GUARD, rx).await.expect("no hang").expect("joined");
+    assert!(value("kache_heavy_bodies_producing") >= 1.0, "{}", handle.render());
+    // The last body asks for a producer as soon as its task is first polled.
+    tokio::time::timeout(GUARD, async {
+        while value("kache_heavy_bodies_waiting") < 1.0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("a body waits for a producer");
+    {
+        let (open, cv) = &*gate;
+        *open.lock().expect("not poisoned") = true;
+        cv.notify_all();
+    }
+    let lens = tokio::time::timeout(GUARD, bodies.join_all()).await.expect("no hang");
+    assert!(lens.into_iter().all(|l| l.expect("body") == 10));
+    drop(started_rx);
+}
