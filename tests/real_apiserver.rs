@@ -38,7 +38,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use common::Resp;
-use common::real::{Endpoint, RealApiserver, write_kubeconfig};
+use common::real::{Endpoint, RealApiserver, create, rv_of, write_kubeconfig};
 use kache::app::{Config, Kache, UpstreamSource};
 use kache::serve::server::TlsConfig;
 
@@ -94,20 +94,6 @@ fn fischer(name: &str) -> Value {
         "metadata": {"name": name},
         "disallowedFlunders": ["f-000", "f-001"],
     })
-}
-
-fn rv_of(v: &Value) -> u64 {
-    v["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no rv: {v}"))
-}
-
-/// Creates `obj` at `path` directly on the apiserver; returns its resourceVersion.
-async fn create(api: &Endpoint, path: &str, obj: &Value) -> u64 {
-    let r = api.write(Method::POST, path, "application/json", obj).await;
-    assert_eq!(r.status, StatusCode::CREATED, "POST {path}: {}", text(&r.body));
-    rv_of(&r.json())
 }
 
 /// A foreign write: a new fischer (cluster-scoped, another resource). Returns the new global revision.

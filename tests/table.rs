@@ -156,6 +156,18 @@ fn meta(ns: &str, name: &str, labels: Value) -> Value {
 }
 
 impl Fixture {
+    /// Waits until kache's pods have reached the sim's current revision; returns that revision.
+    async fn caught_up(&self) -> u64 {
+        let rev = self.sim.revision();
+        let kache_url = self.kache.url();
+        eventually("kache reached the revision", Duration::from_secs(10), || {
+            let url = kache_url.clone();
+            async move { get_with(&url, &format!("/api/v1/pods?resourceVersion={rev}"), &[]).await.status == 200 }
+        })
+        .await;
+        rev
+    }
+
     /// The sim with a realistic workload (pods on nodes in namespaces) plus one or two objects of every
     /// other printed kind, and kache in front of it.
     async fn start() -> Fixture {
@@ -416,13 +428,7 @@ fn event_without_age(line: &[u8]) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn table_watch_events_match_the_sim() {
     let f = Fixture::start().await;
-    let rev = f.sim.revision();
-    let kache_url = f.kache.url();
-    eventually("kache reached the revision", Duration::from_secs(10), || {
-        let url = kache_url.clone();
-        async move { get_with(&url, &format!("/api/v1/pods?resourceVersion={rev}"), &[]).await.status == 200 }
-    })
-    .await;
+    f.caught_up().await;
     let before = f.tables_from_memory();
     let accept = [("accept", KUBECTL_ACCEPT)];
     for include in ["Object", "Metadata", "None"] {
@@ -479,13 +485,7 @@ fn event_without_age_cells(line: &[u8]) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn table_watch_lists_with_bookmarks_match_the_sim() {
     let f = Fixture::start().await;
-    let rev = f.sim.revision();
-    let kache_url = f.kache.url();
-    eventually("kache reached the revision", Duration::from_secs(10), || {
-        let url = kache_url.clone();
-        async move { get_with(&url, &format!("/api/v1/pods?resourceVersion={rev}"), &[]).await.status == 200 }
-    })
-    .await;
+    let rev = f.caught_up().await;
     let before = f.tables_from_memory();
     let accept = [("accept", KUBECTL_ACCEPT)];
     let mut watches = 0;

@@ -14,10 +14,10 @@ mod common;
 
 use std::time::Duration;
 
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::{Value, json};
 
-use common::real::{Endpoint, Flavor, RealApiserver, write_kubeconfig};
+use common::real::{Endpoint, Flavor, RealApiserver, create, rv_of, write_kubeconfig};
 use kache::app::{Config, Kache, UpstreamSource};
 use kache::serve::handler::ResponseEncoding;
 
@@ -32,19 +32,6 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn rv_of(v: &Value) -> u64 {
-    v["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no rv: {v}"))
-}
-
-async fn create(api: &Endpoint, path: &str, obj: &Value) -> u64 {
-    let r = api.write(Method::POST, path, "application/json", obj).await;
-    assert_eq!(r.status, StatusCode::CREATED, "POST {path}: {}", text(&r.body));
-    rv_of(&r.json())
 }
 
 /// How many objects a list has.

@@ -30,6 +30,7 @@ pub mod sim;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod time;
 pub mod token;
 pub mod workload;
 pub mod write;

@@ -18,6 +18,7 @@ use hyper::body::Incoming;
 use super::Resp;
 use super::tools;
 use kache::upstream::Upstream;
+use serde_json::Value;
 
 /// Where the scripts are unless `KACHE_APISERVER_DIR` says otherwise.
 const DEFAULT_DIR: &str = "../shared/apiserver";
@@ -456,4 +457,19 @@ impl Watch {
         }
         out
     }
+}
+
+/// An object's `metadata.resourceVersion` as a number.
+pub fn rv_of(v: &Value) -> u64 {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no rv: {v}"))
+}
+
+/// Creates `obj` at `path` directly on the apiserver; returns its resourceVersion.
+pub async fn create(api: &Endpoint, path: &str, obj: &Value) -> u64 {
+    let r = api.write(Method::POST, path, "application/json", obj).await;
+    assert_eq!(r.status, StatusCode::CREATED, "POST {path}: {}", String::from_utf8_lossy(&r.body));
+    rv_of(&r.json())
 }

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use tokio_util::sync::CancellationToken;
 
+use super::tests::pods;
 use super::*;
 use crate::resource::{FieldKind, Gvr, ResourceInfo};
 use crate::store::{EventType, IndexKind, Object, StoreConfig, Writer};
@@ -18,16 +19,6 @@ const NAMESPACES: [&str; 3] = ["ns0", "ns1", "ns2"];
 const NODES: [&str; 4] = ["", "n0", "n1", "n2"];
 const APPS: [&str; 2] = ["web", "db"];
 const NAMES: usize = 5;
-
-fn pods() -> ResourceInfo {
-    ResourceInfo {
-        gvr: Gvr::new("", "v1", "pods"),
-        kind: "Pod".into(),
-        list_kind: "PodList".into(),
-        namespaced: true,
-        list_items_have_type_meta: false,
-    }
-}
 
 fn node_field() -> usize {
     FieldKind::Pod.extra_fields().iter().position(|f| *f == "spec.nodeName").expect("pods have spec.nodeName")

@@ -14,7 +14,7 @@ use crate::store::{EventType, Object, StoreConfig, Writer};
 
 const SECOND: Duration = Duration::from_secs(1);
 
-fn pods() -> ResourceInfo {
+pub(super) fn pods() -> ResourceInfo {
     ResourceInfo {
         gvr: Gvr::new("", "v1", "pods"),
         kind: "Pod".into(),
