@@ -93,7 +93,19 @@ async fn run(ctx: &Ctx, args: &Args, report: &mut RunReport) -> anyhow::Result<(
     let sim = start_sim(&ctx.bins, &cluster, &ctx.log("admission-sim")).await?;
     let mut kache = start_kache(&ctx.bins, &sim.url, "pods", &ctx.log("admission-kache")).await?;
     kache.wait_synced(1, SYNC_TIMEOUT).await?;
-    let client = lhttp::client(args.readers + 2 * args.heavy + 8);
+    // The heavy clients run on a runtime of their own, with their own connection pool: in a cluster they are
+    // other processes, and sharing the small readers' runtime would time the load generator's own queue
+    // (draining 40 big bodies) as kache's latency.
+    let client = lhttp::client(args.readers + 8);
+    let heavy_client = lhttp::client(2 * args.heavy + 8);
+    let heavy_rt = Background(Some(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("heavy-clients")
+            .enable_all()
+            .build()
+            .context("starting the heavy clients' runtime")?,
+    ));
     let base = kache.url.clone();
     let window = Duration::from_secs_f64(args.window_secs);
     let rss_start = kache.rss()?;
@@ -110,7 +122,7 @@ async fn run(ctx: &Ctx, args: &Args, report: &mut RunReport) -> anyhow::Result<(
 
         ctx.progress.set_message(format!("admission: round {} loaded", round + 1));
         let stop = Arc::new(AtomicBool::new(false));
-        let mut heavy = tokio::task::JoinSet::new();
+        let mut heavy = Vec::with_capacity(2 * args.heavy);
         for i in 0..2 * args.heavy {
             let url = if i % 2 == 0 {
                 format!("{base}/api/v1/pods?resourceVersion=0&pretty=true")
@@ -121,8 +133,8 @@ async fn run(ctx: &Ctx, args: &Args, report: &mut RunReport) -> anyhow::Result<(
                 format!("{base}/api/v1/pods?resourceVersion=0&fieldSelector=metadata.name%21%3D-")
             };
             let (client, stop, ok, refused) =
-                (client.clone(), stop.clone(), heavy_ok.clone(), heavy_429.clone());
-            heavy.spawn(async move {
+                (heavy_client.clone(), stop.clone(), heavy_ok.clone(), heavy_429.clone());
+            heavy.push(heavy_rt.handle().spawn(async move {
                 while !stop.load(Relaxed) {
                     match lhttp::get(&client, &url, None, i % 2 == 1).await {
                         Ok(_) => ok.fetch_add(1, Relaxed),
@@ -135,7 +147,7 @@ async fn run(ctx: &Ctx, args: &Args, report: &mut RunReport) -> anyhow::Result<(
                         Err(_) => 0,
                     };
                 }
-            });
+            }));
         }
         let pid = kache.pid;
         let sampler = tokio::spawn({
@@ -153,9 +165,12 @@ async fn run(ctx: &Ctx, args: &Args, report: &mut RunReport) -> anyhow::Result<(
         loaded.add(&h).map_err(|e| anyhow::anyhow!("{e}"))?;
         errors += e;
         stop.store(true, Relaxed);
-        heavy.join_all().await;
+        for h in heavy {
+            let _ = h.await;
+        }
         rss_peak = rss_peak.max(sampler.await.unwrap_or(0));
     }
+    drop(heavy_rt);
     kache.stop().await;
     sim.stop().await;
 
@@ -213,6 +228,23 @@ async fn run(ctx: &Ctx, args: &Args, report: &mut RunReport) -> anyhow::Result<(
 }
 
 /// `n` closed-loop small readers for `window`: latencies and errors.
+/// A runtime owned by an async function: dropped without blocking (a runtime dropped in async context panics).
+struct Background(Option<tokio::runtime::Runtime>);
+
+impl Background {
+    fn handle(&self) -> &tokio::runtime::Handle {
+        self.0.as_ref().expect("present until dropped").handle()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
 async fn readers(client: &Client, base: &str, n: usize, window: Duration) -> (Histogram<u64>, u64) {
     let deadline = Instant::now() + window;
     let mut set = tokio::task::JoinSet::new();
