@@ -207,7 +207,7 @@ impl Kache {
             config.lazy,
             shutdown.clone(),
         )
-        .with_read_budget(config.limits.max_read_bytes_in_flight);
+        .with_read_budget(config.limits.max_read_bytes_in_flight, config.limits.max_heavy_bodies_in_flight);
         // --- auth (k-sec): reviews with kache's credentials; bearer-token clients forwarded with their own ---
         let handler = match config.auth.mode {
             AuthMode::None => handler.with_auth(Arc::new(Auth::none_with(config.auth.clone())), None),

@@ -76,7 +76,13 @@ async fn big_cluster() -> (kache_sim::SimHandle, kache::app::Kache) {
         p["metadata"]["annotations"] = serde_json::json!({ "filler": filler });
         sim.create("pods", Some("big"), p).expect("pod");
     }
-    let kache = start_kache(&sim.url(), pods_only).await;
+    // Every heavy body admitted at once (no heavy-body limit): the heap bound must hold for all of them; the
+    // limit itself is tested by `pretty_lists_beyond_the_heavy_body_limit_get_429`.
+    let kache = start_kache(&sim.url(), |c| {
+        pods_only(c);
+        c.limits.max_heavy_bodies_in_flight = 0;
+    })
+    .await;
     (sim, kache)
 }
 
@@ -193,4 +199,42 @@ async fn lists_over_the_read_budget_get_429_until_others_finish() {
     // Reading the first to the end releases its charge.
     first.into_body().collect().await.expect("body");
     assert_eq!(get(&kache.url(), path).await.status, StatusCode::OK);
+}
+
+/// Heavy bodies (pretty-printed, gzipped on the fly) beyond `max_heavy_bodies_in_flight` get the same 429
+/// before anything is sent; plain lists are not heavy; the slot is released with the body.
+#[tokio::test]
+async fn pretty_lists_beyond_the_heavy_body_limit_get_429() {
+    let sim = start_sim().await;
+    sim.create("namespaces", None, namespace("a")).expect("namespace");
+    // A list larger than the sockets' buffers, so an unread response stays in flight.
+    let filler = "x".repeat(10 << 10);
+    for i in 0..2000 {
+        let mut p = pod("a", &format!("p{i:04}"), &[], "node-1");
+        p["metadata"]["annotations"] = serde_json::json!({ "filler": filler });
+        sim.create("pods", Some("a"), p).expect("pod");
+    }
+    let kache = start_kache(&sim.url(), |c| {
+        pods_only(c);
+        c.limits.max_heavy_bodies_in_flight = 1;
+    })
+    .await;
+    let plain = "/api/v1/namespaces/a/pods?resourceVersion=0";
+    let pretty = "/api/v1/namespaces/a/pods?resourceVersion=0&pretty=true";
+    let url = format!("{}{pretty}", kache.url());
+    let open = || client().request(Request::get(url.as_str()).body(Empty::<Bytes>::new()).expect("request"));
+
+    // The first pretty list is held unread: it keeps its heavy-body slot.
+    let first = open().await.expect("response");
+    assert_eq!(first.status(), StatusCode::OK);
+    let refused = get(&kache.url(), pretty).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS, "{:?}", refused.headers);
+    assert_eq!(refused.headers[header::RETRY_AFTER], "1");
+    assert_eq!(&refused.body[..], b"Too many requests, please try again later.\n");
+    // A plain list is sent as stored, not produced: not a heavy body.
+    assert_eq!(get(&kache.url(), plain).await.status, StatusCode::OK);
+
+    // Reading the first to the end releases its slot.
+    first.into_body().collect().await.expect("body");
+    assert_eq!(get(&kache.url(), pretty).await.status, StatusCode::OK);
 }

@@ -104,6 +104,8 @@ pub enum Limit {
     ResponseBody,
     /// Bytes of memory-served lists in flight (`--max-read-bytes-inflight`).
     ReadBytes,
+    /// Heavy (pretty-printed or gzipped) list bodies in flight: 8 per heavy-body producer.
+    HeavyBodies,
 }
 
 /// How the gzip cache answered.
@@ -168,7 +170,7 @@ label_values!(AuthDecision { Allow => "allow", Deny => "deny", Error => "error" 
 label_values!(Limit {
     Connections => "connections", Inflight => "inflight", Watchers => "watchers", RequestBody => "request_body",
     Headers => "headers", Fallbacks => "fallbacks", ResponseBody => "response_body",
-    TokenReviews => "token_reviews", ReadBytes => "read_bytes",
+    TokenReviews => "token_reviews", ReadBytes => "read_bytes", HeavyBodies => "heavy_bodies",
 });
 label_values!(GzipCacheResult { Hit => "hit", Coalesced => "coalesced", Miss => "miss", Bypass => "bypass" });
 label_values!(GzipEviction { Replaced => "replaced", Idle => "idle", Size => "size" });

@@ -34,12 +34,21 @@ pub const RETRY_AFTER_SECONDS: u32 = 1;
 /// The body of the apiserver's 429 (`http.Error(w, "Too many requests, please try again later.", 429)`).
 const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.\n";
 
-/// The bytes of memory-served lists in flight, against a limit.
+/// Heavy bodies (see [`produce`]) admitted at once per producer. Every heavy body in flight takes its turn at
+/// the producers, so this bounds how long an admitted list waits for its next batch: at most this many
+/// batches of [`BATCH_BYTES`] (1–3 ms each on one core) per producer, ~10–25 ms on any machine. Eight keeps
+/// the producers busy while clients read what was produced.
+pub const HEAVY_BODIES_PER_PRODUCER: usize = 8;
+
+/// The bytes of memory-served lists in flight, against a limit, and the heavy bodies among them.
 #[derive(Debug)]
 pub struct ReadBudget {
     /// 0: unlimited.
     limit: usize,
     in_flight: AtomicUsize,
+    /// Heavy bodies admitted at once (0: unlimited).
+    heavy_limit: usize,
+    heavy_in_flight: AtomicUsize,
 }
 
 /// The budget was exhausted.
@@ -49,8 +58,36 @@ pub struct OverBudget;
 // === impl ReadBudget ===
 
 impl ReadBudget {
+    /// A budget of `limit` bytes (0: unlimited) admitting [`HEAVY_BODIES_PER_PRODUCER`] heavy bodies per
+    /// producer.
     pub fn new(limit: usize) -> Self {
-        Self { limit, in_flight: AtomicUsize::new(0) }
+        Self::with_heavy_limit(limit, HEAVY_BODIES_PER_PRODUCER * producers())
+    }
+
+    /// A budget with an explicit heavy-body limit (0: unlimited).
+    pub fn with_heavy_limit(limit: usize, heavy_limit: usize) -> Self {
+        Self { limit, in_flight: AtomicUsize::new(0), heavy_limit, heavy_in_flight: AtomicUsize::new(0) }
+    }
+
+    /// Admits one more heavy body (pretty-printed or gzipped on the fly) if fewer than the limit are in
+    /// flight; the slot is released when the returned guard drops (with the body). Refused: the caller
+    /// answers 429 before sending anything, as for the byte budget.
+    pub fn try_heavy(self: &Arc<Self>) -> Result<HeavySlot, OverBudget> {
+        let admitted = self.heavy_in_flight.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+            (self.heavy_limit == 0 || n < self.heavy_limit).then_some(n + 1)
+        });
+        match admitted {
+            Ok(_) => Ok(HeavySlot { budget: self.clone() }),
+            Err(_) => {
+                metrics::limit_rejected(Limit::HeavyBodies);
+                Err(OverBudget)
+            }
+        }
+    }
+
+    /// Heavy bodies admitted now.
+    pub fn heavy_in_flight(&self) -> usize {
+        self.heavy_in_flight.load(Ordering::Relaxed)
     }
 
     /// Charges `bytes` if they fit (or nothing else is in flight); the charge is released when the returned
@@ -93,6 +130,18 @@ impl Drop for Charge {
     fn drop(&mut self) {
         self.budget.in_flight.fetch_sub(self.bytes, Ordering::AcqRel);
         m::memory_read(-1, -(self.bytes as i64));
+    }
+}
+
+/// A heavy body's place in a [`ReadBudget`], released on drop.
+#[derive(Debug)]
+pub struct HeavySlot {
+    budget: Arc<ReadBudget>,
+}
+
+impl Drop for HeavySlot {
+    fn drop(&mut self) {
+        self.budget.heavy_in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -162,6 +211,25 @@ mod tests {
             hold(Response::new(body::full(Bytes::from_static(b"abc"))), b.try_charge(70).expect("fits"));
         drop(resp);
         assert_eq!(b.in_flight(), 0, "released when the client went away");
+    }
+
+    #[test]
+    fn heavy_bodies_are_admitted_up_to_the_limit() {
+        let b = Arc::new(ReadBudget::with_heavy_limit(1 << 30, 2));
+        let first = b.try_heavy().expect("first");
+        let _second = b.try_heavy().expect("second");
+        assert_eq!(b.try_heavy().unwrap_err(), OverBudget);
+        assert_eq!(b.heavy_in_flight(), 2);
+        drop(first);
+        let _third = b.try_heavy().expect("a slot was released");
+        // 0 bounds no heavy bodies.
+        let unlimited = Arc::new(ReadBudget::with_heavy_limit(0, 0));
+        let held: Vec<_> = (0..100).map(|_| unlimited.try_heavy().expect("unlimited")).collect();
+        assert_eq!(unlimited.heavy_in_flight(), 100);
+        drop(held);
+        assert_eq!(unlimited.heavy_in_flight(), 0);
+        // The default scales with the producers.
+        assert_eq!(ReadBudget::new(1).heavy_limit, HEAVY_BODIES_PER_PRODUCER * producers());
     }
 
     #[tokio::test]

@@ -220,9 +220,10 @@ impl KacheHandler {
         self
     }
 
-    /// Limits the bytes of memory-served lists in flight (0: unlimited); see [`admit`].
-    pub fn with_read_budget(mut self, max_bytes: usize) -> Self {
-        self.read_budget = Arc::new(ReadBudget::new(max_bytes));
+    /// Limits the bytes of memory-served lists in flight and the heavy bodies among them (0: unlimited);
+    /// see [`admit`].
+    pub fn with_read_budget(mut self, max_bytes: usize, max_heavy_bodies: usize) -> Self {
+        self.read_budget = Arc::new(ReadBudget::with_heavy_limit(max_bytes, max_heavy_bodies));
         self
     }
 

@@ -236,7 +236,7 @@ pub async fn respond(
         // Small: whether the indented form crosses the gzip threshold decides compression, so build it whole.
         respond_bytes(chunks.collect(), opts)
     } else {
-        respond_streamed(chunks, len, opts, cache, meta.resource_version).await
+        respond_streamed(chunks, len, opts, cache, meta.resource_version, budget).await?
     };
     Ok(match charge {
         Some(charge) => admit::hold(resp, charge),
@@ -251,12 +251,21 @@ async fn respond_streamed(
     opts: ResponseOptions,
     cache: Option<(&GzipCache, &str)>,
     rv: u64,
-) -> Response<Body> {
+    budget: Option<&Arc<ReadBudget>>,
+) -> Result<Response<Body>, NotServed> {
+    // A body produced on the fly (pretty-printed or gzipped) needs a heavy-body slot, taken before anything
+    // is sent so that a refusal is still a 429 (`admit::HEAVY_BODIES_PER_PRODUCER`).
+    let compress = opts.gzip && gzip::should_compress(len);
+    let heavy = opts.pretty || (compress && cache.is_none());
+    let slot = match budget {
+        Some(b) if heavy => Some(b.try_heavy().map_err(|_| NotServed::Overloaded)?),
+        _ => None,
+    };
     let builder = Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
         .header(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
-    let (builder, body) = if opts.gzip && gzip::should_compress(len) {
+    let (builder, body) = if compress {
         let builder = builder
             .header(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"))
             .header(header::VARY, HeaderValue::from_static("Accept-Encoding"));
@@ -276,7 +285,11 @@ async fn respond_streamed(
     } else {
         (builder.header(header::CONTENT_LENGTH, len), body::stream_iter(chunks))
     };
-    builder.body(body).expect("static headers are valid")
+    let body = match slot {
+        Some(slot) => body::guarded(body, slot),
+        None => body,
+    };
+    Ok(builder.body(body).expect("static headers are valid"))
 }
 
 /// A 200 JSON response from chunks, applying pretty printing and gzip (level 1, > 128 KiB).

@@ -13,8 +13,10 @@
 //!   bodies may use together, whatever their number. Permits are taken per batch and released in between, so
 //!   the heavy bodies take turns, and a slow client, whose batch waits in its socket, holds no permit.
 //! - **Bounded**: a body holds at most one batch (about [`BATCH_BYTES`]) besides what hyper is writing; a
-//!   body waiting for a permit holds its iterator only. How many bodies wait is bounded by the read byte
-//!   budget (every one is an admitted list) and shown as `kache_heavy_bodies_waiting`.
+//!   body waiting for a permit holds its iterator only. How many bodies wait is bounded by the read budget's
+//!   heavy-body limit (`--max-heavy-bodies-inflight`, 8 per producer: a 429 beyond it, before anything is
+//!   sent), so a body waits at most that many batches for its next turn; shown as
+//!   `kache_heavy_bodies_waiting`.
 //!
 //! One pool per process, not per server: the cores are the process's.
 

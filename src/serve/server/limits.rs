@@ -20,6 +20,11 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 400;
 /// Uncompressed bytes of lists served from memory that may be in flight at once; see `serve::admit`.
 pub const DEFAULT_MAX_READ_BYTES_IN_FLIGHT: usize = crate::serve::admit::DEFAULT_MAX_READ_BYTES_IN_FLIGHT;
+
+/// Default for `--max-heavy-bodies-inflight`: [`crate::serve::admit::HEAVY_BODIES_PER_PRODUCER`] per producer.
+pub fn default_max_heavy_bodies() -> usize {
+    crate::serve::admit::HEAVY_BODIES_PER_PRODUCER * crate::serve::admit::producers()
+}
 /// Open client connections; accepting pauses at the bound.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Concurrent HTTP/2 streams per client connection (watches are streams); kube-apiserver's default for
@@ -41,6 +46,9 @@ pub struct Limits {
     pub max_in_flight: usize,
     /// Bytes of memory-served lists in flight (the handler enforces it with 429); 0 is unlimited.
     pub max_read_bytes_in_flight: usize,
+    /// Pretty-printed or gzipped list bodies in flight at once (the handler enforces it with 429); 0 is
+    /// unlimited.
+    pub max_heavy_bodies_in_flight: usize,
     pub max_connections: usize,
     pub h2_max_streams: u32,
     pub shutdown_timeout: Duration,
@@ -57,6 +65,7 @@ impl Default for Limits {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_read_bytes_in_flight: DEFAULT_MAX_READ_BYTES_IN_FLIGHT,
+            max_heavy_bodies_in_flight: default_max_heavy_bodies(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             h2_max_streams: DEFAULT_H2_MAX_STREAMS,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
@@ -92,6 +101,11 @@ pub struct LimitFlags {
     /// exceed it while others are in flight gets 429 with Retry-After.
     #[arg(long, default_value_t = DEFAULT_MAX_READ_BYTES_IN_FLIGHT)]
     pub max_read_bytes_inflight: usize,
+    /// Pretty-printed or gzipped list bodies served from memory in flight at once (0: unlimited; default 8
+    /// per heavy-body producer, half the cores); one more gets 429 with Retry-After. Bounds how long an
+    /// admitted body waits for its turn at the producers.
+    #[arg(long, default_value_t = default_max_heavy_bodies())]
+    pub max_heavy_bodies_inflight: usize,
     /// Open client connections; accepting pauses at the bound.
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
@@ -114,6 +128,7 @@ impl From<LimitFlags> for Limits {
             request_timeout: f.request_timeout,
             max_in_flight: f.max_requests_inflight,
             max_read_bytes_in_flight: f.max_read_bytes_inflight,
+            max_heavy_bodies_in_flight: f.max_heavy_bodies_inflight,
             max_connections: f.max_connections,
             h2_max_streams: f.http2_max_streams_per_connection,
             shutdown_timeout: f.shutdown_timeout,
