@@ -174,7 +174,8 @@ fn get_pods_all_namespaces_prints_a_table() {
     let Some(env) = Env::start(&workload(3, 9)) else { return };
     let out = env.ok(&["get", "pods", "-A"]);
     let header = out.lines().next().unwrap_or("");
-    // The sim prints Tables as the apiserver's pod printer does (issue 20).
+    // The sim prints Tables as the apiserver's pod printer does (pkg/printers/internalversion/printers.go:
+    // printPod).
     for column in ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"] {
         assert!(header.contains(column), "header {header:?} lacks {column}");
     }

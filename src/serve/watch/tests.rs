@@ -374,7 +374,7 @@ async fn slow_watcher_is_closed_while_fast_watcher_gets_everything() {
     assert!(stats().closed_slow > before);
 }
 
-/// Issue 18: a resuming watcher that falls further behind the live ring than it holds while it still replays
+/// A resuming watcher that falls further behind the live ring than it holds while it still replays
 /// the history is closed as slow within a few dozen events, not after replaying all of it for nothing.
 #[tokio::test(start_paused = true)]
 async fn replaying_watcher_that_fell_behind_the_ring_is_closed_early() {
