@@ -5,7 +5,7 @@
 //! kubectl through a temporary kubeconfig (plain http, no credentials) and a private discovery cache.
 //! When `kubectl` is not on PATH the tests print a notice and pass, or fail under `KACHE_REQUIRE_TOOLS=1`
 //! (CI; the workspace's one rule, `tests/common/tools.rs`). (Authentication is tested over HTTP in
-//! `tests/auth.rs`: client-go does not send bearer tokens to a plain-http server.)
+//! `tests/it/auth.rs`: client-go does not send bearer tokens to a plain-http server.)
 //!
 //! Run: `cargo test -p kache-sim --test kubectl`.
 
@@ -42,12 +42,7 @@ struct Env {
 impl Env {
     /// `None` (after printing a notice) when kubectl is unavailable.
     fn start(w: &Workload) -> Option<Env> {
-        if Command::new("kubectl")
-            .args(["version", "--client"])
-            .output()
-            .map(|o| !o.status.success())
-            .unwrap_or(true)
-        {
+        if !tools::kubectl_available() {
             tools::missing("kubectl is not on PATH (scripts/install-test-deps.sh installs it)");
             return None;
         }

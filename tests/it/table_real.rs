@@ -8,9 +8,9 @@
 //! (an unknown `includeObject`, `as=`/`g=`/`v=` outside the Table kinds) gets the apiserver's 400 / 406.
 //!
 //! Periodic bookmarks are sent at each server's discretion, so after a watch's initial events BOOKMARK lines
-//! are skipped (as in tests/real_apiserver.rs); the initial-events-end bookmark is compared in place.
+//! are skipped (as in tests/it/real_apiserver.rs); the initial-events-end bookmark is compared in place.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -146,7 +146,7 @@ impl BookmarkShape {
     /// object: a one-row Table at `rv` whose cells are the printer's output for that (empty) object and
     /// whose row object is the bookmark itself (`includeObject=Object`) or its `PartialObjectMetadata` —
     /// also for `includeObject=None`, which kube-apiserver 1.36 answers so for bookmarks (checked against
-    /// the real generic apiserver in tests/table_real.rs), so that a client reads the annotation.
+    /// the real generic apiserver in tests/it/table_real.rs), so that a client reads the annotation.
     pub fn put_frame_headers(&self, out: &mut BytesMut, rv: u64, initial_events_end: bool, headers: bool) {
         out.put_slice(FRAME_HEAD);
         match &self.table {

@@ -623,7 +623,7 @@ async fn response_is_a_streaming_json_200() {
     let mut response = respond(store.clone(), spec(Start::Resume { rv: None }), CancellationToken::new());
     assert_eq!(response.status(), http::StatusCode::OK);
     assert_eq!(response.headers()[http::header::CONTENT_TYPE], "application/json");
-    // As on every apiserver response (the real apiserver's watches carry it: tests/real_apiserver.rs).
+    // As on every apiserver response (the real apiserver's watches carry it: tests/it/real_apiserver.rs).
     assert_eq!(response.headers()[http::header::CACHE_CONTROL], "no-cache, private");
     writer.apply([(EventType::Added, pod("ns1", "d", 11, "web"))]);
     let frame = response.body_mut().frame().await.expect("a frame").expect("no error");
