@@ -40,8 +40,9 @@
 //! state another test changes. Every test binds its own ephemeral ports, uses its own temporary directories
 //! (the real apiservers: `target/real-apiserver/<test's own name>`), sets no environment variable and never
 //! changes the current directory; kache installs no tracing subscriber in tests. kache's metrics are
-//! process-wide (one Prometheus recorder, global watch counters), so a test that asserts exact values of
-//! them, or that a metric moved at all, runs alone in a child process of this binary
+//! process-wide (one Prometheus recorder, global watch counters), and so are the generic Table columns it
+//! learns from an upstream, so a test that asserts exact values of them, that a metric moved at all, or
+//! that a resource's columns are not learned yet, runs alone in a child process of this binary
 //! (`common::alone::run_in_own_process`, the parent test fails when the child fails or did not run): the
 //! `*_in_own_process` tests below, `#[ignore]`d so that only their parent runs them. Heap measurements
 //! that need the whole process quiet (`memory`) do the same; `resume` counts per thread and needs nothing.
