@@ -2,7 +2,7 @@
 //!
 //! - `gzip/compress/10k`: [`kache::codec::gzip::compress`] (level 1, as the apiserver) over the chunks of a
 //!   10k-pod list; throughput in uncompressed bytes. Baseline: `gzip/copy_baseline/10k`, copying the same
-//!   bytes (the cost gzip adds over sending them as they are; issue 5 wants a gzip list ≤ 2× an uncompressed
+//!   bytes (the cost gzip adds over sending them as they are; the goal is a gzip list ≤ 2× an uncompressed
 //!   one end to end, which the cached compressed form of hot lists makes cheap after the first request).
 //! - `token/encode`, `token/decode`, `token/round_trip`: [`kache::codec::token`] in the apiserver's format
 //!   (base64url JSON with v, rv, start) for a typical all-namespaces key. Baseline: `token/base64_baseline`,

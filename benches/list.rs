@@ -20,7 +20,7 @@ use kache::codec::list::{LIST_CHUNK_BYTES, ListChunks, ListMeta, assemble_list};
 #[path = "common/objects.rs"]
 mod common;
 
-/// Pods in the list (issue 5's 10k-pod figure).
+/// Pods in the list (the project's 10k-pod figure).
 const PODS: usize = 10_000;
 
 fn bench_list(c: &mut Criterion) {

@@ -3,7 +3,7 @@
 //!
 //! - `selector/parse_label`, `selector/parse_field`: parsing typical selectors (the apiserver's grammar).
 //! - `selector/label_none/10k`: `loadtest=none` over 10k pods (matches nothing: every object is visited —
-//!   the shape of issue 5's 300k-object goal, ≤ 50 ms there, so ≤ ~1.7 ms per 10k here).
+//!   the shape of the 300k-object goal, ≤ 50 ms there, so ≤ ~1.7 ms per 10k here).
 //! - `selector/label_set/10k`: a set-based selector (`app in (…),tier!=db`).
 //! - `selector/field_node/10k`: `spec.nodeName=node-7` through a resolved [`kache::serve::selector::FieldMatcher`].
 //! - `selector/baseline_lookup/10k`: baseline — the same scan calling `Object::label("loadtest")` directly.

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs what the ops tests (tests/ops.rs) need beyond cargo, idempotently:
+# Installs what the ops tests (tests/it/ops.rs) need beyond cargo, idempotently:
 # - Debian's `prometheus` package (prometheus + promtool): the scrape test and the exposition lint;
 # - kubernetes-validate from PyPI, in a venv under the cargo target dir: offline manifest validation;
-# - kubectl (Debian's kubernetes-client) for tests/kubectl.rs;
-# - the Python `kubernetes` client (tests/python/requirements.txt) in target/py-venv for tests/python.rs.
-# - bash, curl, python3 and xz for the real apiserver in ../shared/apiserver (tests/real_apiserver.rs).
+# - kubectl (Debian's kubernetes-client) for tests/it/kubectl.rs;
+# - the Python `kubernetes` client (tests/python/requirements.txt) in target/py-venv for tests/it/python.rs.
+# - bash, curl, python3 and xz for the real apiserver in ../shared/apiserver (tests/it/real_apiserver.rs).
 # Each step that cannot run (no apt, no network, no python venv) says why; the tests that need it then
 # print SKIPPED with the reason, or fail under KACHE_REQUIRE_TOOLS=1 (CI), and so does this script.
 # Nothing else on the machine is changed.
@@ -46,7 +46,7 @@ else
     status=1
 fi
 
-# kubectl (tests/kubectl.rs): Debian's kubernetes-client where kubectl is missing.
+# kubectl (tests/it/kubectl.rs): Debian's kubernetes-client where kubectl is missing.
 if command -v kubectl >/dev/null; then
     echo "install-test-deps: kubectl present ($(kubectl version --client 2>/dev/null | head -n1))"
 elif command -v apt-get >/dev/null; then
@@ -63,7 +63,7 @@ else
     status=1
 fi
 
-# The Python Kubernetes client (tests/python.rs), in a venv under the cargo target dir.
+# The Python Kubernetes client (tests/it/python.rs), in a venv under the cargo target dir.
 py_venv="$target/py-venv"
 if [ -x "$py_venv/bin/python" ] && "$py_venv/bin/python" -c "import kubernetes" 2>/dev/null; then
     echo "install-test-deps: python kubernetes client present in $py_venv"
@@ -79,16 +79,16 @@ elif command -v python3 >/dev/null; then
     if python3 -m venv "$py_venv" && "$py_venv/bin/pip" install -q -r tests/python/requirements.txt; then
         echo "install-test-deps: installed the python kubernetes client in $py_venv"
     else
-        echo "install-test-deps: could not install the python kubernetes client; tests/python.rs will skip" >&2
+        echo "install-test-deps: could not install the python kubernetes client; tests/it/python.rs will skip" >&2
         rm -rf "$py_venv"
         status=1
     fi
 else
-    echo "install-test-deps: no python3; tests/python.rs will skip" >&2
+    echo "install-test-deps: no python3; tests/it/python.rs will skip" >&2
     status=1
 fi
 
-# What ../shared/apiserver's scripts run (tests/real_apiserver.rs): bash, curl, python3, xz.
+# What ../shared/apiserver's scripts run (tests/it/real_apiserver.rs): bash, curl, python3, xz.
 missing_debs=""
 for tool in bash:bash curl:curl python3:python3 xz:xz-utils; do
     command -v "${tool%%:*}" >/dev/null || missing_debs="$missing_debs ${tool#*:}"
@@ -102,15 +102,15 @@ elif command -v apt-get >/dev/null; then
     if $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing_debs >/dev/null; then
         echo "install-test-deps: installed$missing_debs (../shared/apiserver)"
     else
-        echo "install-test-deps: apt-get could not install$missing_debs; tests/real_apiserver.rs will skip" >&2
+        echo "install-test-deps: apt-get could not install$missing_debs; tests/it/real_apiserver.rs will skip" >&2
         status=1
     fi
 else
-    echo "install-test-deps: missing$missing_debs and no apt-get; tests/real_apiserver.rs will skip" >&2
+    echo "install-test-deps: missing$missing_debs and no apt-get; tests/it/real_apiserver.rs will skip" >&2
     status=1
 fi
 if [ ! -x ../shared/apiserver/start.sh ] && [ ! -x "${KACHE_APISERVER_DIR:-/nonexistent}/start.sh" ]; then
-    echo "install-test-deps: no ../shared/apiserver (nor KACHE_APISERVER_DIR); tests/real_apiserver.rs will skip" >&2
+    echo "install-test-deps: no ../shared/apiserver (nor KACHE_APISERVER_DIR); tests/it/real_apiserver.rs will skip" >&2
     status=1
 fi
 

@@ -73,7 +73,7 @@ impl ResourceInfo {
 }
 
 /// Which field-label conversion the apiserver applies to a kind, and so which field selectors it accepts
-/// (see apiserver-semantics §4.1).
+/// (kubernetes/kubernetes pkg/apis/core/v1/conversion.go: AddFieldLabelConversionsForPod and its siblings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldKind {
     Pod,

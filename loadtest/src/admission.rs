@@ -1,4 +1,4 @@
-//! Admission of heavy reads from memory (issue 18 item 1): do 20 clients listing everything pretty-printed and
+//! Admission of heavy reads from memory: do 20 clients listing everything pretty-printed and
 //! 20 listing it gzipped hurt everyone else? Small readers (namespace lists and gets from the cache) run
 //! closed-loop through alternating windows — idle, then with the 40 heavy clients looping — so both sides
 //! of the ratio come from the same run. Heavy clients honour 429 + Retry-After as client-go does.

@@ -6,7 +6,7 @@
 //!
 //! Read-only unless `--allow-writes`: then it seeds objects of realistic size (about 2.5 KiB) and runs
 //! the foreign writer (merge patches to another resource, which move the global resourceVersion without
-//! touching the measured one — what leases and events do in a real cluster, issue 16).
+//! touching the measured one — what leases and events do in a real cluster).
 //!
 //! Per (phase, case, target): p50, p99 and mean over all requests, and for kache the share of answers
 //! served from memory (`kache_encoding_total{served}`) and the upstream requests it sent per read
@@ -374,7 +374,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The cases of one phase: everything when quiet, issue 16's four consistent reads under foreign writes.
+/// The cases of one phase: everything when quiet, the four consistent reads under foreign writes.
 fn phase_cases(res: &ResourcePath, args: &Args, rate: f64) -> Vec<Case> {
     let c =
         |name, path: String, query: &str, gzip, touch| Case { name, path, query: query.into(), gzip, touch };

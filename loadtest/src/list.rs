@@ -25,7 +25,7 @@ const LIST_RESOURCES: &str = "pods,nodes,namespaces";
 const MAX_PAGES: usize = 100_000;
 /// Open-loop requests in flight at most; beyond it a request counts as an error (overload).
 const OPEN_LOOP_IN_FLIGHT: usize = 1024;
-/// Issue 3's goal: resident memory per cached object ≤ 1.5× its JSON size (the process's fixed overhead
+/// The goal: resident memory per cached object ≤ 1.5× its JSON size (the process's fixed overhead
 /// is included, so the goal is applied from this many pods on, where it no longer dominates).
 const MEMORY_GOAL_RATIO: f64 = 1.5;
 const MEMORY_GOAL_MIN_PODS: usize = 10_000;

@@ -55,9 +55,9 @@ enum Command {
     Smoke(BinArgs),
     /// Benchmark any apiserver (a kubeconfig): directly and through kache, same run, same transport.
     Apiserver(apiserver::Args),
-    /// `kubectl get pods -A` as Tables: through kache vs direct to the sim, and Table ÷ JSON (issue 20).
+    /// `kubectl get pods -A` as Tables: through kache vs direct to the sim, and Table ÷ JSON.
     Table(table::Args),
-    /// Small readers' latency alone and beside 20 pretty + 20 gzip full lists (issue 18: admission).
+    /// Small readers' latency alone and beside 20 pretty + 20 gzip full lists (admission of heavy reads).
     Admission(admission::Args),
     /// Soak sim + kache with mixed reads, watches, churn, reconnect storms and upstream faults; RSS and CPU
     /// series.

@@ -40,7 +40,7 @@ pub struct Cluster {
     #[serde(default)]
     pub churn: f64,
     /// Background writes per second to leases and events (`kache-sim --foreign-writes`): what moves a real
-    /// cluster's global revision while the pods stay quiet (issue 16).
+    /// cluster's global revision while the pods stay quiet.
     #[serde(default)]
     pub foreign_writes: f64,
 }

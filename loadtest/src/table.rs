@@ -1,4 +1,4 @@
-//! `kache-loadtest table`: what `kubectl get pods -A` costs (issue 20). The sim is seeded with `--pods`
+//! `kache-loadtest table`: what `kubectl get pods -A` costs. The sim is seeded with `--pods`
 //! pods, kache caches pods in front of it, and each case is fetched from both in alternating rounds, as
 //! kubectl asks: `Accept: application/json;as=Table;v=v1;g=meta.k8s.io,…`, `includeObject=Object`,
 //! `Accept-Encoding: gzip` (Go's transport adds it), whole (`--chunk-size=0`) and in pages of 500 (kubectl's

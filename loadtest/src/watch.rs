@@ -2,7 +2,7 @@
 //! second carrying their send time. Measures delivery latency (write → receipt), kache's resident memory per
 //! idle watcher, and kache's CPU time per delivered event.
 //!
-//! Scopes (issue 21): every watcher on the writer's namespace or on all pods (each write reaches every
+//! Scopes: every watcher on the writer's namespace or on all pods (each write reaches every
 //! watcher), or node-scoped (`fieldSelector=spec.nodeName=X`, one kubelet per node) and namespace-scoped
 //! watchers, where the written pods are spread over the nodes or namespaces and a write reaches only the
 //! watchers of its pod's node or namespace. `watch_index = false` runs kache with `--watch-index=false`

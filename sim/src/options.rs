@@ -1,4 +1,6 @@
-//! Query parsing and ListOptions validation, in the apiserver's order (semantics §1.1 and §3.1):
+//! Query parsing and ListOptions validation, in the apiserver's order (staging/src/k8s.io/apiserver/pkg/
+//! endpoints/handlers/get.go: ListResource; apimachinery's internalversion SetListOptionsDefaults and
+//! validation.ValidateListOptions):
 //! decoding (400), watch defaulting, ListOptions validation (422), field-label conversion (400), then
 //! storage validation of continue/resourceVersion (400).
 

@@ -1,5 +1,6 @@
 //! Label and field selectors, implemented independently of kache from apimachinery's behaviour
-//! (apiserver-semantics §4): parsing with the apiserver's error texts, matching, and the per-kind
+//! (staging/src/k8s.io/apimachinery/pkg/labels/selector.go: Parse, pkg/fields/selector.go: ParseSelector):
+//! parsing with the apiserver's error texts, matching, and the per-kind
 //! field-selector support and field sets.
 //!
 //! - [`LabelSelector`]: the full label grammar (`=`, `==`, `!=`, `in`, `notin`, exists, `!`, `>`, `<`).

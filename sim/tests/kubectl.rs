@@ -5,7 +5,7 @@
 //! kubectl through a temporary kubeconfig (plain http, no credentials) and a private discovery cache.
 //! When `kubectl` is not on PATH the tests print a notice and pass, or fail under `KACHE_REQUIRE_TOOLS=1`
 //! (CI; the workspace's one rule, `tests/common/tools.rs`). (Authentication is tested over HTTP in
-//! `tests/auth.rs`: client-go does not send bearer tokens to a plain-http server.)
+//! `tests/it/auth.rs`: client-go does not send bearer tokens to a plain-http server.)
 //!
 //! Run: `cargo test -p kache-sim --test kubectl`.
 
@@ -42,12 +42,7 @@ struct Env {
 impl Env {
     /// `None` (after printing a notice) when kubectl is unavailable.
     fn start(w: &Workload) -> Option<Env> {
-        if Command::new("kubectl")
-            .args(["version", "--client"])
-            .output()
-            .map(|o| !o.status.success())
-            .unwrap_or(true)
-        {
+        if !tools::kubectl_available() {
             tools::missing("kubectl is not on PATH (scripts/install-test-deps.sh installs it)");
             return None;
         }
@@ -174,7 +169,8 @@ fn get_pods_all_namespaces_prints_a_table() {
     let Some(env) = Env::start(&workload(3, 9)) else { return };
     let out = env.ok(&["get", "pods", "-A"]);
     let header = out.lines().next().unwrap_or("");
-    // The sim prints Tables as the apiserver's pod printer does (issue 20).
+    // The sim prints Tables as the apiserver's pod printer does (pkg/printers/internalversion/printers.go:
+    // printPod).
     for column in ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"] {
         assert!(header.contains(column), "header {header:?} lacks {column}");
     }

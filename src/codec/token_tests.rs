@@ -20,7 +20,8 @@ fn transcript_tokens_encode_and_decode() {
     assert_eq!(encode(6, "f2"), T02);
     assert_eq!(encode(6, "f4"), T03);
     assert_eq!(decode(T02), Ok(Continue { rv: 6, start_key: "f2\0".into() }));
-    // The etcd form (no leading slash) with rv=-1 from the 410 of transcript 12.
+    // The etcd form (no leading slash) with rv=-1, as in the 410 that
+    // staging/src/k8s.io/apiserver/pkg/storage/etcd3/errors.go: handleCompactedErrorForPaging builds.
     assert_eq!(decode(T12), Ok(Continue { rv: -1, start_key: "f2\0".into() }));
     assert_eq!(encode_start(-1, "f2\0"), T12);
     assert_eq!(original_start(T12).as_deref(), Some("f2\0"));

@@ -23,7 +23,7 @@
 //! ```
 //!
 //! Tests: `tests.rs` (every transition against a scripted upstream, paused time), `model_tests.rs` (property
-//! test against a randomly faulty upstream), `registry_tests.rs`, and `tests/convergence.rs` (against the sim).
+//! test against a randomly faulty upstream), `registry_tests.rs`, and `tests/it/convergence.rs` (against the sim).
 
 mod backoff;
 mod config;

@@ -174,7 +174,7 @@ async fn resources_the_upstream_refuses_do_not_gate_readiness() {
     assert!(registry.statuses()[0].last_error.as_deref().unwrap_or("").contains("403"));
 }
 
-/// Issue 18: a reflector whose transport panics mid-stream used to leave its store synced and frozen (served
+/// A reflector whose transport panics mid-stream used to leave its store synced and frozen (served
 /// as ready, stale for ever). Now the store goes down at once (not synced: reads are forwarded; readiness names
 /// the resource; watchers end), and the reflector is restarted after a backoff and resyncs from scratch.
 #[tokio::test(start_paused = true)]

@@ -693,7 +693,7 @@ async fn many_ready_events_are_applied_in_one_batch() {
     assert_eq!(h.upstream.remaining(), 0);
 }
 
-/// Issue 18: an upstream that sends the same unparseable frame on every watch from an RV used to be re-watched
+/// An upstream that sends the same unparseable frame on every watch from an RV used to be re-watched
 /// at once, in a tight loop. Now each broken stream is counted and backed off (800 ms doubling to 30 s), so
 /// in a minute the upstream sees a handful of watches, never hundreds.
 #[tokio::test(start_paused = true)]

@@ -633,7 +633,8 @@ impl KacheHandler {
             .continue_from
             .as_ref()
             .map(|c| ContinueAt { rv: c.rv, start_key: c.scan_start(namespace) });
-        // A `metadata.name=` selector without continue is a single-key read when a key can be built (§1.4).
+        // A `metadata.name=` selector without continue is a single-key read when a key can be built
+        // (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go: Store.ListPredicate).
         let single_name = match (opts.field_selector.exact("metadata.name"), &cont) {
             (Some(name), None) if namespace.is_some() || !info.namespaced => Some(name),
             _ => None,
@@ -704,7 +705,8 @@ impl KacheHandler {
             Err(e) => return Ok(error_response(&e, req, false)),
         };
         // RV unset with sendInitialEvents set (after the legacy defaulting) starts at the upstream's current
-        // revision (§3.2): the same proof as a consistent list; forwarded when it fails.
+        // revision (storage/cacher/cacher.go: Cacher.Watch via getWatchCacheResourceVersion): the same proof
+        // as a consistent list; forwarded when it fails.
         let consistent_rv = match (rv, opts.send_initial_events) {
             (None, Some(_)) => {
                 let min_rv = self.writes.last_write(&r.gvr);
@@ -735,7 +737,8 @@ impl KacheHandler {
 }
 
 /// The namespace a list or watch scans: the URL's, or a `metadata.namespace=` selector's on a cluster-wide
-/// request of a namespaced resource (the registry narrows the key prefix the same way, §4.1).
+/// request of a namespaced resource (the registry narrows the key prefix the same way: staging/src/k8s.io/
+/// apiserver/pkg/registry/generic/registry/store.go: Store.ListPredicate, with MatchesSingleNamespace).
 fn scan_namespace<'a>(r: &'a ResourceRequest, namespaced: bool, opts: &'a ListOptions) -> Option<&'a str> {
     if !namespaced {
         return None;

@@ -264,7 +264,8 @@ impl ListOptions {
     }
 
     /// The resourceVersion a watch starts from: `None` when unset, `Some(0)` for "0". An unparsable value
-    /// is not a StatusError in the cacher, so the apiserver answers 500 with no reason (§3.1).
+    /// is not a StatusError in the cacher (storage/cacher/cacher.go: Cacher.Watch parses it with the
+    /// versioner), so the apiserver answers 500 with no reason.
     pub fn watch_resource_version(&self) -> Result<Option<u64>, ApiError> {
         parse_storage_rv(self.resource_version.as_deref())
             .map_err(|msg| ApiError::Unknown { code: 500, message: msg })

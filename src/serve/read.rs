@@ -1,5 +1,7 @@
 //! Which state a get or list is served from: the apiserver's resourceVersion decision table
-//! (apiserver-semantics §1.2, D1–D14; §1.4 for single-key lists; §1.5 for get), as a pure function.
+//! (staging/src/k8s.io/apiserver/pkg/storage/cacher/delegator.go: CacheDelegator.GetList with
+//! cacher/delegator/interface.go: ShouldDelegateList; registry/generic/registry/store.go: Store.ListPredicate
+//! for single-key lists; delegator.go: CacheDelegator.Get for get), as a pure function.
 
 /// The `resourceVersion` parameter of a read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +87,8 @@ pub fn plan_list(rv: Rv, rvm: Match, limit: i64, cont: Option<&ContinueAt>) -> L
     ListPlan::Memory { at, limit, start_key: None }
 }
 
-/// Decides how a single-key list (`metadata.name` pinned, §1.4) or a get (§1.5) is served. `limit` and
+/// Decides how a single-key list (`metadata.name` pinned: registry/generic/registry/store.go:
+/// Store.ListPredicate) or a get (storage/cacher/delegator.go: CacheDelegator.Get) is served. `limit` and
 /// `continue` have no effect; Exact and limit+RV go to etcd in the apiserver, so kache forwards them.
 pub fn plan_single(rv: Rv, rvm: Match, limit: i64) -> Option<ReadAt> {
     match (rv, rvm) {

@@ -77,7 +77,7 @@ fn relist_bumps_generation_and_resets_watchers() {
     assert!(store.events_after(11).is_err(), "history before the relist is gone");
 }
 
-/// Issue 18: a store whose writer is gone (its reflector panicked) is not served from and ends its watchers;
+/// A store whose writer is gone (its reflector panicked) is not served from and ends its watchers;
 /// a new writer (the restarted reflector) brings it back with a full state.
 #[test]
 fn a_dropped_writer_takes_the_store_down_until_a_new_one_resyncs() {

@@ -1,5 +1,6 @@
 //! Upstream from a kubeconfig or the in-cluster service account, via kube's `Config` and auth layers on
-//! kache's own HTTP/2-capable client (kube's own client is HTTP/1.1 only; see rust-deps.md §3.1).
+//! kache's own HTTP/2-capable client (kube's own client is HTTP/1.1 only: kube-client's `HttpsConnector`
+//! negotiates no ALPN h2).
 
 use std::path::{Path, PathBuf};
 use std::sync::Once;

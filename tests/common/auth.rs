@@ -1,4 +1,4 @@
-//! Helpers of the tests of kache with authentication on (tests/auth.rs, tests/impersonation.rs): a
+//! Helpers of the tests of kache with authentication on (tests/it/auth.rs, tests/it/impersonation.rs): a
 //! kubeconfig with a token, kache started from it, reads that stop a watch at its first event.
 
 use std::path::{Path, PathBuf};

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use kache::app::{Config, Kache};
 
+pub mod alone;
 pub mod auth;
 pub mod tls;
 use kache_sim::{Sim, SimHandle};
@@ -41,7 +42,7 @@ pub async fn start_kache(upstream: &str, tweak: impl FnOnce(&mut Config)) -> Kac
     config.handler.watch.wait_timeout = TEST_BLOCK_TIMEOUT;
     config.freshness.wait = Duration::from_secs(2);
     // Tests of the serving paths read small objects; a probe would not pay off for them, so by default
-    // kache forwards them. Probe anyway so the memory path is what they exercise (tests/foreign.rs tests
+    // kache forwards them. Probe anyway so the memory path is what they exercise (tests/it/foreign.rs tests
     // the default decision).
     config.freshness.probe_small_reads = true;
     tweak(&mut config);

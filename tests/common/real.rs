@@ -24,6 +24,10 @@ use serde_json::Value;
 const DEFAULT_DIR: &str = "../shared/apiserver";
 /// What start.sh, stop.sh and compact.sh run (their README).
 const NEEDED: [&str; 4] = ["bash", "curl", "python3", "xz"];
+/// The tests of the one test binary start their apiservers one at a time: concurrent start.sh runs race on
+/// unpacking the binaries into the shared cache directory, and a port start.sh found free is bound only
+/// later, so two runs may pick the same one. Held only while start.sh runs (a few seconds).
+static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Bound on one whole response or one watch line: a hang guard, not a timing assertion.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -123,11 +127,14 @@ impl RealApiserver {
             informer_check: None,
             restarted: std::sync::Mutex::new(None),
         };
-        let out = Command::new("bash")
-            .arg(api.scripts.join(flavor.script()))
-            .arg(&api.run_dir)
-            .output()
-            .expect("run start.sh");
+        let out = {
+            let _one_at_a_time = STARTING.lock().unwrap_or_else(|p| p.into_inner());
+            Command::new("bash")
+                .arg(api.scripts.join(flavor.script()))
+                .arg(&api.run_dir)
+                .output()
+                .expect("run start.sh")
+        };
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(
             out.status.success(),

@@ -25,3 +25,15 @@ pub fn missing(why: &str) {
     }
     eprintln!("SKIPPED: {why} (set {REQUIRE_TOOLS_VAR}=1 to make this a failure)");
 }
+
+/// Whether `kubectl` runs here (`kubectl version --client`). Tests never install it:
+/// `scripts/install-test-deps.sh` does, before the tests run (`test.sh`).
+pub fn kubectl_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        std::process::Command::new("kubectl")
+            .args(["version", "--client"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}

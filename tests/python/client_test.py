@@ -1,4 +1,4 @@
-"""The official Kubernetes Python client through kache (run by tests/python.rs).
+"""The official Kubernetes Python client through kache (run by tests/it/python.rs).
 
 Environment: KACHE_URL (kache, the server under test) and SIM_URL (the simulated apiserver behind it, used to
 compute the expected state and for its admin hooks). When the script needs kache restarted on the same port

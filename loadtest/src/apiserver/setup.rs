@@ -16,7 +16,7 @@ use crate::http::{self, Client, HttpError, StatusCode};
 /// Concurrent creates while seeding (the apiserver writes each to etcd).
 const SEED_CONCURRENCY: usize = 16;
 /// Lines of the notes annotation (~1.7 KiB): with labels and what the apiserver adds (uid, timestamps,
-/// managedFields) a 2.5 KiB object, as tests/real_apiserver.rs seeds them.
+/// managedFields) a 2.5 KiB object, as tests/it/real_apiserver.rs seeds them.
 const NOTE_LINES: usize = 40;
 /// Foreign writes in flight at most; beyond it a tick is skipped and counted as an error.
 const WRITER_IN_FLIGHT: usize = 64;

@@ -1,5 +1,8 @@
-//! LIST: the resourceVersion × resourceVersionMatch × limit/continue table (semantics §1.2, D1–D14),
-//! non-recursive single-name lists (§1.4), pagination and remainingItemCount (§2.3).
+//! LIST: the resourceVersion × resourceVersionMatch × limit/continue table (staging/src/k8s.io/apiserver/
+//! pkg/storage/cacher/delegator.go: CacheDelegator.GetList, cacher/delegator/interface.go:
+//! ShouldDelegateList),
+//! non-recursive single-name lists (registry/generic/registry/store.go: Store.ListPredicate), pagination and
+//! remainingItemCount (storage/etcd3/store.go: store.GetList).
 //!
 //! The sim models the apiserver with its watch cache always fresh: the cache RV is the global revision,
 //! consistent reads need no wait, and snapshots exist for every revision not compacted.
@@ -189,7 +192,8 @@ pub async fn list(ctx: &Ctx, id: ResId, ns: Option<&str>, opts: &ListOptions) ->
         _ => String::new(),
     };
 
-    // Non-recursive: an exact metadata.name with a buildable key and no continue (§1.4).
+    // Non-recursive: an exact metadata.name with a buildable key and no continue (registry/generic/registry/
+    // store.go: Store.ListPredicate).
     if let Some(name) = opts.pinned_name()
         && opts.cont.is_none()
         && (!res.namespaced || scope_ns.is_some())

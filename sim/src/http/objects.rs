@@ -20,7 +20,8 @@ use crate::write::{self, Deleted, Part, PatchType, Preconditions, WriteOpts};
 /// Request bodies above this are refused (the apiserver's 3 MiB `MaxRequestBodyBytes`).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
-/// GET of one object (semantics §1.5): RV="" reads the latest; any other RV waits for freshness.
+/// GET of one object (staging/src/k8s.io/apiserver/pkg/storage/cacher/delegator.go: CacheDelegator.Get):
+/// RV="" reads the latest; any other RV waits for freshness.
 pub async fn get(
     ctx: &Ctx,
     id: ResId,

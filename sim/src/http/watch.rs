@@ -1,5 +1,8 @@
-//! WATCH: start modes (semantics §3.2), the initial-events-end bookmark (§3.3), periodic bookmarks
-//! (§3.4), selector transitions (§3.8), timeoutSeconds and stream framing (§3.7).
+//! WATCH: start modes (staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go: Cacher.Watch), the
+//! initial-events-end bookmark (cache_watcher.go: cacheWatcher.processInterval), periodic bookmarks
+//! (cacher.go: Cacher.dispatchEvents), selector transitions (cache_watcher.go:
+//! cacheWatcher.convertToWatchEvent), timeoutSeconds and stream framing (endpoints/handlers/get.go:
+//! ListResource, handlers/watch.go: serveWatch).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -11,12 +11,12 @@
 use std::time::{Duration, Instant};
 
 /// Fixed cost of a forwarded read (one upstream round trip and its handling; the apiserver answers a
-/// small get in ~5 ms on a real cluster: issue 16's table, 6.5 ms direct). Where kache has measured its
+/// small get in ~5 ms on a real cluster, 6.5 ms measured direct). Where kache has measured its
 /// probes (a `limit=1` list: one round trip), the measured figure replaces this guess ([`ProbeCost`]).
 pub const FORWARD_BASE: Duration = Duration::from_millis(5);
 /// Throughput of a forwarded read: what the apiserver serialises from its watch cache per second. Measured
 /// on the real 1.36 apiserver (BENCHMARKS-real.md): a 500-object page of 1.1 MB in 30 ms, a 21.5 MiB list in
-/// 560 ms, both ~40 MB/s (issue 16 saw a 30 MB list in 279 ms on a faster machine).
+/// 560 ms, both ~40 MB/s (a 30 MB list took 279 ms on a faster machine).
 pub const FORWARD_BYTES_PER_SEC: f64 = 40e6;
 /// Throughput of a read served from memory (a 21.5 MiB list in 56 ms over TLS, same run: ~400 MB/s).
 pub const MEMORY_BYTES_PER_SEC: f64 = 400e6;

@@ -21,7 +21,7 @@ use http_body_util::BodyExt;
 
 use crate::upstream::Upstream;
 
-/// The proof watch's `timeoutSeconds`: its pre-deadline bookmark comes after ~1–2 s (issue 16: 1.9 s
+/// The proof watch's `timeoutSeconds`: its pre-deadline bookmark comes after ~1–2 s (1.9 s
 /// measured on a 1.36 apiserver for a 3 s watch opened right after a consistent read).
 pub const PROOF_WATCH_SECONDS: u64 = 3;
 /// A proof watch that has not decided by then has failed (the stream should have ended at 3 s).

@@ -390,7 +390,7 @@ fn with_headers(n: usize) -> Vec<u8> {
 const GO_431: &str = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large";
 const GO_400: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request";
 
-/// Issue 18 item 6: heads hyper refuses itself get the answers a Go apiserver sends (recorded from a 1.36
+/// Heads hyper refuses itself get the answers a Go apiserver sends (recorded from a 1.36
 /// apiserver), never a bare status line.
 #[tokio::test]
 async fn regression_18_unparseable_heads_get_the_apiservers_answers() {

@@ -18,12 +18,14 @@ use crate::codec::list::{ListMeta, write_json_string};
 use crate::codec::table::Include;
 use crate::resource::ResourceInfo;
 
-/// The apiserver's `defaultBookmarkFrequency` (`cacher.go:78`).
+/// The apiserver's `defaultBookmarkFrequency` (staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go).
 pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
 /// A last bookmark is due this long before the watch deadline (`cache_watcher.go` `nextBookmarkTime`).
 pub const PRE_DEADLINE: Duration = Duration::from_secs(2);
-/// The apiserver's bookmark dispatcher ticks about every second (`cacher.go:904-961`); a watch-list watcher
-/// is re-queued for the next tick after its initial-events-end bookmark (§10 of the semantics reference).
+/// The apiserver's bookmark dispatcher ticks about every second (staging/src/k8s.io/apiserver/pkg/storage/
+/// cacher/cacher.go: Cacher.dispatchEvents, its `bookmarkTimer`); a watch-list watcher
+/// is re-queued for the next tick after its initial-events-end bookmark (cacher.go: Cacher.finishDispatching
+/// re-adds it; cache_watcher.go: cacheWatcher.nextBookmarkTime picks the tick).
 pub const DISPATCH_TICK: Duration = Duration::from_secs(1);
 /// A watcher that allows bookmarks gets one when the store's proven revision moves (an upstream bookmark
 /// or a freshness proof applied as progress), at most once per this gap. The apiserver sends bookmarks at
@@ -144,7 +146,7 @@ impl BookmarkShape {
     /// object: a one-row Table at `rv` whose cells are the printer's output for that (empty) object and
     /// whose row object is the bookmark itself (`includeObject=Object`) or its `PartialObjectMetadata` —
     /// also for `includeObject=None`, which kube-apiserver 1.36 answers so for bookmarks (checked against
-    /// the real generic apiserver in tests/table_real.rs), so that a client reads the annotation.
+    /// the real generic apiserver in tests/it/table_real.rs), so that a client reads the annotation.
     pub fn put_frame_headers(&self, out: &mut BytesMut, rv: u64, initial_events_end: bool, headers: bool) {
         out.put_slice(FRAME_HEAD);
         match &self.table {

@@ -16,7 +16,8 @@ pub enum StartError {
     TooLarge(#[from] WaitError),
 }
 
-/// The watch cache's Retry-After for a resourceVersion it did not reach in time (`watch_cache.go:53`).
+/// The watch cache's Retry-After for a resourceVersion it did not reach in time
+/// (`resourceVersionTooHighRetrySeconds` in staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go).
 const TOO_LARGE_RETRY_AFTER: u32 = 1;
 
 impl StartError {

@@ -6,7 +6,8 @@
 //! - [`shared`]: the other per-event frames (metadata view, selector transitions), also built once;
 //! - [`bookmark`]: BOOKMARK object shapes per kind and the bookmark schedule;
 //! - [`filter`]: namespace/name/selector scope and enter/leave transitions;
-//! - [`request`]: the entry point [`serve_watch`]: options to start mode (semantics §3.2), selection;
+//! - [`request`]: the entry point [`serve_watch`]: options to start mode (as the cacher's `Cacher.Watch`),
+//!   selection;
 //! - [`error`]: the ERROR events that end a watch before it starts (410, 504);
 //! - [`stats`]: process-wide counters.
 //!
@@ -47,9 +48,10 @@ pub use stats::{WatchStats, stats};
 pub use stream::{Start, WatchSpec, Watcher};
 
 /// The apiserver's `--min-request-timeout` default: watches without timeoutSeconds live this long times a
-/// random factor in [1, 2) (`handlers/get.go:277`).
+/// random factor in [1, 2) (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/get.go: ListResource).
 pub const DEFAULT_MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
-/// How long a sendInitialEvents watch at RV=N waits for the store (`blockTimeout`, `watch_cache.go:49`).
+/// How long a sendInitialEvents watch at RV=N waits for the store (`blockTimeout` in
+/// staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go).
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Per-resource watcher cap: far above what one apiserver serves for a resource, low enough that memory
 /// stays bounded (each idle watcher costs about a kilobyte here, plus its connection).
@@ -99,7 +101,8 @@ pub fn respond(store: Arc<Store>, spec: WatchSpec, shutdown: CancellationToken) 
     let watcher = Watcher::new(store, spec, shutdown);
     let mut response = Response::new(watcher_body(watcher));
     *response.status_mut() = StatusCode::OK;
-    // JSON watches are `application/json` even when the client asked for `;stream=watch` (`watch.go:98`).
+    // JSON watches are `application/json` even when the client asked for `;stream=watch`
+    // (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/watch.go: serveWatch).
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     // Every apiserver response carries it (`filters.WithCacheControl`), watches included.
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));

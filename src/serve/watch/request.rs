@@ -49,7 +49,8 @@ pub fn serve_watch(req: WatchRequest, cfg: &WatchConfig, shutdown: CancellationT
     respond(req.store, spec, shutdown)
 }
 
-/// The watcher's spec: the start mode of semantics §3.2, the selection and the lifetime.
+/// The watcher's spec: the start mode (as the cacher's `Cacher.Watch` picks it), the selection and the
+/// lifetime.
 pub fn resolve(req: &WatchRequest, cfg: &WatchConfig) -> Result<WatchSpec, ApiError> {
     let rv = req.opts.watch_resource_version()?;
     let mut start = start_mode(rv, req.opts.send_initial_events, req.consistent_rv);
@@ -69,8 +70,10 @@ pub fn resolve(req: &WatchRequest, cfg: &WatchConfig) -> Result<WatchSpec, ApiEr
     })
 }
 
-/// The start-mode table (§3.2), after the legacy defaulting of §3.1 (so `send_initial_events` is `None`
-/// only for RV=N, or when the WatchList gate is off).
+/// The start-mode table (staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go: Cacher.Watch and
+/// watch_cache.go: watchCache.getAllEventsSinceLocked), after the legacy defaulting of staging/src/k8s.io/
+/// apimachinery/pkg/apis/meta/internalversion/defaults.go: SetListOptionsDefaults (so `send_initial_events`
+/// is `None` only for RV=N, or when the WatchList gate is off).
 pub fn start_mode(rv: Option<u64>, send_initial_events: Option<bool>, consistent_rv: Option<u64>) -> Start {
     match (rv, send_initial_events) {
         // Watch-list: the state of a snapshot at ≥ the requested (or the proven consistent) RV, the

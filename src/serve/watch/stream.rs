@@ -43,7 +43,8 @@ const REPLAY_LAG_CHECK: u32 = 64;
 /// Upper bound on a watch's lifetime, whatever `timeoutSeconds` says (a week: far beyond any client's).
 const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// Where a watch starts (resolved from resourceVersion and sendInitialEvents, semantics §3.2).
+/// Where a watch starts (resolved from resourceVersion and sendInitialEvents as
+/// staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go: watchCache.getAllEventsSinceLocked does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start {
     /// Send the state of a snapshot as ADDED events, then live events after the snapshot's RV.

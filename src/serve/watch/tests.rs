@@ -374,7 +374,7 @@ async fn slow_watcher_is_closed_while_fast_watcher_gets_everything() {
     assert!(stats().closed_slow > before);
 }
 
-/// Issue 18: a resuming watcher that falls further behind the live ring than it holds while it still replays
+/// A resuming watcher that falls further behind the live ring than it holds while it still replays
 /// the history is closed as slow within a few dozen events, not after replaying all of it for nothing.
 #[tokio::test(start_paused = true)]
 async fn replaying_watcher_that_fell_behind_the_ring_is_closed_early() {
@@ -623,7 +623,7 @@ async fn response_is_a_streaming_json_200() {
     let mut response = respond(store.clone(), spec(Start::Resume { rv: None }), CancellationToken::new());
     assert_eq!(response.status(), http::StatusCode::OK);
     assert_eq!(response.headers()[http::header::CONTENT_TYPE], "application/json");
-    // As on every apiserver response (the real apiserver's watches carry it: tests/real_apiserver.rs).
+    // As on every apiserver response (the real apiserver's watches carry it: tests/it/real_apiserver.rs).
     assert_eq!(response.headers()[http::header::CACHE_CONTROL], "no-cache, private");
     writer.apply([(EventType::Added, pod("ns1", "d", 11, "web"))]);
     let frame = response.body_mut().frame().await.expect("a frame").expect("no error");

@@ -4,7 +4,7 @@
 //! must be caught leaking. Then the chained deployment (a node kache authenticating client certificates in
 //! front of a regional kache in front of the sim) with a user limited to one namespace, and `kubectl --as`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -368,27 +368,6 @@ async fn chained_kaches_keep_the_certificate_users_identity() {
 
 // --- kubectl --as ---
 
-/// kubectl, installed by the project's script when missing. With `KACHE_REQUIRE_TOOLS=1` (CI) a missing
-/// kubectl fails the test instead of skipping it.
-fn kubectl_available() -> bool {
-    let works =
-        || Command::new("kubectl").args(["version", "--client"]).output().is_ok_and(|o| o.status.success());
-    if works() {
-        return true;
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
-    let _ = Command::new(script).status();
-    if works() {
-        return true;
-    }
-    assert!(
-        std::env::var("KACHE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-        "kubectl is required (KACHE_REQUIRE_TOOLS=1) and could not be installed"
-    );
-    eprintln!("SKIPPED: kubectl is not installed and scripts/install-test-deps.sh could not install it");
-    false
-}
-
 async fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> (bool, String, String) {
     let mut cmd = Command::new("kubectl");
     cmd.arg("--kubeconfig").arg(kubeconfig).arg("--cache-dir").arg(cache).args(args);
@@ -406,7 +385,8 @@ async fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> (bool, Strin
 /// impersonation itself, serves reads from memory as the impersonated user, and forwards discovery as it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_as_reads_as_the_impersonated_user() {
-    if !kubectl_available() {
+    if !common::tools::kubectl_available() {
+        common::tools::missing("kubectl is not installed (scripts/install-test-deps.sh installs it)");
         return;
     }
     kache::upstream::install_crypto_provider();

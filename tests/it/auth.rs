@@ -5,7 +5,7 @@
 //! kache's own identity (for the reflectors and the reviews) is a `system:masters` token in a kubeconfig,
 //! so every decision about a client is the upstream's, never kache's.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -27,7 +27,7 @@
 //! Each test starts its own etcd and apiserver (`start.sh` under the target dir) and stops them with
 //! `stop.sh` when it ends, also on failure; the tests of this file run one at a time.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -138,7 +138,7 @@ async fn start_kache_on(api: &RealApiserver, addr: SocketAddr) -> (Kache, Endpoi
     let mut config = Config::for_url(String::new());
     config.upstream = UpstreamSource::Kubeconfig(Some(api.kubeconfig.clone()));
     // The differential compares answers from memory with the apiserver's; its objects are small, which
-    // kache would forward by default without a probe (tests/foreign.rs), so probe them.
+    // kache would forward by default without a probe (tests/it/foreign.rs), so probe them.
     config.freshness.probe_small_reads = true;
     let (cert, key) = api.serving_cert();
     config.tls =
@@ -450,7 +450,7 @@ fn reads_match_the_apiserver() {
         d.same(FLUNDERS, &gz, Memory).await;
         d.same(&format!("{}/f-001", ns_path("ns-a")), &gz, Memory).await;
         // Pretty output (`?pretty=true`, curl's User-Agent) of a list over 128 KiB: streamed through the
-        // incremental re-indenter, gzipped on the fly (issue 18).
+        // incremental re-indenter, gzipped on the fly.
         d.same(&format!("{FLUNDERS}?resourceVersion=0&pretty=true"), &[], Memory).await;
         d.same(&format!("{FLUNDERS}?resourceVersion=0"), &[("user-agent", "curl/8.5.0"), gz[0]], Memory)
             .await;
@@ -489,7 +489,7 @@ fn reads_match_the_apiserver() {
         // answers 406, or JSON when the client also accepts it). The first Table of a kind without a
         // printer is forwarded and teaches kache that the upstream prints it with the generic columns
         // (Either: another test of this process may have taught it already); later ones are from memory
-        // (tests/table_real.rs covers them).
+        // (tests/it/table_real.rs covers them).
         let ns_a0 = format!("{}?resourceVersion=0", ns_path("ns-a"));
         d.same(&ns_a0, &[("accept", TABLE)], Source::Either).await;
         d.same(&ns_a0, &[("accept", "application/yaml")], Upstream).await;
@@ -994,7 +994,7 @@ async fn informer_check(
 }
 
 /// A client-go informer (`informer-check`) through kache, WatchList on and off, with foreign writes all
-/// through its run (issue 16: a real cluster's leases and events) and writes after its sync, once with a
+/// through its run (as a real cluster's leases and events do) and writes after its sync, once with a
 /// kache restart and twice with an apiserver restart in the middle: its store must equal a consistent list
 /// from the apiserver (exit 0).
 #[test]
@@ -1206,7 +1206,7 @@ fn custom_resources_match_the_crd_apiserver() {
         d.same(&format!("{WIDGETS}?resourceVersion=0"), &[("accept-encoding", "gzip")], Memory).await;
         d.same(&format!("{WIDGETS}?resourceVersion=0&limit=5"), &[("accept", META_LIST)], Memory).await;
         d.same(&format!("{}/w-003", widgets_in("team-b")), &[("accept", META)], Memory).await;
-        // Tables of custom resources are printed from memory with the CRD's columns (issue 20).
+        // Tables of custom resources are printed from memory with the CRD's columns.
         d.same(&format!("{}?resourceVersion=0", widgets_in("team-a")), &[("accept", TABLE)], Memory).await;
 
         let watch_list =

@@ -2,16 +2,14 @@
 //! outputs must be equal. The only normalisation is the AGE column of table output (kubectl computes it
 //! from the clock at print time, so two runs a second apart may differ).
 //!
-//! kubectl comes from the machine (`scripts/install-test-deps.sh` installs Debian's kubernetes-client where
-//! it is missing); a test prints SKIPPED only when kubectl cannot be had at all, and fails instead under
-//! `KACHE_REQUIRE_TOOLS=1` (CI).
+//! kubectl comes from the machine (`scripts/install-test-deps.sh` installs Debian's kubernetes-client); a
+//! test prints SKIPPED when it is missing, and fails instead under `KACHE_REQUIRE_TOOLS=1` (CI).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use kache::app::Kache;
@@ -28,28 +26,10 @@ const WATCH_LINE_BUFFER: usize = 1024;
 
 // === kubectl availability ===
 
-/// Whether kubectl runs here, installing it through the project's script when it is missing.
-fn kubectl_available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        let works = || {
-            Command::new("kubectl").args(["version", "--client"]).output().is_ok_and(|o| o.status.success())
-        };
-        if works() {
-            return true;
-        }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
-        let _ = Command::new(script).status();
-        works()
-    })
-}
-
 macro_rules! require_kubectl {
     () => {
-        if !kubectl_available() {
-            common::tools::missing(
-                "kubectl is not installed and scripts/install-test-deps.sh could not install it",
-            );
+        if !common::tools::kubectl_available() {
+            common::tools::missing("kubectl is not installed (scripts/install-test-deps.sh installs it)");
             return;
         }
     };
@@ -313,7 +293,7 @@ async fn get_and_list_match_the_apiserver() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunked_lists_under_foreign_writes_match() {
-    // Issue 16: leases and events move the global revision between kubectl's pages, so page 1 of the quiet
+    // Leases and events move the global revision between kubectl's pages, so page 1 of the quiet
     // pods is forwarded and its continue token is ahead of kache's store; every page must still be answered
     // (no 504 and no retry) and the output must equal the sim's.
     require_kubectl!();

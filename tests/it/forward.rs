@@ -12,6 +12,7 @@
 //! - POST `/api/v1/namespaces/{ns}/pods`: 201 with an object at resourceVersion 123.
 //! - any request with `Upgrade`: 101, then echoes every byte back, prefixed by a greeting.
 
+use crate::common;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -408,24 +409,12 @@ fn peak_rss() -> usize {
 /// 100 MiB down and 64 MiB up through kache with bounded memory: the whole test process (upstream, kache
 /// and client together) must not grow by anything near the body sizes.
 ///
-/// Peak RSS is per process, so the measurement runs alone in a child process (this test binary, filtered
-/// to the ignored `*_in_own_process` test) where no other test's memory counts.
+/// Peak RSS is per process, so the measurement runs alone in a child process (`common::alone`) where no
+/// other test's memory counts.
 #[test]
 fn large_bodies_stream_with_bounded_memory() {
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "large_bodies_stream_with_bounded_memory_in_own_process",
-            "--ignored",
-            "--nocapture",
-        ])
-        .output()
-        .expect("run the measurement");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "measurement failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("1 passed"), "the measurement did not run:\n{stdout}");
+    let stderr =
+        common::alone::run_in_own_process("forward::large_bodies_stream_with_bounded_memory_in_own_process");
     eprintln!("{}", stderr.lines().filter(|l| l.contains("RSS")).collect::<Vec<_>>().join("\n"));
 }
 

@@ -3,7 +3,7 @@
 //! equal. JSON and the PartialObjectMetadata views are answered from memory; Table, protobuf and the rest are
 //! forwarded; nothing acceptable is a 406 kache writes itself.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::time::Duration;
@@ -195,7 +195,7 @@ async fn every_client_accept_header_matches_the_apiserver() {
     assert!(kache.stats().memory() > memory_before, "JSON and metadata views come from memory");
     assert!(kache.stats().forwarded() > forwarded_before, "protobuf and YAML are forwarded");
     let stats = kache.stats();
-    // Tables of pods and config maps are printed from memory (issue 20); custom resources' are forwarded.
+    // Tables of pods and config maps are printed from memory; custom resources' are forwarded.
     for e in [ResponseEncoding::Json, ResponseEncoding::PartialMetadata, ResponseEncoding::Table] {
         assert!(stats.encoding_memory(e) > 0, "{e:?} served from memory");
     }

@@ -2,7 +2,7 @@
 //! body (items, order, list resourceVersion, continue, remainingItemCount) and the headers that matter must be
 //! equal, and kache must have answered from memory.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -90,7 +90,7 @@ async fn list_table_rows_match_the_apiserver() {
     same(&s, &k, "/api/v1/pods?fieldSelector=status.phase%3DRunning,metadata.namespace!%3Da").await;
     // metadata.namespace narrowing on a cluster-wide list, with pagination.
     same(&s, &k, "/api/v1/pods?fieldSelector=metadata.namespace%3Dkube&limit=1").await;
-    // Single-key list (§1.4).
+    // Single-key list (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go: Store.ListPredicate).
     same(&s, &k, "/api/v1/namespaces/a/pods?fieldSelector=metadata.name%3Dp1").await;
     // Cluster-scoped.
     same(&s, &k, "/api/v1/namespaces?limit=2").await;

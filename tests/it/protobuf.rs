@@ -1,4 +1,4 @@
-//! Protobuf end to end (issue 19, phase 1): the sim speaks the apiserver's protobuf, byte for byte what
+//! Protobuf end to end: the sim speaks the apiserver's protobuf, byte for byte what
 //! the real Go encoder writes, and kubectl's protobuf writes work through kache (which forwards them).
 //!
 //! The reference is `kube-proto` (../shared/apiserver: the real k8s.io/api types and serializers): for the
@@ -8,7 +8,7 @@
 //!
 //! Tests that need kube-proto or kubectl fail under `KACHE_REQUIRE_TOOLS=1` when the tool is missing.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -591,21 +591,11 @@ async fn malformed_protobuf_bodies_get_a_400_status() {
 
 // === kubectl through kache ===
 
-fn kubectl_available() -> bool {
-    Command::new("kubectl").args(["version", "--client"]).output().is_ok_and(|o| o.status.success())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_creates_through_kache() {
-    if !kubectl_available() {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
-        let _ = Command::new(script).status();
-        if !kubectl_available() {
-            common::tools::missing(
-                "kubectl is not installed and scripts/install-test-deps.sh could not install it",
-            );
-            return;
-        }
+    if !common::tools::kubectl_available() {
+        common::tools::missing("kubectl is not installed (scripts/install-test-deps.sh installs it)");
+        return;
     }
     let sim = start_sim().await;
     let kache = start_kache(&sim.url(), |_| {}).await;

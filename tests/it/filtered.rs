@@ -1,4 +1,4 @@
-//! Issue 21 (part 2): node-filtered mirrors. A node-local kache mirrors only its node's pods
+//! Node-filtered mirrors. A node-local kache mirrors only its node's pods
 //! (`--resource-selector pods:fieldSelector=spec.nodeName=node-1`), in front of the sim:
 //!
 //! - the mirror's reflector lists and watches only that selection upstream (its store holds node-1's pods);
@@ -11,7 +11,7 @@
 //! - `/readyz?verbose` and `/metrics` name the selection;
 //! - a label-filtered mirror serves narrower label selections and forwards the rest.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -396,7 +396,7 @@ fn resource_selector_flags_are_validated() {
     }
 }
 
-// --- figures (BENCHMARKS-nodes-mirror.md): `cargo test --test filtered measure -- --ignored --nocapture` ---
+// --- figures (BENCHMARKS-nodes-mirror.md): `cargo test --test it filtered::measure -- --ignored --nocapture` ---
 
 /// Resident memory of this process, from /proc (Linux).
 fn rss_bytes() -> u64 {

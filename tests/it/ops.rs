@@ -7,12 +7,8 @@
 //! - `deploy`: deploy/*.yaml parse and carry the fields Kubernetes requires.
 //! - `prometheus`: Debian's prometheus scrapes kache; a PromQL query returns kache's series.
 
-mod common;
-
-mod ops {
-    pub mod dashboards;
-    pub mod deploy;
-    pub mod prometheus;
-    pub mod readme;
-    pub mod support;
-}
+pub mod dashboards;
+pub mod deploy;
+pub mod prometheus;
+pub mod readme;
+pub mod support;

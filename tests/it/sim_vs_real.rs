@@ -1,4 +1,4 @@
-//! kache-sim checked against the real apiserver (issue 17, item 3): one suite of reads sent to four
+//! kache-sim checked against the real apiserver: one suite of reads sent to four
 //! endpoints — the real Kubernetes 1.36 CRD apiserver (`../shared/apiserver/start-crd.sh`: the generic
 //! registry, watch cache and etcd3 store serving custom resources), kache in front of it, kache-sim serving
 //! the same custom resource, and kache in front of the sim — after the same writes on both upstreams.
@@ -13,9 +13,9 @@
 //!    A difference here is the model's: fix the sim, or list it in [`KNOWN_DIFFERENCES`] with the reason.
 //!
 //! Periodic watch bookmarks are each server's own timing: after the initial events, BOOKMARK lines are
-//! skipped, as in tests/real_apiserver.rs.
+//! skipped, as in tests/it/real_apiserver.rs.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -40,7 +40,7 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[(
     "/apis/example.com/v1/widgets?watch=1&resourceVersion={early}",
     "a watch from a compacted revision: the real watch cache replays the events it still holds (compaction \
      is etcd's; the cache's window is its own), the sim answers 410 at once. Kept: the tests of kache's \
-     relists (tests/convergence.rs, resume.rs, python.rs, kube_rs.rs, metrics_move.rs) use the sim's \
+     relists (tests/it/convergence.rs, resume.rs, python.rs, kube_rs.rs, metrics_move.rs) use the sim's \
      compaction as their deterministic way to expire a watch (sim/README.md)",
 )];
 

@@ -2,9 +2,9 @@
 //! kache) and readers through kache; every consistent read reflects every write acknowledged before the
 //! read began. Covers a busy resource (configmaps, written all the time) and a quiet one (secrets, written
 //! rarely while other resources move the global revision), with and without the sim's background writes
-//! to leases and events (issue 16: a real cluster's global revision moves on every resource).
+//! to leases and events (a real cluster's global revision moves on every resource).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};

@@ -1,4 +1,4 @@
-//! Every documented metric moves (issue 17, item 7): a workload that exercises each part of kache — reads
+//! Every documented metric moves: a workload that exercises each part of kache — reads
 //! from memory and forwarded, watches of every kind (a WatchList, bookmarks, a watcher too slow to keep up,
 //! one from before kache's history), writes, upstream failures, a dropped upstream watch and an upstream
 //! restart that forces a relist — then every metric of `kache::metrics::names::ALL` must have a series with
@@ -6,7 +6,7 @@
 //! `kache_slow_watchers_closed_total` and `kache_watchers` went unnoticed once; a new metric fails here
 //! until something moves it or [`COVERED_ELSEWHERE`] names the test that does.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
         "kache_reflector_restarts_total",
         "reflector::registry_tests (a reflector task that panics is restarted)",
     ),
-    ("kache_auth_cache_total", "tests/auth.rs (--auth=delegated)"),
+    ("kache_auth_cache_total", "tests/it/auth.rs (--auth=delegated)"),
     (
         "kache_watch_index_full_total",
         "store::dispatch::bound_tests (watchers past the index rings' slot bound; 2M slots are not reached here)",
@@ -40,28 +40,34 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "kache_mirror_selector",
-        "tests/filtered.rs (a mirror started with --resource-selector names its selection in /metrics)",
+        "tests/it/filtered.rs (a mirror started with --resource-selector names its selection in /metrics)",
     ),
     (
         "kache_mirror_uncovered_total",
-        "tests/filtered.rs (reads outside a filtered mirror's selection are forwarded and counted)",
+        "tests/it/filtered.rs (reads outside a filtered mirror's selection are forwarded and counted)",
     ),
-    ("kache_impersonation_total", "tests/impersonation.rs"),
+    ("kache_impersonation_total", "tests/it/impersonation.rs"),
     (
         "kache_table_generic_resources",
-        "tests/table_real.rs (the sample apiserver's flunders and fischers print with the generic columns)",
+        "tests/it/table_real.rs (the sample apiserver's flunders and fischers print with the generic columns)",
     ),
-    ("kache_limit_rejections_total", "tests/auth.rs and serve::server::tests (client and connection limits)"),
-    ("kache_freshness_waits_total", "tests/foreign.rs and serve::fresh tests (a busy resource's reads wait)"),
+    (
+        "kache_limit_rejections_total",
+        "tests/it/auth.rs and serve::server::tests (client and connection limits)",
+    ),
+    (
+        "kache_freshness_waits_total",
+        "tests/it/foreign.rs and serve::fresh tests (a busy resource's reads wait)",
+    ),
     (
         "kache_freshness_proofs_total",
-        "tests/foreign.rs and tests/chain.rs (quiet resources proven by bookmarks)",
+        "tests/it/foreign.rs and tests/it/chain.rs (quiet resources proven by bookmarks)",
     ),
-    ("kache_freshness_ahead_reads_total", "tests/foreign.rs (reads at a revision the upstream reached)"),
-    ("apiserver_watch_cache_read_wait_seconds", "tests/consistency.rs (consistent reads that wait)"),
+    ("kache_freshness_ahead_reads_total", "tests/it/foreign.rs (reads at a revision the upstream reached)"),
+    ("apiserver_watch_cache_read_wait_seconds", "tests/it/consistency.rs (consistent reads that wait)"),
     (
         "kache_too_large_resource_version_total",
-        "tests/foreign.rs (the 504 counter stays 0 under foreign writes, counts a read at an unreachable revision)",
+        "tests/it/foreign.rs (the 504 counter stays 0 under foreign writes, counts a read at an unreachable revision)",
     ),
     // Up only while a read's body is being sent or a compression runs; asserted above while a list body is
     // unread, and the compressions' own histogram moves below.
@@ -90,8 +96,16 @@ fn largest(text: &str, def: &names::MetricDef) -> Option<f64> {
         .reduce(f64::max)
 }
 
+/// kache's metrics are process-wide: another test moving a metric would hide one this workload does not
+/// move, so the workload runs alone in a child process.
+#[test]
+fn every_documented_metric_moves() {
+    common::alone::run_in_own_process("metrics_move::every_documented_metric_moves_in_own_process");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_documented_metric_moves() {
+#[ignore = "run alone by every_documented_metric_moves"]
+async fn every_documented_metric_moves_in_own_process() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     let sim = common::start_sim().await;

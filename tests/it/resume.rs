@@ -1,15 +1,13 @@
-//! Issue 18, item 3: memory per resuming watcher is O(1), however far back it resumes.
+//! Memory per resuming watcher is O(1), however far back it resumes.
 //!
 //! A watcher resuming from a resourceVersion replays the history after it through a cursor into the store's
 //! shared, segmented log; before, it copied the tail into a `Vec` (a reconnect storm of 10k watchers resuming
 //! 60 s back at 1k events/s held ~5 GB). These tests count the bytes the test thread holds (a counting global
-//! allocator, per thread, so nothing else in the process interferes) after watchers were made and each sent
+//! allocator, per thread, so nothing else in the process interferes: `crate::alloc`) after watchers were made and each sent
 //! its first replayed event.
 //!
-//! Run: `cargo test -p kache --test resume -- --nocapture` (prints the bytes per watcher).
+//! Run: `cargo test -p kache --test it resume:: -- --nocapture` (prints the bytes per watcher).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,64 +18,10 @@ use kache::serve::watch::{Filter, Start, WatchSpec, WatchView, Watcher};
 use kache::store::{EventType, Object, Store, StoreConfig, Writer};
 use tokio_util::sync::CancellationToken;
 
-// === counting allocator ===
-
-/// The system allocator, counting the bytes each thread holds (allocated minus freed).
-struct Counting;
-
-thread_local! {
-    static HELD: Cell<i64> = const { Cell::new(0) };
-}
-
-fn count(delta: i64) {
-    // `try_with`: the thread-local may be gone while the thread exits.
-    let _ = HELD.try_with(|held| held.set(held.get() + delta));
-}
-
-/// Bytes this thread holds now (since it started).
+/// Bytes this thread holds now (the test binary's counting allocator, `crate::alloc`: per thread, so the
+/// other tests running in this process do not interfere).
 fn held() -> i64 {
-    HELD.with(Cell::get)
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; counting allocates nothing.
-// The workspace denies `unsafe`; a global allocator cannot be written without it.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is `System.alloc`'s.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            count(layout.size() as i64);
-        }
-        ptr
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as `alloc`.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            count(layout.size() as i64);
-        }
-        ptr
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` with `layout` (every allocation goes through here).
-        unsafe { System.dealloc(ptr, layout) };
-        count(-(layout.size() as i64));
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as `dealloc`, and `new_size` is the caller's.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            count(new_size as i64 - layout.size() as i64);
-        }
-        new
-    }
+    crate::alloc::held_by_this_thread()
 }
 
 // === fixtures ===

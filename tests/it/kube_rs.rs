@@ -3,7 +3,7 @@
 //! writes through kache and reads its own writes. Under foreign writes (a real cluster's leases and events
 //! moving the global revision), paginated lists and reflectors get no 504 and see the sim's pods.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

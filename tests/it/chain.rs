@@ -1,4 +1,4 @@
-//! Issue 16 item 4: a kache behind a kache (B → A → sim) in a real cluster's conditions, where other
+//! A kache behind a kache (B → A → sim) in a real cluster's conditions, where other
 //! resources (leases, events) move the global resourceVersion all the time, so the cached pods are quiet.
 //!
 //! A's store moves with the upstream's bookmarks; A passes every such move on to its watchers that allow
@@ -7,7 +7,7 @@
 //! - B proves its consistent reads fresh with a short watch on A whose first frame is such a bookmark, and
 //!   serves them from memory, with the sim's answers, while staying linearizable.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;

@@ -1,0 +1,77 @@
+//! kache's integration tests: one binary (`cargo test -p kache --test it`), one module per area. Each
+//! starts the simulated apiserver (kache-sim) and kache on ephemeral loopback ports and talks HTTP, unless
+//! it says otherwise. Run one area with `cargo test -p kache --test it watch::`, one test with
+//! `cargo test -p kache --test it -- --exact list::name_of_the_test`.
+//!
+//! | module | what it covers | outside tool it needs |
+//! |---|---|---|
+//! | `auth` | `--auth=delegated`: the authorization matrix (users × verbs × scopes), from memory and forwarded, revocation within the TTLs, client certificates | — |
+//! | `chain` | a kache behind a kache under foreign writes: bookmarks passed on, consistent reads proven through the chain | — |
+//! | `consistency` | linearizability of consistent reads under concurrent writers, busy and quiet resources | — |
+//! | `convergence` | reflectors converge to the sim byte for byte through churn and injected faults | — |
+//! | `filtered` | node- and label-filtered mirrors (`--resource-selector`): what they cache, serve and forward | — |
+//! | `foreign` | a real cluster's foreign writes (leases, events): no 504 for paginated reads, freshness proofs | — |
+//! | `forward` | the forwarding front over a scripted upstream: headers, streaming, upgrades, limits, TLS kubeconfigs | `openssl`; `kubectl` for `kubectl_through_kache` |
+//! | `impersonation` | `Impersonate-*` under `--auth=delegated`, the chained node → regional deployment, `kubectl --as` | `kubectl` (the last test) |
+//! | `kube_rs` | kube-rs reflectors and a controller loop through kache, across kache and sim restarts | — |
+//! | `kubectl` | every kubectl command against kache and against the sim directly: equal output | `kubectl` |
+//! | `list` | differential get and list: bodies, continue tokens, remainingItemCount, served from memory | — |
+//! | `memory` | reads from memory streamed with bounded buffers, the read byte budget (429) | — |
+//! | `metrics_move` | every documented metric moves under a workload that exercises all of kache | — |
+//! | `negotiation` | content negotiation: every Accept header real clients send, differential | — |
+//! | `ops` | the metrics listener, dashboards vs exported names, README metrics table, deploy manifests, a real Prometheus | `prometheus`, `promtool`, `kubectl` (kustomize), the ops venv (kubernetes-validate) |
+//! | `protobuf` | the sim's protobuf against the real Go encoder; kubectl's protobuf writes through kache | `kube-proto` (../shared/apiserver), `kubectl` |
+//! | `python` | the official Kubernetes Python client through kache | the Python venv (`scripts/install-test-deps.sh`) |
+//! | `real_apiserver` | kache in front of the real 1.36 apiservers: every read equal byte for byte, watches, compaction, client-go informers | ../shared/apiserver (bash, curl, python3, xz), `informer-check` |
+//! | `resume` | memory per resuming watcher is O(1) however far back it resumes | — |
+//! | `sim_vs_real` | kache-sim checked against the real CRD apiserver, directly and through kache | ../shared/apiserver |
+//! | `table` | Table output: `kubectl get` through kache equals the sim's; Table bytes; CRD columns vs the real apiserver | `kubectl`, ../shared/apiserver |
+//! | `table_real` | Tables of kinds without a printer (generic columns) against the real apiservers | ../shared/apiserver, `kubectl` |
+//! | `watch` | watch fan-out, differential watches, slow watchers, event sequences under churn, kube-rs watchers | — |
+//!
+//! Shared: `common` (tests/common/: start the sim and kache, HTTP helpers, the real apiservers, the rule
+//! for missing tools) and `alloc` (the counting global allocator `memory` and `resume` measure with).
+//!
+//! **Missing tools.** A test whose outside tool is missing prints `SKIPPED: <why>` and passes, unless
+//! `KACHE_REQUIRE_TOOLS=1` (set by `.ci/run`): then it fails (`common::tools`). No test installs anything;
+//! `scripts/install-test-deps.sh` (run by `test.sh`) does.
+//!
+//! **One process.** Every test runs on a thread of this one process, so nothing may depend on process-wide
+//! state another test changes. Every test binds its own ephemeral ports, uses its own temporary directories
+//! (the real apiservers: `target/real-apiserver/<test's own name>`), sets no environment variable and never
+//! changes the current directory; kache installs no tracing subscriber in tests. kache's metrics are
+//! process-wide (one Prometheus recorder, global watch counters), and so are the generic Table columns it
+//! learns from an upstream, so a test that asserts exact values of them, that a metric moved at all, or
+//! that a resource's columns are not learned yet, runs alone in a child process of this binary
+//! (`common::alone::run_in_own_process`, the parent test fails when the child fails or did not run): the
+//! `*_in_own_process` tests below, `#[ignore]`d so that only their parent runs them. Heap measurements
+//! that need the whole process quiet (`memory`) do the same; `resume` counts per thread and needs nothing.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod alloc;
+
+mod auth;
+mod chain;
+mod consistency;
+mod convergence;
+mod filtered;
+mod foreign;
+mod forward;
+mod impersonation;
+mod kube_rs;
+mod kubectl;
+mod list;
+mod memory;
+mod metrics_move;
+mod negotiation;
+mod ops;
+mod protobuf;
+mod python;
+mod real_apiserver;
+mod resume;
+mod sim_vs_real;
+mod table;
+mod table_real;
+mod watch;
