@@ -185,13 +185,17 @@ fn container(app: &str, image: &str, token_volume: &str, rng: &mut impl Rng) -> 
     }
     let cpu = [50, 100, 250, 500][rng.random_range(0..4)];
     let mem = [64, 128, 256, 512][rng.random_range(0..4)];
+    // Quantities in the canonical form an apiserver stores (Go's `Quantity.String()`): `1` rather than
+    // `1000m`, `1Gi` rather than `1024Mi`, as a real cluster's objects have them.
+    let cpu_q = |m: u32| if m % 1000 == 0 { format!("{}", m / 1000) } else { format!("{m}m") };
+    let mem_q = |mi: u32| if mi % 1024 == 0 { format!("{}Gi", mi / 1024) } else { format!("{mi}Mi") };
     json!({
         "name": app,
         "image": image,
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "env": env,
-        "resources": {"limits": {"cpu": format!("{}m", cpu * 2), "memory": format!("{}Mi", mem * 2)},
-                      "requests": {"cpu": format!("{cpu}m"), "memory": format!("{mem}Mi")}},
+        "resources": {"limits": {"cpu": cpu_q(cpu * 2), "memory": mem_q(mem * 2)},
+                      "requests": {"cpu": cpu_q(cpu), "memory": mem_q(mem)}},
         "volumeMounts": [
             {"name": "config", "readOnly": true, "mountPath": format!("/etc/{app}")},
             {"name": token_volume, "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
