@@ -158,6 +158,11 @@ fn map(f: &'static Field, v: &J, out: &mut Vec<u8>) -> Result<(), TranscodeError
                 // A null map value is Go's zero value of the element type: a guess, refused.
                 (Ty::MapString | Ty::MapMsg(_), J::Null) => return Err(type_err(f, "no null values")),
                 (Ty::MapString, J::Str(s)) => put_bytes(e, 2, s.as_bytes()),
+                // A value kept as source text (a key named like a raw field): read it now.
+                (Ty::MapString, J::Raw(text)) => {
+                    let s: String = serde_json::from_str(text).map_err(|_| type_err(f, "string values"))?;
+                    put_bytes(e, 2, s.as_bytes());
+                }
                 (Ty::MapString, _) => return Err(type_err(f, "string values")),
                 // A nil []byte is not written.
                 (Ty::MapBytes, J::Null) => {}

@@ -16,7 +16,7 @@ fn pod() -> Value {
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u-2", "controller": true}],
             "managedFields": [{"manager": "kubectl", "operation": "Update", "apiVersion": "v1",
                 "time": "2024-05-06T07:08:09Z", "fieldsType": "FieldsV1",
-                "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:a": {}}}}}]},
+                "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:a": {}}}, "f:spec": {"k:{\"name\":\"c\"}": {"f:tab\t": {}}}}}]},
         "spec": {"volumes": [{"name": "cfg", "configMap": {"name": "cm", "defaultMode": 420}}],
             "containers": [{"name": "c", "image": "nginx", "ports": [{"containerPort": 80, "protocol": "TCP"}],
                 "resources": {"limits": {"cpu": "500m", "memory": "128Mi"}, "requests": {"cpu": "2"}},
@@ -139,6 +139,8 @@ fn what_the_schema_cannot_express_exactly_is_refused() {
         ("non-canonical quantity", r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"0.5"}}}]}}"#),
         ("quantity as a number", r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":1}}}]}}"#),
         ("escaped raw JSON", r#"{"metadata":{"managedFields":[{"fieldsV1":{"f:\u003c":{}}}]}}"#),
+        ("HTML-escaped raw JSON", r#"{"metadata":{"managedFields":[{"fieldsV1":{"f:\u0026":{}}}]}}"#),
+        ("duplicate raw JSON", r#"{"metadata":{"managedFields":[{"fieldsV1":{"f:a":{}},"fieldsV1":{}}]}}"#),
         ("deep nesting", &format!("{}{}", "[".repeat(200), "]".repeat(200))),
     ];
     for (what, json) in cases {
