@@ -77,11 +77,8 @@ fn kp(bin: &Path, cmd: &str, input: &[u8]) -> Vec<u8> {
 
 fn assert_same_bytes(what: &str, kache: &[u8], reference: &[u8]) {
     if kache != reference {
-        let at = kache
-            .iter()
-            .zip(reference)
-            .position(|(a, b)| a != b)
-            .unwrap_or(kache.len().min(reference.len()));
+        let at =
+            kache.iter().zip(reference).position(|(a, b)| a != b).unwrap_or(kache.len().min(reference.len()));
         panic!(
             "{what}: kache's protobuf differs from kube-proto's at byte {at} (kache {} bytes, kube-proto {})\n kache: {:02x?}\n   ref: {:02x?}",
             kache.len(),
@@ -146,7 +143,8 @@ fn objects() -> Vec<Value> {
     let ns = Some("team-a");
     let mut pod_spec_scheduled = pod_spec();
     pod_spec_scheduled["nodeName"] = json!("node-1");
-    let template = json!({"metadata": {"labels": {"app": "web"}, "annotations": {"a": "b"}}, "spec": pod_spec()});
+    let template =
+        json!({"metadata": {"labels": {"app": "web"}, "annotations": {"a": "b"}}, "spec": pod_spec()});
     vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta("team-a", None), "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active", "conditions": [{"type": "NamespaceDeletionDiscoveryFailure", "status": "False", "lastTransitionTime": "2024-05-06T07:08:09Z", "reason": "r", "message": "m"}]}}),
@@ -231,10 +229,19 @@ fn kube_proto_every_schema_kind_transcodes_as_the_go_encoder() {
     let objects = objects();
     // The corpus covers every object kind of the schema.
     let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().expect("kind")).collect();
-    for (av, k) in [("v1", "Namespace"), ("v1", "Pod"), ("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Service"),
-        ("v1", "Endpoints"), ("v1", "Node"), ("v1", "Event"), ("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"),
-        ("coordination.k8s.io/v1", "Lease")]
-    {
+    for (av, k) in [
+        ("v1", "Namespace"),
+        ("v1", "Pod"),
+        ("v1", "ConfigMap"),
+        ("v1", "Secret"),
+        ("v1", "Service"),
+        ("v1", "Endpoints"),
+        ("v1", "Node"),
+        ("v1", "Event"),
+        ("apps/v1", "Deployment"),
+        ("apps/v1", "ReplicaSet"),
+        ("coordination.k8s.io/v1", "Lease"),
+    ] {
         assert!(kinds.contains(&k), "the corpus has a {av} {k}");
     }
     for v in &objects {
@@ -265,7 +272,11 @@ fn kube_proto_metadata_views_transcode_as_the_go_encoder() {
     let list = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
         "metadata": {"resourceVersion": "99", "continue": "eyJ2IjoibWV0YSJ9", "remainingItemCount": 12},
         "items": items.iter().map(|(s, _)| s.clone()).collect::<Vec<_>>()});
-    let meta = ListMeta { resource_version: "99", continue_token: "eyJ2IjoibWV0YSJ9", remaining_item_count: Some(12) };
+    let meta = ListMeta {
+        resource_version: "99",
+        continue_token: "eyJ2IjoibWV0YSJ9",
+        remaining_item_count: Some(12),
+    };
     let msgs: Vec<&[u8]> = items.iter().map(|(_, m)| m.as_slice()).collect();
     let mine = streamed_list("meta.k8s.io/v1", "PartialObjectMetadataList", &meta, &msgs);
     assert_same_bytes("PartialObjectMetadataList", &mine, &kp(&bin, "encode", list.to_string().as_bytes()));
@@ -360,10 +371,26 @@ mod differential {
 
     use kache::codec::proto;
 
-    const STRINGS: &[&str] = &["", "a", "web-0", "<&>", "é ü \u{2028}", "quote\"back\\slash", "tab\tnew\nline", "k:{\"name\":\"c\"}"];
+    const STRINGS: &[&str] = &[
+        "",
+        "a",
+        "web-0",
+        "<&>",
+        "é ü \u{2028}",
+        "quote\"back\\slash",
+        "tab\tnew\nline",
+        "k:{\"name\":\"c\"}",
+    ];
     const QUANTITIES: &[&str] = &["0", "1", "100m", "1500m", "64Mi", "3Gi", "250", "2k", "7n"];
-    const TIMES: &[&str] = &["2024-05-06T07:08:09Z", "1970-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "2000-02-29T12:00:00Z", "9999-12-31T23:59:59Z"];
-    const MICRO_TIMES: &[&str] = &["2024-05-06T07:08:09.123456Z", "1970-01-01T00:00:00.000001Z", "1960-01-01T00:00:00.999999Z"];
+    const TIMES: &[&str] = &[
+        "2024-05-06T07:08:09Z",
+        "1970-01-01T00:00:00Z",
+        "1969-12-31T23:59:59Z",
+        "2000-02-29T12:00:00Z",
+        "9999-12-31T23:59:59Z",
+    ];
+    const MICRO_TIMES: &[&str] =
+        &["2024-05-06T07:08:09.123456Z", "1970-01-01T00:00:00.000001Z", "1960-01-01T00:00:00.999999Z"];
 
     fn string(r: &mut StdRng) -> Value {
         json!(STRINGS[r.random_range(0..STRINGS.len())])
@@ -402,12 +429,15 @@ mod differential {
                 Ty::MapString | Ty::MapBytes | Ty::MapMsg(_) => {
                     let mut map = Map::new();
                     for _ in 0..r.random_range(0..4) {
-                        let k = format!("{}{}", STRINGS[r.random_range(0..STRINGS.len())], r.random_range(0..3));
+                        let k =
+                            format!("{}{}", STRINGS[r.random_range(0..STRINGS.len())], r.random_range(0..3));
                         map.insert(k, single(r, &f.ty, depth));
                     }
                     Value::Object(map)
                 }
-                _ if f.repeated => Value::Array((0..r.random_range(0..3)).map(|_| single(r, &f.ty, depth)).collect()),
+                _ if f.repeated => {
+                    Value::Array((0..r.random_range(0..3)).map(|_| single(r, &f.ty, depth)).collect())
+                }
                 _ => single(r, &f.ty, depth),
             };
             o.insert(f.json.into(), v);
@@ -438,7 +468,9 @@ mod differential {
             Special::Quantity => json!(QUANTITIES[r.random_range(0..QUANTITIES.len())]),
             Special::IntOrString if r.random_bool(0.5) => json!(r.random_range(-100..100_000)),
             Special::IntOrString => string(r),
-            Special::RawExtension | Special::FieldsV1 => json!({"f:metadata": {"f:name": {}, "k:{\"a\":\"b\"}": {}}}),
+            Special::RawExtension | Special::FieldsV1 => {
+                json!({"f:metadata": {"f:name": {}, "k:{\"a\":\"b\"}": {}}})
+            }
         }
     }
 

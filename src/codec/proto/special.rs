@@ -24,7 +24,12 @@ use super::json::J;
 use super::wire::{VARINT, put_bytes, put_key, put_varint};
 
 /// Writes the message body of `s` for the (non-null) value `v` of field `field`.
-pub(super) fn encode(s: Special, v: &J, field: &'static str, out: &mut Vec<u8>) -> Result<(), TranscodeError> {
+pub(super) fn encode(
+    s: Special,
+    v: &J,
+    field: &'static str,
+    out: &mut Vec<u8>,
+) -> Result<(), TranscodeError> {
     let ty = |expected| TranscodeError::Type { field, expected };
     let bad = |why: String| TranscodeError::Value { field, why };
     match s {
@@ -56,7 +61,10 @@ pub(super) fn encode(s: Special, v: &J, field: &'static str, out: &mut Vec<u8>) 
             let (kind, int, text): (u64, i32, &str) = match v {
                 J::Str(s) => (1, 0, s),
                 _ => {
-                    let i = v.as_i64().and_then(|i| i32::try_from(i).ok()).ok_or_else(|| ty("an int32 or a string"))?;
+                    let i = v
+                        .as_i64()
+                        .and_then(|i| i32::try_from(i).ok())
+                        .ok_or_else(|| ty("an int32 or a string"))?;
                     (0, i, "")
                 }
             };
