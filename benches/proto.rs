@@ -38,7 +38,14 @@ fn sim_pods(n: usize) -> Vec<Vec<u8>> {
             );
             v["metadata"]["resourceVersion"] = json!((i + 1).to_string());
             v["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{i:012}"));
-            serde_json::to_vec(&v).expect("a Value serialises")
+            // The sim stores quantities as written (`1000m`, `1024Mi`); an apiserver prints them canonical
+            // (`1`, `1Gi`), and kache refuses (forwards) the non-canonical form: the bench uses the
+            // apiserver's.
+            serde_json::to_string(&v)
+                .expect("a Value serialises")
+                .replace("\"1000m\"", "\"1\"")
+                .replace("\"1024Mi\"", "\"1Gi\"")
+                .into_bytes()
         })
         .collect()
 }
