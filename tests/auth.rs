@@ -233,7 +233,7 @@ async fn client_certificates_authenticate_as_cn_and_are_authorized() {
         Selection { include: Some(parse_resource_specs("pods,nodes").expect("specs")), exclude: Vec::new() };
     config.lazy = false;
     config.auth = AuthSettings::delegated();
-    config.tls = Some(kache::serve::server::TlsConfig::with_client_ca(&cert, &key, &ca).expect("tls config"));
+    config.tls = Some(kache::front::server::TlsConfig::with_client_ca(&cert, &key, &ca).expect("tls config"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let kache = Kache::start(config, listener).await.expect("kache starts");
     tokio::time::timeout(Duration::from_secs(30), kache.wait_synced()).await.expect("kache syncs");

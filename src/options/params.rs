@@ -237,7 +237,7 @@ impl ListOptions {
     pub fn convert_custom_fields(
         mut self,
         namespaced: bool,
-        fields: crate::serve::selector::custom::SelectableFields,
+        fields: crate::options::selector::custom::SelectableFields,
     ) -> Result<Self, ApiError> {
         self.field_selector = std::mem::take(&mut self.field_selector)
             .convert_custom(namespaced, fields)
@@ -341,6 +341,12 @@ impl GetOptions {
         parse_storage_rv(self.resource_version.as_deref())
             .map_err(|msg| ApiError::Unknown { code: 500, message: msg })
     }
+}
+
+/// `includeObject` of a Table request, decoded from the query (the first value counts) and validated.
+pub fn include_object(query: Option<&str>) -> Result<crate::codec::table::Include, ApiError> {
+    let q = Query::parse(query);
+    crate::codec::table::Include::from_value(q.get("includeObject").unwrap_or_default())
 }
 
 #[cfg(test)]

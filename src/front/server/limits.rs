@@ -18,8 +18,10 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Concurrent forwarded non-long-running requests; the apiserver's `--max-requests-inflight` (400).
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 400;
-/// Uncompressed bytes of lists served from memory that may be in flight at once; see `serve::admit`.
-pub const DEFAULT_MAX_READ_BYTES_IN_FLIGHT: usize = crate::serve::admit::DEFAULT_MAX_READ_BYTES_IN_FLIGHT;
+/// Uncompressed bytes of lists served from memory that may be in flight at once (see `serve::admit`): about
+/// five full lists of 100k pods (~400 MB each); more are asked to come back after `Retry-After`. 0 disables
+/// the budget.
+pub const DEFAULT_MAX_READ_BYTES_IN_FLIGHT: usize = 2 << 30;
 /// Open client connections; accepting pauses at the bound.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Concurrent HTTP/2 streams per client connection (watches are streams); kube-apiserver's default for
