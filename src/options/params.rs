@@ -343,12 +343,6 @@ impl GetOptions {
     }
 }
 
-/// `includeObject` of a Table request, decoded from the query (the first value counts) and validated.
-pub fn include_object(query: Option<&str>) -> Result<crate::codec::table::Include, ApiError> {
-    let q = Query::parse(query);
-    crate::codec::table::Include::from_value(q.get("includeObject").unwrap_or_default())
-}
-
 #[cfg(test)]
 #[path = "params_tests.rs"]
 mod tests;

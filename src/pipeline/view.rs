@@ -6,11 +6,12 @@ use http::{HeaderMap, Response, Uri, header};
 use super::stats::ResponseEncoding;
 use crate::codec::list::View;
 use crate::codec::status::{self, ApiError};
-use crate::codec::table::TableView;
+use crate::codec::table::{Include, TableView};
 use crate::front::body::Body;
 use crate::front::negotiate::{self, Negotiated};
 use crate::front::respond;
 use crate::front::route::{ResourceRequest, Verb};
+use crate::options::query::Query;
 use crate::serve::reads::Reads;
 use crate::store::Store;
 
@@ -74,7 +75,7 @@ pub(super) fn choose(
         // until the upstream's answer has shown it uses the generic convertor (learned from that
         // answer, `table_learn`); custom resources always have their CRD's convertor.
         (Negotiated::JsonTable { v1, .. }, _) => {
-            match (reads.table_printer(store, r), crate::options::params::include_object(uri.query())) {
+            match (reads.table_printer(store, r), include_object(uri.query())) {
                 (Some(printer), Ok(include)) => {
                     Choice::Memory(View::Table(TableView { printer, include, v1: *v1 }))
                 }
@@ -93,4 +94,22 @@ pub(super) fn choose(
         },
     };
     (encoding, choice)
+}
+
+/// `includeObject` of a Table request, decoded from the query (the first value counts) and validated.
+fn include_object(query: Option<&str>) -> Result<Include, ApiError> {
+    Include::from_value(Query::parse(query).get("includeObject").unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn include_object_is_decoded_from_the_query() {
+        assert_eq!(include_object(None).ok(), Some(Include::Metadata));
+        assert_eq!(include_object(Some("includeObject=Object&x=1")).ok(), Some(Include::Object));
+        assert_eq!(include_object(Some("includeObject=None&includeObject=Object")).ok(), Some(Include::None));
+        assert_eq!(include_object(Some("includeObject=Foo")).expect_err("400").status_code(), 400);
+    }
 }

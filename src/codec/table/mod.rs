@@ -35,7 +35,7 @@ pub enum Include {
 
 impl Include {
     /// The `includeObject` value (the first one, decoded; empty when absent) validated as
-    /// `optionsForTransform` does. The query string is decoded by `options::params::include_object`.
+    /// `optionsForTransform` does. The pipeline decodes the query string.
     pub fn from_value(value: &str) -> Result<Include, ApiError> {
         match value {
             "" | "Metadata" => Ok(Include::Metadata),

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use http::{Response, StatusCode, header};
+use http::Response;
 use tokio_util::sync::CancellationToken;
 
 use super::filter::{Filter, Predicate};
@@ -114,6 +114,7 @@ mod tests {
     use crate::resource::{Gvr, ResourceInfo};
     use crate::store::{StoreConfig, Writer};
     use bytes::Bytes;
+    use http::{StatusCode, header};
     use http_body_util::BodyExt;
 
     fn store() -> (Arc<Store>, Writer) {
