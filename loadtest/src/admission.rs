@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use hdrhistogram::Histogram;
 
 use crate::ctx::{Ctx, SYNC_TIMEOUT};
-use crate::front::{self as lhttp, Client, HttpError, StatusCode};
+use crate::http::{self as lhttp, Client, HttpError, StatusCode};
 use crate::procs::{Bins, rss_bytes, start_kache, start_sim};
 use crate::results::{Latency, RunReport, Table, fmt_num, histogram, record};
 use crate::scenario::Cluster;

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
 
-use crate::front::{self, Client};
+use crate::http::{self, Client};
 use crate::procs::{self, KacheOpts, Upstream};
 use crate::results::{Latency, RunReport, Table, fmt_bytes, fmt_num, histogram, median, record};
 

@@ -13,7 +13,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::ctx::{Ctx, SYNC_TIMEOUT};
-use crate::front::{self, Client};
+use crate::http::{self, Client};
 use crate::procs::{start_kache, start_sim};
 use crate::results::{Latency, RunReport, Series, Table, fmt_bytes, fmt_num, histogram, median, record};
 use crate::scenario::{Combine, FigureSpec, ListCase, ListSuite, Stat, Target};

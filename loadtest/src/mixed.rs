@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::ctx::{Ctx, SYNC_TIMEOUT};
-use crate::front::{self, Client};
+use crate::http::{self, Client};
 use crate::procs::{rss_bytes, start_kache, start_sim};
 use crate::results::{Latency, RunReport, Series, Table, fmt_bytes, fmt_num, histogram, record};
 use crate::scenario::MixedSpec;

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::ctx::{Ctx, SYNC_TIMEOUT};
-use crate::front::{self as lhttp, Client, HttpError};
+use crate::http::{self as lhttp, Client, HttpError};
 use crate::procs::{Bins, cpu_time, rss_bytes, start_kache, start_sim};
 use crate::results::{Latency, RunReport, Series, Table, fmt_num, histogram, median, record};
 use crate::scenario::Cluster;

@@ -105,7 +105,7 @@ async fn answer(bodies: Bodies, req: Request<Incoming>) -> Result<Response<Full<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::front::{client, get};
+    use crate::http::{client, get};
 
     #[tokio::test]
     async fn answers_prepared_bodies_by_encoding() {
@@ -125,7 +125,7 @@ mod tests {
         );
         let got = get(&c, &format!("{}/small", s.url), None, true).await.expect("prepared");
         assert!(!got.gzipped);
-        assert_eq!(crate::front::continue_token(&got.head).as_deref(), Some("t"));
+        assert_eq!(crate::http::continue_token(&got.head).as_deref(), Some("t"));
         s.clear();
         assert!(get(&c, &format!("{}/api/v1/pods?limit=1", s.url), None, false).await.is_err());
     }

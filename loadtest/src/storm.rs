@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::ctx::{Ctx, SYNC_TIMEOUT};
-use crate::front::{self, Client};
+use crate::http::{self, Client};
 use crate::procs::{start_kache, start_sim};
 use crate::proxy::CountingProxy;
 use crate::results::{RunReport, Table, fmt_num, median};

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use crate::ctx::{Ctx, SYNC_TIMEOUT};
-use crate::front::{self, Client};
+use crate::http::{self, Client};
 use crate::procs::{self, Bins};
 use crate::scenario::Cluster;
 

@@ -23,7 +23,7 @@ use tokio::sync::{Mutex, watch};
 use tokio::task::JoinSet;
 
 use crate::ctx::{Ctx, SYNC_TIMEOUT};
-use crate::front;
+use crate::http;
 use crate::procs::{KacheOpts, Upstream, cpu_time, start_kache_with, start_sim};
 use crate::results::{Latency, RunReport, Series, Table, fmt_bytes, fmt_num, histogram, record};
 use crate::scenario::{WatchScope, WatchSpec};

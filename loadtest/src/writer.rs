@@ -10,7 +10,7 @@ use hdrhistogram::Histogram;
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 
-use crate::front::{self, Client, HttpError};
+use crate::http::{self, Client, HttpError};
 use crate::results::{histogram, record};
 
 /// The annotation carrying the send time.

@@ -35,14 +35,14 @@ enum Form {
 
 /// The Status response for `err`, when nothing about the request is known (or it does not matter): compact
 /// JSON, no `Audit-Id`.
-pub fn status(err: &ApiError) -> Response<Body> {
+pub(crate) fn status(err: &ApiError) -> Response<Body> {
     build(err, Form::Compact)
 }
 
 /// The Status response for `err` to a request with `headers`: pretty when asked for (`pretty` is the
 /// decoded `?pretty=` parameter, or false when the caller did not parse it), raw when the Accept header
 /// cannot carry a Status, and with the request's `Audit-Id`.
-pub fn error(err: &ApiError, headers: &HeaderMap, pretty: bool) -> Response<Body> {
+pub(crate) fn error(err: &ApiError, headers: &HeaderMap, pretty: bool) -> Response<Body> {
     let pretty = pretty || {
         let ua = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
         negotiate::wants_pretty(None, ua)
@@ -62,7 +62,7 @@ pub fn error(err: &ApiError, headers: &HeaderMap, pretty: bool) -> Response<Body
 
 /// A 406 whose own negotiation fails on the same Accept header: the apiserver writes it with
 /// `WriteRawJSON` (indented, no trailing newline) whatever `pretty` says.
-pub fn not_acceptable(err: &ApiError, headers: &HeaderMap) -> Response<Body> {
+pub(crate) fn not_acceptable(err: &ApiError, headers: &HeaderMap) -> Response<Body> {
     with_audit_id(build(err, Form::Raw), headers)
 }
 
@@ -86,7 +86,7 @@ fn build(err: &ApiError, form: Form) -> Response<Body> {
 }
 
 /// Sets `Audit-Id` (the client's, echoed, or a fresh one), as every apiserver response carries it.
-pub fn with_audit_id(mut resp: Response<Body>, headers: &HeaderMap) -> Response<Body> {
+pub(crate) fn with_audit_id(mut resp: Response<Body>, headers: &HeaderMap) -> Response<Body> {
     resp.headers_mut().insert("audit-id", audit_id(headers));
     resp
 }

@@ -31,7 +31,7 @@ use std::time::Instant;
 use http::{Method, Request, Response, StatusCode, header};
 
 use crate::auth::{
-    Attributes, Auth, ClientLimits, Credential, ForwardVia, Identity, Impersonation, client_key,
+    Attributes, Auth, ClientLimits, Credential, ForwardVia, Identity, Impersonation, WatchSlot, client_key,
     has_impersonation, strip_impersonation,
 };
 use crate::codec::status::ApiError;
@@ -86,7 +86,7 @@ enum Plan {
 // === impl KacheHandler ===
 
 impl KacheHandler {
-    pub fn new(
+    pub(crate) fn new(
         registry: Arc<Registry>,
         reads: Reads,
         forwarder: Forwarder,
@@ -133,7 +133,7 @@ impl KacheHandler {
         };
         let slot = match self.client_limits(&req, &route, &id, arrived) {
             Ok(slot) => slot,
-            Err(resp) => return resp,
+            Err(e) => return respond::error(&e, req.headers(), false),
         };
         let resp = match route.resource() {
             Some(r) => self.resource(req, r, arrived, &id).await,
@@ -178,25 +178,22 @@ impl KacheHandler {
     }
 
     /// Per-client limits: request rate, then concurrent watches. The watch slot, if any, must live as long
-    /// as the response body.
+    /// as the response body. A refusal is the Status to answer (429).
     fn client_limits(
         &self,
         req: &Request<Body>,
         route: &Route,
         id: &Identity,
         arrived: Instant,
-    ) -> Result<Option<crate::auth::WatchSlot>, Response<Body>> {
+    ) -> Result<Option<WatchSlot>, ApiError> {
         let Some(key) = client_key(id, req.extensions().get::<ConnInfo>()) else { return Ok(None) };
-        if let Err(e) = self.client_limits.check_rate(&key, arrived) {
-            return Err(respond::error(&e, req.headers(), false));
-        }
+        self.client_limits.check_rate(&key, arrived)?;
         if !route.resource().is_some_and(|r| r.verb == Verb::Watch) {
             return Ok(None);
         }
-        self.client_limits.begin_watch(&key).map_err(|e| {
-            metrics::limit_rejected(metrics::Limit::Watchers);
-            respond::error(&e, req.headers(), false)
-        })
+        self.client_limits
+            .begin_watch(&key)
+            .inspect_err(|_| metrics::limit_rejected(metrics::Limit::Watchers))
     }
 
     /// A resource request: planned, then read from memory (after authorization) or forwarded.

@@ -1,7 +1,7 @@
 //! Reads served from memory: get, list and watch of a synced store, streamed with bounded buffers (pretty
 //! printing and gzip included) and admitted against a byte budget (`admit`). `serve` never talks to the
 //! upstream: a read memory cannot answer exactly is handed back to the pipeline as [`list::NotServed`], which
-//! forwards it; consistent reads are proven fresh through [`ReadFreshness`].
+//! forwards it; consistent reads are proven fresh by [`crate::fresh`], which owns the upstream probes.
 
 pub mod admit;
 pub mod crd_fields;

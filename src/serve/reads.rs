@@ -46,7 +46,7 @@ impl Default for ReadConfig {
 }
 
 /// What the read slices share: the registry of stores, the freshness proof, the caches and budgets.
-pub struct Reads {
+pub(crate) struct Reads {
     registry: Arc<Registry>,
     freshness: Arc<Freshness>,
     gzip_cache: GzipCache,
@@ -63,7 +63,7 @@ pub struct Reads {
 // === impl Reads ===
 
 impl Reads {
-    pub fn new(
+    pub(crate) fn new(
         registry: Arc<Registry>,
         freshness: Arc<Freshness>,
         config: ReadConfig,
@@ -83,18 +83,18 @@ impl Reads {
     }
 
     /// Limits the bytes of memory-served lists in flight (0: unlimited); see [`crate::serve::admit`].
-    pub fn with_read_budget(mut self, max_bytes: usize) -> Self {
+    pub(crate) fn with_read_budget(mut self, max_bytes: usize) -> Self {
         self.read_budget = Arc::new(ReadBudget::new(max_bytes));
         self
     }
 
-    pub fn freshness(&self) -> &Arc<Freshness> {
+    pub(crate) fn freshness(&self) -> &Arc<Freshness> {
         &self.freshness
     }
 
     /// The printer of a Table of `r` from memory: the apiserver's own printer of a v1 kind, a custom
     /// resource's CRD columns, or the generic convertor once learned; `None` when kache cannot print it.
-    pub fn table_printer(&self, store: &Store, r: &ResourceRequest) -> Option<Printer> {
+    pub(crate) fn table_printer(&self, store: &Store, r: &ResourceRequest) -> Option<Printer> {
         Printer::for_resource(&r.gvr.group, &r.gvr.resource)
             .filter(|_| r.gvr.version == "v1")
             .or_else(|| self.custom_printer(store, r))
@@ -175,7 +175,7 @@ impl Reads {
     }
 
     /// A get of one object: found, a 404 Status, or not served.
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         req: &Request<Body>,
         r: &ResourceRequest,
@@ -214,7 +214,7 @@ impl Reads {
     }
 
     /// A list (paginated, filtered, in the negotiated view), or not served.
-    pub async fn list(
+    pub(crate) async fn list(
         &self,
         req: &Request<Body>,
         r: &ResourceRequest,
@@ -288,7 +288,7 @@ impl Reads {
     }
 
     /// A watch stream from memory, or not served.
-    pub async fn watch(
+    pub(crate) async fn watch(
         &self,
         req: &Request<Body>,
         r: &ResourceRequest,

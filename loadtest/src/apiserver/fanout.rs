@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 
 use super::Procs;
 use super::setup::Target;
-use crate::front::{self, Client};
+use crate::http::{self, Client};
 use crate::results::{Latency, histogram, record};
 
 /// The annotation that carries a patch's sequence number.

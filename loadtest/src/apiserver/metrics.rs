@@ -1,7 +1,7 @@
 //! kache's own counters, scraped from its /metrics before and after each batch: where answers came from
 //! and what reached the upstream.
 
-use crate::front::{self, Client};
+use crate::http::{self, Client};
 
 /// Counter sums of one scrape (or the difference of two).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

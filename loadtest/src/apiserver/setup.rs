@@ -11,7 +11,7 @@ use bytes::Bytes;
 use tokio::sync::{Semaphore, watch};
 
 use super::Args;
-use crate::front::{self, Client, HttpError, StatusCode};
+use crate::http::{self, Client, HttpError, StatusCode};
 
 /// Concurrent creates while seeding (the apiserver writes each to etcd).
 const SEED_CONCURRENCY: usize = 16;

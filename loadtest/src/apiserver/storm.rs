@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use super::Procs;
 use super::metrics::{self, Counters};
 use super::setup::Target;
-use crate::front::{self, Client};
+use crate::http::{self, Client};
 use crate::procs::KacheProc;
 use crate::results::{Latency, histogram, record};
 
