@@ -19,7 +19,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use http::{Request, Response};
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
-use kache::body::{self, Body, BoxError};
+use kache::front::body::{self, Body, BoxError};
 use kache::reflector::{ReflectorConfig, Registry};
 use kache::resource::{Gvr, ResourceInfo};
 use kache::upstream::{BoxFuture, Transport, UpstreamError};

@@ -5,7 +5,7 @@
 //! - `selector/label_none/10k`: `loadtest=none` over 10k pods (matches nothing: every object is visited —
 //!   the shape of the 300k-object goal, ≤ 50 ms there, so ≤ ~1.7 ms per 10k here).
 //! - `selector/label_set/10k`: a set-based selector (`app in (…),tier!=db`).
-//! - `selector/field_node/10k`: `spec.nodeName=node-7` through a resolved [`kache::serve::selector::FieldMatcher`].
+//! - `selector/field_node/10k`: `spec.nodeName=node-7` through a resolved [`kache::options::selector::FieldMatcher`].
 //! - `selector/baseline_lookup/10k`: baseline — the same scan calling `Object::label("loadtest")` directly.
 //!
 //! Throughput is in objects scanned. Run: `cargo bench --bench selector`.
@@ -14,8 +14,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use kache::options::selector::{FieldSelector, LabelSelector};
 use kache::resource::FieldKind;
-use kache::serve::selector::{FieldSelector, LabelSelector};
 
 #[path = "common/objects.rs"]
 mod common;

@@ -14,12 +14,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Auth, AuthMode, AuthSettings};
 use crate::forward::{Forwarder, WriteTracker};
+use crate::fresh::{Freshness, FreshnessConfig};
+use crate::front::server::{self, Limits, TlsConfig};
 use crate::metrics::KacheStats;
+use crate::options::coverage::{MirrorSelector, SelectorSpecError, parse_selector_spec};
+use crate::pipeline::{HandlerStats, KacheHandler};
 use crate::reflector::{ReflectorConfig, Registry};
-use crate::serve::coverage::{MirrorSelector, SelectorSpecError, parse_selector_spec};
-use crate::serve::fresh::{Freshness, FreshnessConfig};
-use crate::serve::handler::{HandlerConfig, HandlerStats, KacheHandler};
-use crate::serve::server::{self, Limits, TlsConfig};
+use crate::serve::reads::{ReadConfig, Reads};
 use crate::upstream::discovery::{ResourceSpec, Selection, parse_resource_specs};
 use crate::upstream::{Upstream, UpstreamError};
 
@@ -42,14 +43,14 @@ pub struct Config {
     /// Which resources are cached up front and which never are.
     pub selection: Selection,
     /// Filtered mirrors (`--resource-selector`): these resources hold only the objects their selector
-    /// matches; reads the selection does not cover are forwarded (see [`crate::serve::coverage`]).
+    /// matches; reads the selection does not cover are forwarded (see [`crate::options::coverage`]).
     pub mirror_selectors: Vec<(ResourceSpec, MirrorSelector)>,
     /// Whether a resource nobody configured starts caching on its first read.
     pub lazy: bool,
     pub rediscovery_interval: Duration,
     pub reflector: ReflectorConfig,
     pub freshness: FreshnessConfig,
-    pub handler: HandlerConfig,
+    pub handler: ReadConfig,
     pub limits: Limits,
     pub tls: Option<TlsConfig>,
     /// Client authentication and authorization (k-sec).
@@ -67,7 +68,7 @@ impl Config {
             rediscovery_interval: DEFAULT_REDISCOVERY_INTERVAL,
             reflector: ReflectorConfig::default(),
             freshness: FreshnessConfig::default(),
-            handler: HandlerConfig::default(),
+            handler: ReadConfig::default(),
             limits: Limits::default(),
             tls: None,
             auth: AuthSettings::default(),
@@ -198,16 +199,15 @@ impl Kache {
                 }
             }));
         }
-        let handler = KacheHandler::new(
+        let reads = Reads::new(
             registry.clone(),
-            forwarder,
             freshness.clone(),
-            writes.clone(),
             config.handler.clone(),
             config.lazy,
             shutdown.clone(),
         )
         .with_read_budget(config.limits.max_read_bytes_in_flight, config.limits.max_heavy_bodies_in_flight);
+        let handler = KacheHandler::new(registry.clone(), reads, forwarder, writes.clone(), config.lazy);
         // --- auth (k-sec): reviews with kache's credentials; bearer-token clients forwarded with their own ---
         let handler = match config.auth.mode {
             AuthMode::None => handler.with_auth(Arc::new(Auth::none_with(config.auth.clone())), None),

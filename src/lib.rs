@@ -5,20 +5,29 @@
 //! Modules in data-flow order:
 //!
 //! ```text
-//!   upstream ─▶ reflector ─▶ store ─▶ serve (get / list / watch) ─▶ clients
-//!                                       └──────▶ forward ───────────┘
+//!   upstream ─▶ reflector ─▶ store ◀── fresh
+//!                              │
+//!   clients ─▶ front ─▶ pipeline (route ─▶ authenticate ─▶ client limits ─▶ authorize) ─┬─▶ serve
+//!                                                                                       └─▶ forward
 //! ```
 //!
 //! - [`upstream`]: the connection to the kube-apiserver (kubeconfig, in-cluster, plain URL), discovery.
 //! - [`reflector`]: one supervised task per cached resource (restarted with backoff if it panics); list+watch
 //!   state machine that feeds the store.
 //! - [`store`]: per-resource immutable snapshots (arc-swap), retained snapshots, bounded event history.
+//! - [`fresh`]: proves consistent reads fresh against the upstream (probes, proof watches, waits), beside the
+//!   store it vouches for.
 //! - [`codec`]: bytes in and out: field extraction, list/watch assembly, Tables (`kubectl get`: the
 //!   apiserver's printers, rows cached per object version), Status errors, tokens, gzip.
-//! - [`serve`]: the HTTP front: routing, parameter validation, selectors, list/get/watch from memory; every
-//!   response from memory streamed with bounded buffers (pretty printing and gzip included) and admitted
-//!   against a byte budget (`serve::admit`); a filtered mirror answers only the reads its selection covers
-//!   (`serve::coverage`).
+//! - [`options`]: the apiserver's request options: query decoding, list/get/watch options, selectors, and
+//!   which reads a filtered mirror covers (`options::coverage`).
+//! - [`front`]: the HTTP front: server, routing, negotiation, body helpers, and `front::respond`, the one
+//!   place an error becomes a response. Every module behind it depends on it, never the reverse.
+//! - [`pipeline`]: the request pipeline, a short router: route → authenticate → client limits → authorize →
+//!   memory or forward; lazy caching starts only after authorization.
+//! - [`serve`]: get, list and watch from memory (`serve::reads`, one slice per verb from options to
+//!   response); every response streamed with bounded buffers (pretty printing and gzip included) and admitted
+//!   against a byte budget (`serve::admit`). Never talks to the upstream.
 //! - [`forward`]: transparent pass-through to the upstream for everything not served from memory.
 //! - [`auth`]: who the client is and whether it may read what it asks for.
 //! - [`metrics`]: Prometheus exposition, health and readiness.
@@ -26,10 +35,13 @@
 
 pub mod app;
 pub mod auth;
-pub mod body;
 pub mod codec;
 pub mod forward;
+pub mod fresh;
+pub mod front;
 pub mod metrics;
+pub mod options;
+pub mod pipeline;
 pub mod reflector;
 pub mod resource;
 pub mod serve;

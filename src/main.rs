@@ -10,8 +10,8 @@ use mimalloc::MiMalloc;
 
 use kache::app::{Config, Kache, UpstreamSource};
 use kache::auth::{AuthMode, AuthSettings, ListenCheck, check_listen};
-use kache::serve::fresh::Fallback;
-use kache::serve::server::{LimitFlags, TlsConfig, parse_duration};
+use kache::fresh::Fallback;
+use kache::front::server::{LimitFlags, TlsConfig, parse_duration};
 use kache::upstream::discovery::{Selection, parse_resource_specs};
 
 #[global_allocator]

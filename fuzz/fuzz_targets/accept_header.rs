@@ -1,7 +1,7 @@
 #![no_main]
 //! Accept / Accept-Encoding headers: negotiation never panics.
 
-use kache_fuzz::serve::negotiate;
+use kache_fuzz::front::negotiate;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,7 +2,7 @@
 //! Label selectors: parsing never panics; whatever parses renders to a string that parses to the same
 //! selector, and matching never panics.
 
-use kache_fuzz::serve::selector::LabelSelector;
+use kache_fuzz::options::selector::LabelSelector;
 use kache_fuzz::store::Object;
 use libfuzzer_sys::fuzz_target;
 

@@ -3,7 +3,7 @@
 //! every error becomes a Status body.
 
 use kache_fuzz::resource::FieldKind;
-use kache_fuzz::serve::params;
+use kache_fuzz::options::params;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

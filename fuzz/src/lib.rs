@@ -24,9 +24,13 @@ pub mod codec {
     }
 }
 
-#[path = "../../src/serve"]
-pub mod serve {
+#[path = "../../src/front"]
+pub mod front {
     pub mod negotiate;
+}
+
+#[path = "../../src/options"]
+pub mod options {
     pub mod params;
     pub mod query;
     pub mod selector;

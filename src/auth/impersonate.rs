@@ -31,7 +31,7 @@ use http::HeaderMap;
 use super::{AUTHENTICATED_GROUP, Attributes, Credential, Identity};
 use crate::codec::gojson::go_quote;
 use crate::codec::status::ApiError;
-use crate::serve::selector::is_dns1123_subdomain_syntax;
+use crate::options::selector::is_dns1123_subdomain_syntax;
 
 const USER: &str = "impersonate-user";
 const GROUP: &str = "impersonate-group";

@@ -27,9 +27,9 @@ use http::{HeaderMap, HeaderName, HeaderValue, header};
 
 use crate::codec::status::{ApiError, forbidden_reason};
 use crate::forward::UpstreamIdentity;
+use crate::front::route::{ResourceRequest, Verb};
+use crate::front::server::ConnInfo;
 use crate::metrics::{self, AuthDecision, AuthResult};
-use crate::serve::route::{ResourceRequest, Verb};
-use crate::serve::server::ConnInfo;
 use crate::upstream::Upstream;
 
 pub use cache::TtlCache;

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{Attributes, Identity};
-use crate::body;
+use crate::front::body;
 use crate::upstream::{Upstream, read_body};
 
 pub(super) const TOKEN_REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
@@ -98,7 +98,7 @@ async fn post<T: for<'de> Deserialize<'de>>(
     let body = resp.into_body();
     let bytes = read_body(
         http_body_util::BodyExt::boxed(http_body_util::BodyExt::map_err(body, |e| {
-            Box::new(e) as crate::body::BoxError
+            Box::new(e) as crate::front::body::BoxError
         })),
         MAX_REVIEW_RESPONSE,
     )

@@ -25,7 +25,7 @@ fn token_keys_are_sha256_digests() {
 
 #[test]
 fn attributes_follow_request_info() {
-    use crate::serve::route::Route;
+    use crate::front::route::Route;
     let attrs = |path: &str| {
         let route = Route::parse(&http::Method::GET, &path.parse().expect("uri"));
         Attributes::from_request(route.resource().expect("a resource request"))

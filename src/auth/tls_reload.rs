@@ -12,7 +12,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::server::{TlsError, load_pair};
+use crate::front::server::{TlsError, load_pair};
 
 /// How often the certificate files are checked for changes.
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(5);

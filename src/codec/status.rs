@@ -9,7 +9,7 @@
 //!
 //! Bodies: [`ApiError::to_json`] is what `json.NewEncoder(w).Encode(status)` writes (compact, trailing
 //! newline); [`ApiError::to_json_pretty`] is `json.MarshalIndent(status, "", "  ")` (no trailing newline),
-//! used when the request asked for pretty output (see `serve::negotiate::wants_pretty`).
+//! used when the request asked for pretty output (see `front::negotiate::wants_pretty`).
 
 use std::fmt;
 

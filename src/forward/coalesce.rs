@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
 
-use crate::body::{Body, BoxError};
+use crate::front::body::{Body, BoxError};
 
 /// The largest frame the adapter builds: large enough that a list is relayed in a handful of writes, small
 /// enough to stay a bounded per-response buffer.

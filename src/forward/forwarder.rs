@@ -11,16 +11,16 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::coalesce;
 use super::headers::{strip_client_identity, strip_hop_by_hop};
-use super::status::status_response;
 use super::upgrade;
 use super::writes::{WriteTracker, resource_version, resource_version_protobuf};
-use crate::body::guarded;
-use crate::body::{Body, BoxError};
 use crate::codec::status::ApiError;
+use crate::front::body::guarded;
+use crate::front::body::{Body, BoxError};
+use crate::front::respond::status as status_response;
+use crate::front::route::{Route, Verb};
+use crate::front::server::{BoxFuture, ConnInfo, Handler};
 use crate::metrics::{self, ForwardKind, Limit, Source, UpstreamErrorReason};
 use crate::resource::Gvr;
-use crate::serve::route::{Route, Verb};
-use crate::serve::server::{BoxFuture, ConnInfo, Handler};
 use crate::upstream::{Credentials, Upstream, UpstreamError};
 
 /// Write responses are single objects; up to this size they are read whole to learn their resourceVersion
@@ -70,7 +70,7 @@ impl Forwarder {
     }
 
     async fn forward_inner(&self, req: Request<Body>) -> Response<Body> {
-        if crate::serve::server::is_upgrade(&req) {
+        if crate::front::server::is_upgrade(&req) {
             return upgrade::forward(self, req).await;
         }
         let route = match req.extensions().get::<Route>() {
@@ -253,7 +253,7 @@ pub(super) fn error_response(e: &UpstreamError, body_limit: Option<u64>) -> Resp
     {
         tracing::debug!(limit, "request body over the limit");
         metrics::limit_rejected(Limit::RequestBody);
-        return status_response(&crate::serve::server::body_too_large(limit));
+        return status_response(&crate::front::server::body_too_large(limit));
     }
     tracing::warn!(error = %e, "forwarding failed");
     metrics::upstream_error(match e {

@@ -4,7 +4,6 @@
 mod coalesce;
 mod forwarder;
 mod headers;
-pub(crate) mod status;
 mod upgrade;
 mod writes;
 

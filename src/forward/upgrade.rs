@@ -11,9 +11,9 @@ use hyper_util::rt::TokioIo;
 use super::Forwarder;
 use super::forwarder::error_response;
 use super::headers::strip_hop_by_hop;
-use crate::body::{self, Body, BoxError};
+use crate::front::body::{self, Body, BoxError};
+use crate::front::server::ConnInfo;
 use crate::metrics::{self, ForwardKind};
-use crate::serve::server::ConnInfo;
 
 /// Forwards an upgrade request; see the module doc.
 pub(super) async fn forward(fwd: &Forwarder, mut req: Request<Body>) -> Response<Body> {

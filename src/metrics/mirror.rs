@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::labels::FreshnessOutcome;
 use super::names::*;
 use super::recorder::{counter, gauge, label};
-use crate::serve::fresh::FreshnessStats;
+use crate::fresh::FreshnessStats;
 use crate::serve::watch;
 
 /// `kache_watch_streams_ended_total` reasons, in the order of [`watch::WatchStats`]'s fields.

@@ -21,9 +21,9 @@ use super::health::{self, CheckResult, HealthResponse, PING};
 use super::labels::Limit;
 use super::recorder::MetricsHandle;
 use super::stats::{StatsSource, ready_checks, refresh};
-use crate::body::{self, Body};
 use crate::codec::gzip;
-use crate::serve::negotiate::accepts_gzip;
+use crate::front::body::{self, Body};
+use crate::front::negotiate::accepts_gzip;
 
 /// Where the metrics listener binds by default: loopback only, so nothing is exposed unless asked for.
 pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9090";

@@ -9,9 +9,9 @@ use super::labels::AsResource;
 use super::names::{REFLECTOR_STATE, RESOURCE_SYNCED, SECONDS_SINCE_LAST_EVENT};
 use super::recorder::gauge;
 use super::resource::{ResourceMetrics, all_resources, resource as handles};
+use crate::fresh::{Freshness, FreshnessStats};
 use crate::reflector::{Registry, SyncState};
 use crate::resource::Gvr;
-use crate::serve::fresh::{Freshness, FreshnessStats};
 use crate::store::StoreStats;
 
 /// Every reflector state, registered at zero so each state's series exists from the start.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::serve::coverage::MirrorSelector;
+use crate::options::coverage::MirrorSelector;
 use crate::store::StoreConfig;
 
 /// client-go's page size for a paginated list (`tools/pager` `defaultPageSize`).

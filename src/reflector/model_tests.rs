@@ -21,7 +21,7 @@ use super::config::ReflectorConfig;
 use super::machine::{Reflector, State};
 use super::status::StatusCell;
 use super::tests::{bookmark, error_event, ev, pod, pod_item, pods_info, status_json};
-use crate::body::{self, Body, BoxError};
+use crate::front::body::{self, Body, BoxError};
 use crate::store::Store;
 use crate::upstream::{BoxFuture, Transport, UpstreamError};
 

@@ -14,8 +14,8 @@ use tracing::{info, warn};
 use super::config::ReflectorConfig;
 use super::status::{ReflectorStatus, StatusCell};
 use super::supervisor;
+use crate::options::coverage::{self, MirrorSelector};
 use crate::resource::{Gvr, ResourceInfo};
-use crate::serve::coverage::{self, MirrorSelector};
 use crate::store::Store;
 use crate::upstream::discovery::{
     self, DiscoveredResource, Discovery, DiscoveryError, ResourceSpec, Selection,

@@ -8,10 +8,10 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header
 use super::config::ReflectorConfig;
 use super::decode::{ApiStatus, DecodeError, decode_status};
 use super::stream::WatchStream;
-use crate::body::{self, Body, BoxError};
+use crate::front::body::{self, Body, BoxError};
 use crate::metrics::UpstreamErrorReason;
+use crate::options::coverage::MirrorSelector;
 use crate::resource::Gvr;
-use crate::serve::coverage::MirrorSelector;
 use crate::upstream::Transport;
 use crate::upstream::{ReadBodyError, UpstreamError, read_body};
 

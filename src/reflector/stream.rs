@@ -7,7 +7,7 @@ use futures_util::FutureExt;
 use http_body_util::BodyExt;
 
 use super::request::ReflectError;
-use crate::body::Body;
+use crate::front::body::Body;
 
 /// A JSON watch stream: one event per line.
 ///
@@ -114,7 +114,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::body::BoxError;
+    use crate::front::body::BoxError;
 
     fn body_of(chunks: Vec<Vec<u8>>) -> Body {
         let frames = chunks.into_iter().map(|c| Ok::<_, BoxError>(Frame::data(Bytes::from(c))));

@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use super::config::ReflectorConfig;
 use super::machine::{Reflector, State};
 use super::status::{StatusCell, SyncState};
-use crate::body::{self, Body, BoxError};
+use crate::front::body::{self, Body, BoxError};
 use crate::resource::{Gvr, ResourceInfo};
 use crate::store::{Store, Writer};
 use crate::upstream::{BoxFuture, Transport, UpstreamError};

@@ -23,12 +23,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
-use crate::body::{self, Body};
+use crate::front::body::{self, Body};
 use crate::metrics::{self, Limit, serving as m};
 
-/// Default budget: about five full lists of 100k pods (~400 MB each) in flight at once; more are asked to
-/// come back after `Retry-After`. 0 disables the budget.
-pub const DEFAULT_MAX_READ_BYTES_IN_FLIGHT: usize = 2 << 30;
+/// Default budget (`--max-read-bytes-inflight`, a server limit).
+pub use crate::front::server::limits::DEFAULT_MAX_READ_BYTES_IN_FLIGHT;
 /// The `Retry-After` of a refused read, in seconds (the apiserver's max-in-flight filter sends 1).
 pub const RETRY_AFTER_SECONDS: u32 = 1;
 /// The body of the apiserver's 429 (`http.Error(w, "Too many requests, please try again later.", 429)`).
@@ -228,8 +227,9 @@ mod tests {
         assert_eq!(unlimited.heavy_in_flight(), 100);
         drop(held);
         assert_eq!(unlimited.heavy_in_flight(), 0);
-        // The default scales with the producers.
+        // The default scales with the producers, and the flag's default is the same.
         assert_eq!(ReadBudget::new(1).heavy_limit, HEAVY_BODIES_PER_PRODUCER * producers());
+        assert_eq!(crate::front::server::limits::default_max_heavy_bodies(), HEAVY_BODIES_PER_PRODUCER * producers());
     }
 
     #[tokio::test]

@@ -8,9 +8,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use crate::options::selector::custom::{self, SelectableFields};
 use crate::reflector::Registry;
 use crate::resource::Gvr;
-use crate::serve::selector::custom::{self, SelectableFields};
 
 /// Bound on remembered CRDs: one entry per custom resource version selected on. Past it the memo is
 /// cleared (each entry is rebuilt from the store on its next use).

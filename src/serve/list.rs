@@ -6,12 +6,12 @@ use std::time::Instant;
 use bytes::{BufMut, Bytes};
 use http::{HeaderValue, Response, StatusCode, header};
 
-use crate::body::{self, Body};
 use crate::codec::list::View;
 use crate::codec::{gzip, list as listcodec, pretty, token};
+use crate::fresh::Freshness;
+use crate::front::body::{self, Body};
 use crate::resource::ResourceInfo;
 use crate::serve::admit::{self, ReadBudget};
-use crate::serve::fresh::Freshness;
 use crate::serve::gzcache::GzipCache;
 use crate::serve::read::{ContinueAt, ListPlan, Match, ReadAt, Rv, plan_list, plan_single};
 use crate::serve::resolve::{ResolveError, Resolved, read_bytes, resolve};

@@ -1,20 +1,15 @@
-//! The HTTP front: routing, parameter validation, selectors, and get/list/watch from memory.
+//! Reads served from memory: get, list and watch of a synced store, streamed with bounded buffers (pretty
+//! printing and gzip included) and admitted against a byte budget (`admit`). `serve` never talks to the
+//! upstream: a read memory cannot answer exactly is handed back to the pipeline as [`list::NotServed`], which
+//! forwards it; consistent reads are proven fresh by [`crate::fresh`], which owns the upstream probes.
 
 pub mod admit;
-pub mod coverage;
 pub mod crd_fields;
-pub mod fresh;
 pub mod gzcache;
-pub mod handler;
 pub mod list;
-pub mod negotiate;
-pub mod params;
-pub mod query;
 pub mod read;
+pub mod reads;
 pub mod resolve;
-pub mod route;
 pub mod scan;
-pub mod selector;
-pub mod server;
 pub mod table_learn;
 pub mod watch;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::serve::fresh::{Ahead, Freshness, NotFresh};
+use crate::fresh::{Ahead, Freshness, NotFresh};
 use crate::serve::read::ReadAt;
 use crate::store::{Snapshot, Store};
 
@@ -41,7 +41,7 @@ pub struct Resolved {
 
 /// Resolves `at` against `store`. `arrived` is when the request arrived (consistent reads only trust probes
 /// started after it); `min_rv` is a lower bound the read must reflect (the last write through kache);
-/// `bytes` is the size of the read (what forwarding it would cost, see [`crate::serve::fresh::budget`]).
+/// `bytes` is the size of the read (what forwarding it would cost, see [`crate::fresh::budget`]).
 pub async fn resolve(
     store: &Arc<Store>,
     at: ReadAt,

@@ -10,8 +10,8 @@ use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode, header};
 use http_body_util::BodyExt;
 
-use crate::body::Body;
 use crate::codec::table::generic::{self, LEARN_PREFIX_BYTES};
+use crate::front::body::Body;
 use crate::resource::Gvr;
 
 /// The first bytes of a forwarded Table body; checked when dropped.

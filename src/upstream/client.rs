@@ -19,7 +19,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tower::ServiceExt;
 use tower::util::BoxCloneSyncService;
 
-use crate::body::{Body, BoxError};
+use crate::front::body::{Body, BoxError};
 
 /// Time allowed to establish a TCP connection upstream; past it the request fails (503 to clients) instead
 /// of hanging on an unreachable apiserver.
@@ -306,7 +306,7 @@ mod tests {
     #[test]
     fn gets_and_lists_are_short_reads_watches_and_writes_are_not() {
         let req = |m: http::Method, uri: &str| {
-            Request::builder().method(m).uri(uri).body(crate::body::empty()).unwrap()
+            Request::builder().method(m).uri(uri).body(crate::front::body::empty()).unwrap()
         };
         assert!(is_short_read(&req(http::Method::GET, "/api/v1/pods?limit=500")));
         assert!(is_short_read(&req(http::Method::GET, "/api/v1/namespaces/a/pods/b")));
@@ -346,7 +346,7 @@ mod tests {
             l.local_addr().expect("addr").port()
         };
         let up = Upstream::plain(&format!("http://127.0.0.1:{port}")).expect("valid");
-        let err = up.send(Request::new(crate::body::empty())).await.expect_err("nothing listens");
+        let err = up.send(Request::new(crate::front::body::empty())).await.expect_err("nothing listens");
         assert!(err.is_connect(), "{err:?}");
         assert!(err.is_retryable());
     }

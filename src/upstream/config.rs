@@ -16,7 +16,7 @@ use super::client::{
     Credentials, Dispatch, HttpService, POOL_IDLE_TIMEOUT, Upstream, UpstreamError, http_connector,
     parse_base,
 };
-use crate::body::BoxError;
+use crate::front::body::BoxError;
 
 /// HTTP/2 connections requests are spread over. kube-apiserver allows 250–1000 concurrent streams per
 /// connection; four connections keep a few hundred watches clear of that limit and of head-of-line

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use tracing::warn;
 
 use super::{ReadBodyError, Transport, UpstreamError, read_body};
-use crate::body;
+use crate::front::body;
 use crate::resource::{Gvr, ResourceInfo};
 
 /// Group versions fetched concurrently (a cluster has a few dozen).

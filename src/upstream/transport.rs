@@ -10,7 +10,7 @@ use http::{Request, Response};
 use http_body_util::BodyExt;
 
 use super::{Upstream, UpstreamError};
-use crate::body::{Body, BoxError};
+use crate::front::body::{Body, BoxError};
 
 /// A boxed, `Send` future (keeps [`Transport`] object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

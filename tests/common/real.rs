@@ -243,7 +243,7 @@ impl RealApiserver {
         super::eventually("the restarted apiserver is ready", Duration::from_secs(90), || {
             let api = api.clone();
             async move {
-                let req = Request::get("/readyz").body(kache::body::empty()).expect("request");
+                let req = Request::get("/readyz").body(kache::front::body::empty()).expect("request");
                 matches!(api.client.send(req).await, Ok(r) if r.status() == StatusCode::OK)
             }
         })
@@ -319,9 +319,9 @@ impl Endpoint {
                 if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
                     req = req.header(header::CONTENT_TYPE, "application/json");
                 }
-                kache::body::full(serde_json::to_vec(v).expect("JSON"))
+                kache::front::body::full(serde_json::to_vec(v).expect("JSON"))
             }
-            None => kache::body::empty(),
+            None => kache::front::body::empty(),
         };
         let req = req.body(body).expect("request");
         tokio::time::timeout(RESPONSE_TIMEOUT, self.client.send(req))
@@ -342,7 +342,7 @@ impl Endpoint {
             .method(method)
             .uri(path)
             .header(header::CONTENT_TYPE, content_type)
-            .body(kache::body::full(serde_json::to_vec(body).expect("JSON")))
+            .body(kache::front::body::full(serde_json::to_vec(body).expect("JSON")))
             .expect("request");
         let resp = tokio::time::timeout(RESPONSE_TIMEOUT, self.client.send(req)).await.ok()?.ok()?;
         let status = resp.status();

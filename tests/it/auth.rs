@@ -160,6 +160,32 @@ async fn authorization_matrix_from_memory_and_forwarded() {
     sim.shutdown().await;
 }
 
+/// Lazy caching starts only after authorization: a read of a resource not cached yet is forwarded, and
+/// kache starts caching that resource only when the upstream authorized it (neither 401 nor 403). A refused
+/// client cannot make kache cache anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lazy_caching_starts_only_after_an_authorized_read() {
+    kache::upstream::install_crypto_provider();
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = common::auth::config(&kubeconfig(dir.path(), &sim), "pods", AuthSettings::delegated());
+    config.lazy = true;
+    let kache = common::auth::start(config, true).await;
+    let caching_nodes = || kache.registry().statuses().iter().any(|s| s.gvr.resource == "nodes");
+    assert!(!caching_nodes(), "nodes are not cached before any read");
+
+    let refused = request(&kache.url(), "/api/v1/nodes/n1", Some(&user_token("carol"))).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "carol may not read nodes: {refused:?}");
+    assert!(!caching_nodes(), "a read the upstream refused starts no caching");
+
+    let allowed = request(&kache.url(), "/api/v1/nodes/n1", Some(&user_token("bob"))).await;
+    assert_eq!(allowed.status, StatusCode::OK, "bob may get nodes: {allowed:?}");
+    assert!(caching_nodes(), "an authorized read starts caching its resource");
+
+    kache.shutdown().await;
+    sim.shutdown().await;
+}
+
 /// Polls `path` as `token` until it answers `want`; panics after [`CONVERGE_WITHIN`].
 async fn converges(kache: &Kache, path: &str, token: &str, want: StatusCode) {
     let deadline = tokio::time::Instant::now() + CONVERGE_WITHIN;
@@ -233,7 +259,7 @@ async fn client_certificates_authenticate_as_cn_and_are_authorized() {
         Selection { include: Some(parse_resource_specs("pods,nodes").expect("specs")), exclude: Vec::new() };
     config.lazy = false;
     config.auth = AuthSettings::delegated();
-    config.tls = Some(kache::serve::server::TlsConfig::with_client_ca(&cert, &key, &ca).expect("tls config"));
+    config.tls = Some(kache::front::server::TlsConfig::with_client_ca(&cert, &key, &ca).expect("tls config"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let kache = Kache::start(config, listener).await.expect("kache starts");
     tokio::time::timeout(Duration::from_secs(30), kache.wait_synced()).await.expect("kache syncs");

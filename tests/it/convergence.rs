@@ -121,15 +121,19 @@ fn churn_once(sim: &SimHandle, rng: &mut StdRng, written: &Written, step: usize)
     }
 }
 
-fn clone_get(req: &Request<kache::body::Body>) -> Request<kache::body::Body> {
-    Request::get(req.uri().clone()).header("accept", "application/json").body(kache::body::empty()).unwrap()
+fn clone_get(req: &Request<kache::front::body::Body>) -> Request<kache::front::body::Body> {
+    Request::get(req.uri().clone())
+        .header("accept", "application/json")
+        .body(kache::front::body::empty())
+        .unwrap()
 }
 
 /// The sim's current state of a resource as the bytes it sends: a plain consistent list, items completed with
 /// their type meta exactly as the reflector stores them.
 async fn sim_state(upstream: &Upstream, info: &ResourceInfo) -> BTreeMap<String, (u64, Bytes)> {
     let uri = format!("{}/{}", info.gvr.path_prefix(), info.gvr.resource);
-    let req = Request::get(uri).header("accept", "application/json").body(kache::body::empty()).unwrap();
+    let req =
+        Request::get(uri).header("accept", "application/json").body(kache::front::body::empty()).unwrap();
     let mut attempts = 0;
     let resp = loop {
         // The sim's restarts reset pooled connections: retry those (this is the test's client, not kache's).

@@ -211,7 +211,7 @@ async fn impersonation_errors_are_the_apiservers() {
     std::fs::write(&key, server_key.serialize_pem()).expect("write");
     std::fs::write(&ca, &pki.ca_pem).expect("write");
     let mut cfg = config(&kc, "pods", AuthSettings::delegated());
-    cfg.tls = Some(kache::serve::server::TlsConfig::with_client_ca(&cert, &key, &ca).expect("tls config"));
+    cfg.tls = Some(kache::front::server::TlsConfig::with_client_ca(&cert, &key, &ca).expect("tls config"));
     let kache = start(cfg, true).await;
     let path = "/api/v1/namespaces/a/pods?resourceVersion=0";
     let cases: Vec<(Headers, u16, &str)> = vec![
@@ -304,7 +304,7 @@ async fn chained_kaches_keep_the_certificate_users_identity() {
         let node_kc = kubeconfig(dir.path(), "node", &regional.url(), &token("node"));
         let mut node_config = config(&node_kc, node_cache, AuthSettings::delegated());
         node_config.tls =
-            Some(kache::serve::server::TlsConfig::with_client_ca(&cert, &key, &ca).expect("tls config"));
+            Some(kache::front::server::TlsConfig::with_client_ca(&cert, &key, &ca).expect("tls config"));
         let node = start(node_config, !node_cache.is_empty()).await;
         let addr = node.addr();
         let case =
@@ -407,7 +407,7 @@ async fn kubectl_as_reads_as_the_impersonated_user() {
     let client_cert = file("client.crt", client.pem());
     let client_key = file("client.key", client_key.serialize_pem());
     let mut cfg = config(&kc, "pods,secrets", AuthSettings::delegated());
-    cfg.tls = Some(kache::serve::server::TlsConfig::with_client_ca(&cert, &key, &ca).expect("tls config"));
+    cfg.tls = Some(kache::front::server::TlsConfig::with_client_ca(&cert, &key, &ca).expect("tls config"));
     let kache = start(cfg, true).await;
     let via_kache = file(
         "via-kache",

@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Empty};
 use serde_json::{Value, json};
 
 use common::*;
-use kache::serve::handler::ResponseEncoding;
+use kache::pipeline::ResponseEncoding;
 use kache_sim::{Crd, Sim, SimHandle};
 
 /// `kubectl get` (Table, falling back to JSON).

@@ -40,7 +40,7 @@ use serde_json::{Value, json};
 use common::Resp;
 use common::real::{Endpoint, RealApiserver, create, rv_of, write_kubeconfig};
 use kache::app::{Config, Kache, UpstreamSource};
-use kache::serve::server::TlsConfig;
+use kache::front::server::TlsConfig;
 
 const GROUP_VERSION: &str = "wardle.example.com/v1beta1";
 const FLUNDERS: &str = "/apis/wardle.example.com/v1beta1/flunders";

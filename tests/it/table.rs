@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use kache::app::Kache;
-use kache::serve::handler::ResponseEncoding;
+use kache::pipeline::ResponseEncoding;
 use kache_sim::SimHandle;
 use kache_sim::table::PrinterColumn;
 use serde_json::{Value, json};

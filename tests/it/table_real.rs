@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use common::real::{Endpoint, Flavor, RealApiserver, create, rv_of, write_kubeconfig};
 use kache::app::{Config, Kache, UpstreamSource};
-use kache::serve::handler::ResponseEncoding;
+use kache::pipeline::ResponseEncoding;
 
 const V1: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 const V1BETA1: &str = "application/json;as=Table;v=v1beta1;g=meta.k8s.io";

@@ -34,11 +34,10 @@ pub enum Include {
 }
 
 impl Include {
-    /// `includeObject` decoded and validated as `optionsForTransform` does (the first value counts).
-    pub fn parse(query: Option<&str>) -> Result<Include, ApiError> {
-        let q = crate::serve::query::Query::parse(query);
-        let value = q.get("includeObject").unwrap_or_default().to_owned();
-        match value.as_str() {
+    /// The `includeObject` value (the first one, decoded; empty when absent) validated as
+    /// `optionsForTransform` does. The pipeline decodes the query string.
+    pub fn from_value(value: &str) -> Result<Include, ApiError> {
+        match value {
             "" | "Metadata" => Ok(Include::Metadata),
             "Object" => Ok(Include::Object),
             "None" => Ok(Include::None),

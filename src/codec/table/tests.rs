@@ -5,10 +5,10 @@ use super::*;
 
 #[test]
 fn include_object_values() {
-    assert_eq!(Include::parse(None).ok(), Some(Include::Metadata));
-    assert_eq!(Include::parse(Some("includeObject=Object&x=1")).ok(), Some(Include::Object));
-    assert_eq!(Include::parse(Some("includeObject=None")).ok(), Some(Include::None));
-    let err = Include::parse(Some("includeObject=Foo")).expect_err("400");
+    assert_eq!(Include::from_value("").ok(), Some(Include::Metadata));
+    assert_eq!(Include::from_value("Object").ok(), Some(Include::Object));
+    assert_eq!(Include::from_value("None").ok(), Some(Include::None));
+    let err = Include::from_value("Foo").expect_err("400");
     assert_eq!(
         err.to_string(),
         r#"Unable to convert to Table as requested: includeObject: Invalid value: "Foo": must be 'Metadata', 'Object', 'None', or empty"#

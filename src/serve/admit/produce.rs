@@ -28,7 +28,7 @@ use http_body::Frame;
 use http_body_util::{BodyExt as _, StreamBody};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::body::{Body, BoxError};
+use crate::front::body::{Body, BoxError};
 use crate::metrics::serving as m;
 
 /// A batch ends once it has produced this many bytes: large enough that handing a batch to the blocking

@@ -37,7 +37,7 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use tokio_util::sync::CancellationToken;
 
-use crate::body::{Body, BoxError};
+use crate::front::body::{Body, BoxError};
 use crate::store::Store;
 
 pub use bookmark::DEFAULT_BOOKMARK_INTERVAL;

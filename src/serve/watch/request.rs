@@ -2,16 +2,16 @@
 
 use std::sync::Arc;
 
-use http::{HeaderValue, Response, StatusCode, header};
+use http::Response;
 use tokio_util::sync::CancellationToken;
 
 use super::filter::{Filter, Predicate};
 use super::frame::WatchView;
 use super::stream::{Start, WatchSpec};
 use super::{WatchConfig, over_limit, respond};
-use crate::body::{self, Body};
 use crate::codec::status::ApiError;
-use crate::serve::params::ListOptions;
+use crate::front::{self, body::Body};
+use crate::options::params::ListOptions;
 use crate::store::{Object, Store};
 
 /// Seconds a client refused for the per-resource watcher cap should wait.
@@ -37,14 +37,14 @@ pub struct WatchRequest {
 pub fn serve_watch(req: WatchRequest, cfg: &WatchConfig, shutdown: CancellationToken) -> Response<Body> {
     let spec = match resolve(&req, cfg) {
         Ok(spec) => spec,
-        Err(e) => return error_response(&e),
+        Err(e) => return front::respond::status(&e),
     };
     if over_limit(&req.store, cfg) {
         let e = ApiError::TooManyRequests {
             message: format!("too many watchers of {}, please try again later", req.store.info().gvr),
             retry_after: OVER_LIMIT_RETRY_AFTER,
         };
-        return error_response(&e);
+        return front::respond::status(&e);
     }
     respond(req.store, spec, shutdown)
 }
@@ -110,26 +110,14 @@ fn filter(req: &WatchRequest) -> Filter {
     Filter { namespace, name: req.name.clone(), predicate, field }
 }
 
-/// An error Status response (before the stream started), with Retry-After when the Status has one.
-fn error_response(e: &ApiError) -> Response<Body> {
-    let mut response = Response::new(body::full(e.to_json()));
-    *response.status_mut() =
-        StatusCode::from_u16(e.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
-    if let Some(secs) = e.retry_after() {
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    }
-    response
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::params::parse_list_request;
     use crate::resource::{Gvr, ResourceInfo};
-    use crate::serve::params::parse_list_request;
     use crate::store::{StoreConfig, Writer};
     use bytes::Bytes;
+    use http::{StatusCode, header};
     use http_body_util::BodyExt;
 
     fn store() -> (Arc<Store>, Writer) {

@@ -3,7 +3,7 @@ use std::collections::HashMap;
 use http::{Request, Response, StatusCode};
 
 use super::*;
-use crate::body::{self, Body};
+use crate::front::body::{self, Body};
 use crate::upstream::BoxFuture;
 
 /// Answers GETs by exact path; anything else is 404.

@@ -10,7 +10,7 @@
 
 mod conn;
 mod framing;
-mod limits;
+pub(crate) mod limits;
 mod parse_error;
 mod request;
 mod tls;
@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::body::Body;
+use crate::front::body::Body;
 
 pub use limits::{LimitFlags, Limits, parse_duration};
 pub(crate) use request::{body_too_large, is_upgrade};

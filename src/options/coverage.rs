@@ -29,11 +29,11 @@
 
 use std::fmt;
 
-use crate::resource::FieldKind;
-use crate::serve::selector::label::parse_go_int64;
-use crate::serve::selector::{
+use crate::options::selector::label::parse_go_int64;
+use crate::options::selector::{
     FieldOp, FieldSelector, FieldTerm, LabelSelector, Operator, Requirement, convert_field_label,
 };
+use crate::resource::FieldKind;
 
 /// What a filtered mirror holds: the objects matching both selectors (as the upstream applies them to the
 /// mirror's list and watch).

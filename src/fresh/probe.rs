@@ -6,14 +6,14 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 
-use crate::body;
+use crate::front::body;
 use crate::upstream::Upstream;
 
 /// A probe response larger than this is refused (a `limit=1` list is one object).
 const MAX_PROBE_BODY: usize = 8 << 20;
 
 /// A GET of `path` asking for JSON, as probes and proof watches send it.
-pub(super) fn json_get(path: &str) -> Result<Request<crate::body::Body>, String> {
+pub(super) fn json_get(path: &str) -> Result<Request<crate::front::body::Body>, String> {
     Request::builder()
         .method(Method::GET)
         .uri(path)

@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::serve::selector::test_support::object;
+use crate::options::selector::test_support::object;
 
 fn err(s: &str) -> String {
     LabelSelector::parse(s).expect_err(s).0

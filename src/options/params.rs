@@ -237,7 +237,7 @@ impl ListOptions {
     pub fn convert_custom_fields(
         mut self,
         namespaced: bool,
-        fields: crate::serve::selector::custom::SelectableFields,
+        fields: crate::options::selector::custom::SelectableFields,
     ) -> Result<Self, ApiError> {
         self.field_selector = std::mem::take(&mut self.field_selector)
             .convert_custom(namespaced, fields)

@@ -17,11 +17,11 @@ use super::conn::{ActiveGuard, Activity};
 use super::framing::Framing;
 use super::parse_error::{self, EmptyErrors};
 use super::{ConnInfo, Handler, Limits};
-use crate::body::{Body, BoxError};
 use crate::codec::status::ApiError;
-use crate::forward::status::status_response;
+use crate::front::body::{Body, BoxError};
+use crate::front::respond::status as status_response;
+use crate::front::route::{Route, Verb};
 use crate::metrics::{self, Limit, Source};
-use crate::serve::route::{Route, Verb};
 
 /// Per-connection state shared by its requests.
 pub(super) struct RequestCtx {
@@ -119,7 +119,7 @@ fn timeout_error() -> ApiError {
 /// the request (the upstream answers 400 for them).
 pub(super) fn user_timeout(query: Option<&str>) -> Option<std::time::Duration> {
     let value = query?.split('&').find_map(|pair| pair.strip_prefix("timeout="))?;
-    let value = crate::serve::route::percent_decode(value.as_bytes(), true)?;
+    let value = crate::front::route::percent_decode(value.as_bytes(), true)?;
     super::parse_duration(&value).ok().filter(|d| !d.is_zero())
 }
 
@@ -174,7 +174,7 @@ fn go_error(status: StatusCode) -> Response<Body> {
         .status(status)
         .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
         .header(header::CONNECTION, "close")
-        .body(crate::body::full(text))
+        .body(crate::front::body::full(text))
         .expect("static headers are valid")
 }
 

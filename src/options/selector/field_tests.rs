@@ -3,7 +3,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
-use crate::serve::selector::test_support::object;
+use crate::options::selector::test_support::object;
 
 fn ok(s: &str) -> FieldSelector {
     FieldSelector::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
@@ -80,12 +80,12 @@ fn custom_resource_conversion() {
 /// Terms on a CRD's selectable fields read the object's bytes; the others its key.
 #[test]
 fn custom_resource_fields_match_the_stored_bytes() {
-    let fields: crate::serve::selector::custom::SelectableFields = Arc::from(vec![
-        crate::serve::selector::custom::SelectableField {
+    let fields: crate::options::selector::custom::SelectableFields = Arc::from(vec![
+        crate::options::selector::custom::SelectableField {
             label: "spec.color".into(),
             path: vec!["spec".into(), "color".into()],
         },
-        crate::serve::selector::custom::SelectableField {
+        crate::options::selector::custom::SelectableField {
             label: "spec.size".into(),
             path: vec!["spec".into(), "size".into()],
         },

@@ -18,12 +18,15 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Concurrent forwarded non-long-running requests; the apiserver's `--max-requests-inflight` (400).
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 400;
-/// Uncompressed bytes of lists served from memory that may be in flight at once; see `serve::admit`.
-pub const DEFAULT_MAX_READ_BYTES_IN_FLIGHT: usize = crate::serve::admit::DEFAULT_MAX_READ_BYTES_IN_FLIGHT;
+/// Uncompressed bytes of lists served from memory that may be in flight at once (see `serve::admit`): about
+/// five full lists of 100k pods (~400 MB each); more are asked to come back after `Retry-After`. 0 disables
+/// the budget.
+pub const DEFAULT_MAX_READ_BYTES_IN_FLIGHT: usize = 2 << 30;
 
-/// Default for `--max-heavy-bodies-inflight`: [`crate::serve::admit::HEAVY_BODIES_PER_PRODUCER`] per producer.
+/// Default for `--max-heavy-bodies-inflight`: 8 per heavy-body producer, of which there are half the cores
+/// (`serve::admit::{HEAVY_BODIES_PER_PRODUCER, producers}`, checked equal there).
 pub fn default_max_heavy_bodies() -> usize {
-    crate::serve::admit::HEAVY_BODIES_PER_PRODUCER * crate::serve::admit::producers()
+    8 * std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 /// Open client connections; accepting pauses at the bound.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;

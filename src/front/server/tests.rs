@@ -14,8 +14,8 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::*;
-use crate::body::{self, BoxError};
-use crate::serve::route::{Route, Verb};
+use crate::front::body::{self, BoxError};
+use crate::front::route::{Route, Verb};
 
 /// Answers by path:
 /// - `/hang`: never answers (request timeout);
@@ -46,7 +46,7 @@ impl Handler for TestHandler {
                 "/body" => match req.into_body().collect().await {
                     Ok(b) => Response::new(body::full(b.to_bytes().len().to_string())),
                     Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                        crate::forward::status::status_response(&body_too_large(info.max_body_bytes))
+                        crate::front::respond::status(&body_too_large(info.max_body_bytes))
                     }
                     Err(e) => panic!("unexpected body error {e}"),
                 },
