@@ -214,6 +214,17 @@ async fn every_documented_metric_moves() {
     })
     .await;
 
+    // Protobuf from memory (the object's message is cached: bytes held), and an object kache cannot
+    // transcode (a field its schema does not know): counted, and the read forwarded.
+    let protobuf = [("accept", "application/vnd.kubernetes.protobuf")];
+    let mut odd = pod("odd");
+    odd["spec"]["futureField"] = json!({"x": 1});
+    sim.create("pods", Some("default"), odd).expect("pod");
+    let got = common::get_with(&url, &format!("{pods}/p-1"), &protobuf).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.headers["content-type"], "application/vnd.kubernetes.protobuf");
+    let _ = common::get_with(&url, &format!("{pods}/odd"), &protobuf).await;
+
     // Scraped as Prometheus does (store and reflector gauges are refreshed at each scrape).
     let scrape = common::get(&kache.metrics_url().expect("a metrics listener"), "/metrics").await;
     let text = String::from_utf8_lossy(&scrape.body).into_owned();

@@ -33,6 +33,7 @@ use crate::serve::gzcache::GzipCache;
 use crate::serve::list::{GetQuery, ListQuery, NotServed, ResponseOptions, serve_get, serve_list};
 use crate::serve::negotiate;
 use crate::serve::params::{self, ListOptions, RvMatch};
+use crate::serve::protobuf::ProtoTarget;
 use crate::serve::read::{ContinueAt, Match, Rv};
 use crate::serve::resolve::BLOCK_TIMEOUT;
 use crate::serve::route::{ResourceRequest, Route, Verb};
@@ -96,7 +97,7 @@ impl ResponseEncoding {
             N::Json { .. } => Self::Json,
             N::JsonPartialMetadata { .. } | N::PartialMetadataV1beta1 => Self::PartialMetadata,
             N::Table | N::JsonTable { .. } => Self::Table,
-            N::Protobuf => Self::Protobuf,
+            N::Protobuf(_) => Self::Protobuf,
             N::Yaml => Self::Yaml,
             N::Cbor => Self::Cbor,
             N::NotAcceptable { .. } => return None,
@@ -366,6 +367,7 @@ impl KacheHandler {
                 // The error itself is negotiated on the same header: `application/*` gets JSON as usual.
                 return match negotiate::negotiate(accept) {
                     negotiate::Negotiated::Json { pretty } => error_response(&err, &req, pretty),
+                    negotiate::Negotiated::Protobuf(_) => error_response(&err, &req, false),
                     _ => not_acceptable_response(&err, &req),
                 };
             }
@@ -376,11 +378,35 @@ impl KacheHandler {
             negotiate::negotiate(accept)
         };
         let encoding = ResponseEncoding::of(&negotiated);
+        // Protobuf from memory for the kinds with a schema and the v1 metadata views that fit the request;
+        // the rest is forwarded and the upstream answers it (custom resources' objects: its 406 or JSON).
+        let proto = match negotiated {
+            negotiate::Negotiated::Protobuf(pv) => {
+                let target = match (pv, r.verb) {
+                    (negotiate::ProtoView::Object, _) => ProtoTarget::for_object(store.info()),
+                    (negotiate::ProtoView::PartialMetadata { list: true }, Verb::List)
+                    | (negotiate::ProtoView::PartialMetadata { list: false }, Verb::Get | Verb::Watch) => {
+                        Some(ProtoTarget::Metadata)
+                    }
+                    _ => None,
+                };
+                match target {
+                    Some(target) => Some(target),
+                    None => {
+                        self.stats.count_encoding(encoding, false);
+                        return self.forward(req, id).await;
+                    }
+                }
+            }
+            _ => None,
+        };
         // The PartialObjectMetadata views are served from memory when the view fits the request (a list view
         // for lists, an object view for gets and watch events); any mismatch is forwarded and the upstream
         // answers it (406 with its own wording).
         let view = match (&negotiated, r.verb) {
             (negotiate::Negotiated::Json { .. }, _) => View::Full,
+            (negotiate::Negotiated::Protobuf(negotiate::ProtoView::Object), _) => View::Full,
+            (negotiate::Negotiated::Protobuf(_), _) => View::Metadata,
             (negotiate::Negotiated::JsonPartialMetadata { list: true, .. }, Verb::List)
             | (negotiate::Negotiated::JsonPartialMetadata { list: false, .. }, Verb::Get | Verb::Watch) => {
                 View::Metadata
@@ -427,9 +453,9 @@ impl KacheHandler {
             }
         };
         let outcome = match r.verb {
-            Verb::Get => self.get(&req, r, &store, arrived, view).await,
-            Verb::List => self.list(&req, r, &store, arrived, view).await,
-            Verb::Watch => self.watch(&req, r, &store, arrived, view).await,
+            Verb::Get => self.get(&req, r, &store, arrived, view, proto.as_ref()).await,
+            Verb::List => self.list(&req, r, &store, arrived, view, proto.as_ref()).await,
+            Verb::Watch => self.watch(&req, r, &store, arrived, view, proto).await,
             _ => Err(NotServed::Forward("verb")),
         };
         let from_memory = !matches!(outcome, Err(NotServed::Forward(_) | NotServed::NotFresh));
@@ -568,6 +594,7 @@ impl KacheHandler {
         store: &Arc<Store>,
         arrived: Instant,
         view: View,
+        proto: Option<&ProtoTarget>,
     ) -> Result<Response<Body>, NotServed> {
         let Some(name) = r.name.as_deref() else { return Err(NotServed::Forward("get without name")) };
         let opts = params::parse_get_options(req.uri().query());
@@ -591,6 +618,7 @@ impl KacheHandler {
             block_timeout: self.config.block_timeout,
             response,
             view,
+            proto,
         };
         let found = serve_get(store, &q, &self.freshness).await?;
         Ok(found.unwrap_or_else(|| {
@@ -606,6 +634,7 @@ impl KacheHandler {
         store: &Arc<Store>,
         arrived: Instant,
         view: View,
+        proto: Option<&ProtoTarget>,
     ) -> Result<Response<Body>, NotServed> {
         let info = store.info();
         let kind = info.field_kind();
@@ -659,6 +688,7 @@ impl KacheHandler {
             gzip_cache: Some(&self.gzip_cache),
             budget: Some(&self.read_budget),
             view,
+            proto,
         };
         let consistent = q.rv == Rv::Unset && q.cont.is_none();
         let (resp, stats) = serve_list(store, &q, &self.freshness).await?;
@@ -678,6 +708,7 @@ impl KacheHandler {
         store: &Arc<Store>,
         arrived: Instant,
         view: View,
+        proto: Option<ProtoTarget>,
     ) -> Result<Response<Body>, NotServed> {
         let info = store.info();
         let mut opts = match self.list_options(req, r, info)? {
@@ -728,8 +759,13 @@ impl KacheHandler {
                 View::Table(table) => WatchView::Table(table),
             },
             opts,
+            proto,
+            proto_errors: negotiate::error_in_protobuf(
+                req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()),
+            ),
         };
-        Ok(watch::request::serve_watch(request, &self.config.watch, self.shutdown.clone()))
+        watch::request::try_serve_watch(request, &self.config.watch, self.shutdown.clone())
+            .map_err(|_| NotServed::Forward("not transcodable to protobuf"))
     }
 }
 
@@ -785,6 +821,10 @@ pub fn error_response(err: &ApiError, req: &Request<Body>, pretty: bool) -> Resp
     // An Accept header naming only transformations (a Table, a metadata view) cannot carry a Status: the
     // apiserver then writes it raw (`WriteRawJSON`), indented without a trailing newline.
     let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    // A resource request's error is negotiated like its object: a protobuf client gets a protobuf Status.
+    if negotiate::error_in_protobuf(accept) && is_resource_request(req) {
+        return with_common_headers(crate::serve::protobuf::error_response(err), req);
+    }
     let bytes = if !negotiate::error_negotiable(accept) {
         err.to_raw_json()
     } else if pretty {
@@ -803,6 +843,15 @@ pub fn error_response(err: &ApiError, req: &Request<Body>, pretty: bool) -> Resp
         resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     with_common_headers(resp, req)
+}
+
+/// Whether the request names a resource (its errors are negotiated with the resource's serializers, which
+/// include protobuf; other paths answer JSON).
+fn is_resource_request(req: &Request<Body>) -> bool {
+    match req.extensions().get::<Route>() {
+        Some(route) => route.resource().is_some(),
+        None => Route::parse(req.method(), req.uri()).resource().is_some(),
+    }
 }
 
 /// A 406: the error's own negotiation fails on the same Accept header, so the apiserver writes it with

@@ -9,6 +9,7 @@ pub mod handler;
 pub mod list;
 pub mod negotiate;
 pub mod params;
+pub mod protobuf;
 pub mod query;
 pub mod read;
 pub mod resolve;

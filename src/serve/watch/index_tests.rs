@@ -54,6 +54,7 @@ fn pod(ns: &str, name: &str, rv: u64, node: &str, app: &str) -> Arc<Object> {
         raw,
         body_offset: 1,
         metadata_range: meta.start as u32..meta.end as u32,
+        proto: Default::default(),
     })
 }
 
