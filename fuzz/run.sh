@@ -8,7 +8,7 @@ export RUSTC_BOOTSTRAP=1
 if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
-for t in label_selector field_selector continue_token list_options accept_header; do
+for t in label_selector field_selector continue_token list_options accept_header proto_transcode; do
     mkdir -p "corpus/$t"
     echo "== fuzzing $t for ${secs}s"
     # New inputs go to a scratch dir; corpus/<t> holds the committed seeds (read as well).

@@ -7,6 +7,7 @@ pub mod gzip;
 pub mod list;
 pub mod meta_view;
 pub mod pretty;
+pub mod proto;
 pub mod status;
 pub mod table;
 pub mod token;
