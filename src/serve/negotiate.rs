@@ -434,6 +434,23 @@ mod tests {
     }
 
     #[test]
+    fn errors_in_protobuf_follow_the_first_plain_clause() {
+        assert!(error_in_protobuf(Some("application/vnd.kubernetes.protobuf, application/json")));
+        assert!(error_in_protobuf(Some("application/vnd.kubernetes.protobuf;stream=watch")));
+        assert!(!error_in_protobuf(Some("application/json, application/vnd.kubernetes.protobuf")));
+        assert!(!error_in_protobuf(Some("*/*")));
+        assert!(!error_in_protobuf(None));
+        // A metadata view cannot carry a Status: the next plain clause decides.
+        assert!(!error_in_protobuf(Some(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+        )));
+        assert!(error_in_protobuf(Some(
+            "application/json;as=Table;g=meta.k8s.io;v=v1, application/vnd.kubernetes.protobuf"
+        )));
+        assert!(!error_in_protobuf(Some("application/vnd.kubernetes.protobuf;q=0.5, application/json")));
+    }
+
+    #[test]
     fn watch_negotiation() {
         assert_eq!(
             negotiate_watch(Some("application/json;stream=watch")),

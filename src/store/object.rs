@@ -165,3 +165,42 @@ pub fn make_key(namespace: Option<&str>, name: &str) -> (Key, u32) {
         _ => (Arc::from(name), 0),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proto_cells_compute_once_and_count_their_bytes() {
+        let cells = ProtoCells::default();
+        let mut calls = 0;
+        let a = cells.full(|| {
+            calls += 1;
+            Some(vec![1, 2, 3])
+        });
+        let b = cells.full(|| {
+            calls += 1;
+            Some(vec![9])
+        });
+        assert_eq!((a.as_deref(), b.as_deref(), calls), (Some(&[1u8, 2, 3][..]), Some(&[1u8, 2, 3][..]), 1));
+        // A failure is remembered: attempted (and counted by the caller) once.
+        let mut failures = 0;
+        for _ in 0..3 {
+            assert!(
+                cells
+                    .meta(|| {
+                        failures += 1;
+                        None
+                    })
+                    .is_none()
+            );
+        }
+        assert_eq!((failures, cells.bytes()), (1, 3));
+        // A clone starts empty; the process-wide count covers what is alive (other tests may run alongside,
+        // so only this cell's own share is checked through `bytes`).
+        assert_eq!(cells.clone().bytes(), 0);
+        let held = proto_bytes_held();
+        assert!(held >= 3, "{held}");
+        drop(cells);
+    }
+}

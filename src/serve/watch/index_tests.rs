@@ -126,6 +126,7 @@ fn spec(filter: Filter, indexed: bool) -> WatchSpec {
         bookmark_interval: Duration::from_secs(60),
         wait_timeout: Duration::from_secs(3),
         indexed,
+        proto: None,
     }
 }
 
