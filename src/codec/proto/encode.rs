@@ -21,7 +21,12 @@ type Pairs<'j, 'a> = &'j [(Cow<'a, str>, J<'a>)];
 
 /// Writes the object `obj` as message `m`. `extra` names top-level keys that are not fields (an
 /// object's `kind` and `apiVersion`, checked by the caller).
-pub(super) fn message(m: &'static Message, obj: Pairs, extra: &[&str], out: &mut Vec<u8>) -> Result<(), TranscodeError> {
+pub(super) fn message(
+    m: &'static Message,
+    obj: Pairs,
+    extra: &[&str],
+    out: &mut Vec<u8>,
+) -> Result<(), TranscodeError> {
     message_inner(m, obj, Strict::Yes(extra), out)
 }
 
@@ -33,14 +38,24 @@ enum Strict<'e> {
     Embedded,
 }
 
-fn message_inner(m: &'static Message, obj: Pairs, strict: Strict, out: &mut Vec<u8>) -> Result<(), TranscodeError> {
+fn message_inner(
+    m: &'static Message,
+    obj: Pairs,
+    strict: Strict,
+    out: &mut Vec<u8>,
+) -> Result<(), TranscodeError> {
     if m.fields.len() > STACK_SLOTS {
-        return Err(TranscodeError::Value { field: m.name, why: "message too large for the transcoder".into() });
+        return Err(TranscodeError::Value {
+            field: m.name,
+            why: "message too large for the transcoder".into(),
+        });
     }
     let mut slots: [Option<&J>; STACK_SLOTS] = [None; STACK_SLOTS];
     for (k, v) in obj {
         match m.fields.iter().position(|f| !f.inline && f.json == k.as_ref()) {
-            Some(i) if slots[i].is_some() => return Err(TranscodeError::Duplicate { field: m.fields[i].json }),
+            Some(i) if slots[i].is_some() => {
+                return Err(TranscodeError::Duplicate { field: m.fields[i].json });
+            }
             Some(i) => slots[i] = Some(v),
             None => {
                 if let Strict::Yes(extra) = strict
@@ -71,7 +86,9 @@ fn message_inner(m: &'static Message, obj: Pairs, strict: Strict, out: &mut Vec<
 /// Whether `key` is a field of a struct `m` embeds (at any depth).
 fn embedded_knows(m: &'static Message, key: &str) -> bool {
     m.fields.iter().any(|f| match f.ty {
-        Ty::Msg(inner) if f.inline => inner.fields.iter().any(|g| !g.inline && g.json == key) || embedded_knows(inner, key),
+        Ty::Msg(inner) if f.inline => {
+            inner.fields.iter().any(|g| !g.inline && g.json == key) || embedded_knows(inner, key)
+        }
         _ => false,
     })
 }
@@ -158,6 +175,11 @@ fn map(f: &'static Field, v: &J, out: &mut Vec<u8>) -> Result<(), TranscodeError
                 // A null map value is Go's zero value of the element type: a guess, refused.
                 (Ty::MapString | Ty::MapMsg(_), J::Null) => return Err(type_err(f, "no null values")),
                 (Ty::MapString, J::Str(s)) => put_bytes(e, 2, s.as_bytes()),
+                // A value kept as source text (a key named like a raw field): read it now.
+                (Ty::MapString, J::Raw(text)) => {
+                    let s: String = serde_json::from_str(text).map_err(|_| type_err(f, "string values"))?;
+                    put_bytes(e, 2, s.as_bytes());
+                }
                 (Ty::MapString, _) => return Err(type_err(f, "string values")),
                 // A nil []byte is not written.
                 (Ty::MapBytes, J::Null) => {}

@@ -68,7 +68,12 @@ fn list_meta_message(meta: &ListMeta) -> Vec<u8> {
 
 /// A list as (prefix, suffix): the full body is the prefix, then for each item `list_item_header(len)`
 /// and its message bytes (in the order and with the lengths given in `item_lens`), then the suffix.
-pub fn list_parts(api_version: &str, list_kind: &str, meta: &ListMeta, item_lens: &[usize]) -> (Vec<u8>, Vec<u8>) {
+pub fn list_parts(
+    api_version: &str,
+    list_kind: &str,
+    meta: &ListMeta,
+    item_lens: &[usize],
+) -> (Vec<u8>, Vec<u8>) {
     let lm = list_meta_message(meta);
     let items: usize = item_lens.iter().map(|&l| field_len(l)).sum();
     let raw_len = field_len(lm.len()) + items;

@@ -23,7 +23,14 @@ pub(super) enum J<'a> {
     Str(Cow<'a, str>),
     Arr(Vec<J<'a>>),
     Obj(Vec<(Cow<'a, str>, J<'a>)>),
+    /// The exact source text of a `fieldsV1` value: Go's `FieldsV1.UnmarshalJSON` keeps its input bytes
+    /// as they are (escapes included), so the transcoder needs them rather than a parsed tree.
+    Raw(&'a str),
 }
+
+/// The key whose values are kept as source text ([`J::Raw`]): `ManagedFieldsEntry.fieldsV1`, the only
+/// raw-JSON field of the schema's kinds. Elsewhere (a label named so) the value is read from the text.
+pub(super) const RAW_KEY: &str = "fieldsV1";
 
 impl J<'_> {
     pub(super) fn is_null(&self) -> bool {
@@ -98,7 +105,16 @@ impl<'de> Visitor<'de> for TreeVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<J<'de>, A::Error> {
         let mut v = Vec::new();
         while let Some(Key(k)) = map.next_key()? {
-            v.push((k, map.next_value()?));
+            let value = if k == RAW_KEY {
+                let raw: &'de serde_json::value::RawValue = map.next_value()?;
+                match raw.get() {
+                    "null" => J::Null,
+                    text => J::Raw(text),
+                }
+            } else {
+                map.next_value()?
+            };
+            v.push((k, value));
         }
         Ok(J::Obj(v))
     }

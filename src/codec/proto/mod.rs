@@ -70,9 +70,8 @@ pub fn proto_kind(group: &str, version: &str, kind: &str) -> Option<ProtoKind> {
     let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
     let schema_av = if group == META_GROUP && version == "v1beta1" { "meta.k8s.io/v1" } else { &api_version };
     let (_, kind, message) = *schema::KINDS.iter().find(|(a, k, _)| *a == schema_av && *k == kind)?;
-    let (_, list_kind, _) = *schema::KINDS
-        .iter()
-        .find(|(a, k, _)| *a == schema_av && k.strip_suffix("List") == Some(kind))?;
+    let (_, list_kind, _) =
+        *schema::KINDS.iter().find(|(a, k, _)| *a == schema_av && k.strip_suffix("List") == Some(kind))?;
     Some(ProtoKind { api_version, kind, list_kind, message })
 }
 
@@ -171,6 +170,7 @@ fn status_message(err: &crate::codec::status::ApiError) -> Vec<u8> {
     let tree = json::parse(&json).expect("kache's own Status JSON parses");
     let json::J::Obj(obj) = &tree else { unreachable!("a Status is a JSON object") };
     let mut out = Vec::with_capacity(json.len());
-    encode::message(status, obj, &["kind", "apiVersion"], &mut out).expect("kache's Status fits the Status schema");
+    encode::message(status, obj, &["kind", "apiVersion"], &mut out)
+        .expect("kache's Status fits the Status schema");
     out
 }

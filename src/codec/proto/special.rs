@@ -8,7 +8,8 @@
 //! | Duration | `time.ParseDuration` syntax | `duration`=1, nanoseconds |
 //! | Quantity | a string in canonical form (`100m`, `64Mi`, `2`) | `string`=1 |
 //! | IntOrString | an int32 or a string | `type`=1, `intVal`=2, `strVal`=3 |
-//! | RawExtension, FieldsV1 | any JSON without escapes or numbers | `raw`=1, the compact JSON |
+//! | FieldsV1 | any JSON but HTML escapes (`\u003c`...) | `raw`=1, the source bytes as they are |
+//! | RawExtension | JSON without escapes or numbers | `raw`=1, the compact JSON |
 //!
 //! Why so strict: Go re-derives these values. A Time with a fraction loses it, an offset becomes UTC, and
 //! a Quantity is re-canonicalised (`0.5` → `500m`, `1024Mi` → `1Gi`); the raw JSON of a RawExtension is
@@ -23,7 +24,12 @@ use super::json::J;
 use super::wire::{VARINT, put_bytes, put_key, put_varint};
 
 /// Writes the message body of `s` for the (non-null) value `v` of field `field`.
-pub(super) fn encode(s: Special, v: &J, field: &'static str, out: &mut Vec<u8>) -> Result<(), TranscodeError> {
+pub(super) fn encode(
+    s: Special,
+    v: &J,
+    field: &'static str,
+    out: &mut Vec<u8>,
+) -> Result<(), TranscodeError> {
     let ty = |expected| TranscodeError::Type { field, expected };
     let bad = |why: String| TranscodeError::Value { field, why };
     match s {
@@ -55,7 +61,10 @@ pub(super) fn encode(s: Special, v: &J, field: &'static str, out: &mut Vec<u8>) 
             let (kind, int, text): (u64, i32, &str) = match v {
                 J::Str(s) => (1, 0, s),
                 _ => {
-                    let i = v.as_i64().and_then(|i| i32::try_from(i).ok()).ok_or_else(|| ty("an int32 or a string"))?;
+                    let i = v
+                        .as_i64()
+                        .and_then(|i| i32::try_from(i).ok())
+                        .ok_or_else(|| ty("an int32 or a string"))?;
                     (0, i, "")
                 }
             };
@@ -64,6 +73,13 @@ pub(super) fn encode(s: Special, v: &J, field: &'static str, out: &mut Vec<u8>) 
             put_key(out, 2, VARINT);
             put_varint(out, i64::from(int) as u64);
             put_bytes(out, 3, text.as_bytes());
+        }
+        Special::RawExtension | Special::FieldsV1 if matches!(v, J::Raw(_)) => {
+            let J::Raw(text) = v else { return Err(ty("raw JSON")) };
+            if ambiguous_escapes(text) {
+                return Err(bad("raw JSON with an HTML-escaped character".into()));
+            }
+            put_bytes(out, 1, text.as_bytes());
         }
         Special::RawExtension | Special::FieldsV1 => {
             let mut raw = Vec::new();
@@ -94,6 +110,22 @@ pub(super) fn encode_zero(s: Special, out: &mut Vec<u8>) {
     }
 }
 
+/// Whether raw JSON holds an escape Go's JSON encoder writes for a character that may be literal in
+/// the apiserver's stored bytes (`<`, `>`, `&`, U+2028, U+2029: `encoding/json` HTML-escapes them when it
+/// compacts a raw value into its output), so that the stored bytes are not known.
+fn ambiguous_escapes(text: &str) -> bool {
+    let b = text.as_bytes();
+    memchr::memmem::find_iter(b, b"\\u").any(|i| {
+        // Count the backslashes before this one: an odd run means it is itself escaped.
+        let run = b[..i].iter().rev().take_while(|&&c| c == b'\\').count();
+        run % 2 == 0
+            && b.get(i + 2..i + 6).is_some_and(|h| {
+                let h = h.to_ascii_lowercase();
+                matches!(&h[..], b"003c" | b"003e" | b"0026" | b"2028" | b"2029")
+            })
+    })
+}
+
 /// Compact JSON of `v`, exactly the bytes Go's decoder handed to `UnmarshalJSON` provided the input was
 /// compact: so only for values whose compact form is unique (no escaped strings, no numbers).
 fn compact(v: &J, out: &mut Vec<u8>) -> Result<(), &'static str> {
@@ -110,6 +142,7 @@ fn compact(v: &J, out: &mut Vec<u8>) -> Result<(), &'static str> {
         J::Null => out.extend_from_slice(b"null"),
         J::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         J::Int(_) | J::UInt(_) | J::Float(_) => return Err("raw JSON with numbers"),
+        J::Raw(text) => out.extend_from_slice(text.as_bytes()),
         J::Str(s) => string(s, out)?,
         J::Arr(a) => {
             out.push(b'[');

@@ -16,7 +16,7 @@ fn pod() -> Value {
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u-2", "controller": true}],
             "managedFields": [{"manager": "kubectl", "operation": "Update", "apiVersion": "v1",
                 "time": "2024-05-06T07:08:09Z", "fieldsType": "FieldsV1",
-                "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:a": {}}}}}]},
+                "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:a": {}}}, "f:spec": {"k:{\"name\":\"c\"}": {"f:tab\t": {}}}}}]},
         "spec": {"volumes": [{"name": "cfg", "configMap": {"name": "cm", "defaultMode": 420}}],
             "containers": [{"name": "c", "image": "nginx", "ports": [{"containerPort": 80, "protocol": "TCP"}],
                 "resources": {"limits": {"cpu": "500m", "memory": "128Mi"}, "requests": {"cpu": "2"}},
@@ -35,7 +35,8 @@ fn mine(v: &Value) -> Result<Vec<u8>, TranscodeError> {
 }
 
 fn sims(v: &Value) -> Vec<u8> {
-    sim::encode_item(v["apiVersion"].as_str().expect("av"), v["kind"].as_str().expect("kind"), v).expect("sim encodes")
+    sim::encode_item(v["apiVersion"].as_str().expect("av"), v["kind"].as_str().expect("kind"), v)
+        .expect("sim encodes")
 }
 
 #[test]
@@ -66,9 +67,15 @@ fn the_envelope_list_and_watch_frames_match_the_sims() {
         assert_eq!(list("v1", "PodList", &meta, &items), want, "{rv} {cont} {rem:?}");
     }
     for ty in ["ADDED", "MODIFIED", "DELETED", "BOOKMARK"] {
-        assert_eq!(watch_frame(ty, "v1", "Pod", &msg), sim::watch_frame(ty, sim::wrap("v1", "Pod", msg.clone())));
+        assert_eq!(
+            watch_frame(ty, "v1", "Pod", &msg),
+            sim::watch_frame(ty, sim::wrap("v1", "Pod", msg.clone()))
+        );
     }
-    assert_eq!(watch_frame("ADDED", "v1", "Pod", &big), sim::watch_frame("ADDED", sim::wrap("v1", "Pod", big.clone())));
+    assert_eq!(
+        watch_frame("ADDED", "v1", "Pod", &big),
+        sim::watch_frame("ADDED", sim::wrap("v1", "Pod", big.clone()))
+    );
 }
 
 #[test]
@@ -93,10 +100,14 @@ fn statuses_encode_as_the_sims_encoder() {
 fn the_metadata_view_encodes_as_the_sims_encoder() {
     let p = pod();
     let meta = encode_object_meta(p["metadata"].to_string().as_bytes()).expect("metadata");
-    let view = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": p["metadata"]});
+    let view =
+        json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": p["metadata"]});
     assert_eq!(partial_object_metadata_message(&meta), sims(&view));
     let k = partial_object_metadata();
-    assert_eq!((k.api_version(), k.kind(), k.list_kind()), ("meta.k8s.io/v1", "PartialObjectMetadata", "PartialObjectMetadataList"));
+    assert_eq!(
+        (k.api_version(), k.kind(), k.list_kind()),
+        ("meta.k8s.io/v1", "PartialObjectMetadata", "PartialObjectMetadataList")
+    );
     assert_eq!(k.encode_object(view.to_string().as_bytes()).expect("view"), sims(&view));
 }
 
@@ -106,7 +117,13 @@ fn kinds_are_found_by_group_version_kind() {
     assert_eq!((d.api_version(), d.kind(), d.list_kind()), ("apps/v1", "Deployment", "DeploymentList"));
     let b = proto_kind("meta.k8s.io", "v1beta1", "PartialObjectMetadata").expect("v1beta1 views");
     assert_eq!(b.api_version(), "meta.k8s.io/v1beta1");
-    for (g, v, k) in [("", "v1", "Status"), ("", "v1", "PodList"), ("example.com", "v1", "Widget"), ("apps", "v2", "Deployment"), ("", "v1", "pod")] {
+    for (g, v, k) in [
+        ("", "v1", "Status"),
+        ("", "v1", "PodList"),
+        ("example.com", "v1", "Widget"),
+        ("apps", "v2", "Deployment"),
+        ("", "v1", "pod"),
+    ] {
         assert!(proto_kind(g, v, k).is_none(), "{g}/{v} {k}");
     }
 }
@@ -136,9 +153,17 @@ fn what_the_schema_cannot_express_exactly_is_refused() {
         ("time with a fraction", r#"{"metadata":{"creationTimestamp":"2024-05-06T07:08:09.5Z"}}"#),
         ("time with an offset", r#"{"metadata":{"creationTimestamp":"2024-05-06T07:08:09+02:00"}}"#),
         ("impossible date", r#"{"metadata":{"creationTimestamp":"2023-02-29T00:00:00Z"}}"#),
-        ("non-canonical quantity", r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"0.5"}}}]}}"#),
-        ("quantity as a number", r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":1}}}]}}"#),
+        (
+            "non-canonical quantity",
+            r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"0.5"}}}]}}"#,
+        ),
+        (
+            "quantity as a number",
+            r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":1}}}]}}"#,
+        ),
         ("escaped raw JSON", r#"{"metadata":{"managedFields":[{"fieldsV1":{"f:\u003c":{}}}]}}"#),
+        ("HTML-escaped raw JSON", r#"{"metadata":{"managedFields":[{"fieldsV1":{"f:\u0026":{}}}]}}"#),
+        ("duplicate raw JSON", r#"{"metadata":{"managedFields":[{"fieldsV1":{"f:a":{}},"fieldsV1":{}}]}}"#),
         ("deep nesting", &format!("{}{}", "[".repeat(200), "]".repeat(200))),
     ];
     for (what, json) in cases {
@@ -153,7 +178,9 @@ fn canonical_quantities_are_recognised() {
     for q in ["0", "1", "2", "100m", "1500m", "128Mi", "1Gi", "1500", "10n", "999E", "3Ki", "1073741824"] {
         assert!(special::canonical_quantity(q), "{q}");
     }
-    for q in ["", "00", "01", "0.5", "1e3", "-1", "1000", "2000m", "1024Mi", "0Ki", "1Ei", "1.5Gi", "1 ", "1KI"] {
+    for q in
+        ["", "00", "01", "0.5", "1e3", "-1", "1000", "2000m", "1024Mi", "0Ki", "1Ei", "1.5Gi", "1 ", "1KI"]
+    {
         assert!(!special::canonical_quantity(q), "{q}");
     }
 }
