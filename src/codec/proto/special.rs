@@ -201,7 +201,7 @@ fn parse_time(t: &str, micro: bool) -> Option<(i64, u32)> {
 
 fn days_in_month(y: u32, m: u32) -> u32 {
     match m {
-        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+        2 if y.is_multiple_of(4) && (!y.is_multiple_of(100) || y.is_multiple_of(400)) => 29,
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,
@@ -340,7 +340,7 @@ pub(super) fn canonical_quantity(q: &str) -> bool {
             // ParseQuantity's BinarySI precision: 15 - digits - exponent*3/10 - 1 must not go negative.
             let precision = 15 - n as i64 - (power * 10 * 3 / 10) - 1;
             let value: u64 = digits.parse().unwrap_or(0);
-            precision >= 0 && value % 1024 != 0
+            precision >= 0 && !value.is_multiple_of(1024)
         }
         _ => false,
     }
