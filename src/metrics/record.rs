@@ -111,7 +111,7 @@ pub fn mirror_uncovered<R: AsResource + ?Sized>(resource: &R, verb: &'static str
 
 /// An object version that could not be transcoded to protobuf (the read was forwarded).
 pub fn protobuf_transcode_failed<R: AsResource + ?Sized>(resource: &R) {
-    with_resource(resource, |m| counter(PROTOBUF_TRANSCODE_FAILURES_TOTAL, m.labels(&[])).increment(1));
+    with_resource(resource, |m| m.protobuf_failures.increment(1));
 }
 
 /// A Table row looked up in the row cache (`hit`) or printed from its object (`miss`).
