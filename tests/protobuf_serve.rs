@@ -623,6 +623,9 @@ async fn measure_protobuf_bytes_of_10k_pods() {
     sim.shutdown().await;
     // Plain pods served from kache's memory: bytes held by the protobuf cells after one protobuf list.
     let sim = start_sim().await;
+    for n in 0..10 {
+        let _ = sim.create("namespaces", None, common::namespace(&format!("ns-{n}")));
+    }
     for i in 0..10_000 {
         let ns = format!("ns-{}", i % 10);
         let pod = common::pod(&ns, &format!("pod-{i:05}"), &[("app", &format!("app-{}", i % 7))], "node-1");
