@@ -146,6 +146,7 @@ mod baseline {
             fields,
             body_offset: 32,
             metadata_range: range,
+            proto: Default::default(),
             raw,
         }
     }

@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
             raw: bytes::Bytes::new(),
             body_offset: 1,
             metadata_range: 0..0,
+            proto: Default::default(),
         };
         let _ = sel.matches(&obj);
     }

@@ -128,6 +128,7 @@ pub fn object_from_json(raw: Bytes, info: &ResourceInfo) -> Result<Object, Extra
         fields,
         body_offset: to_u32(body_offset)?,
         metadata_range: to_u32(metadata_range.start)?..to_u32(metadata_range.end)?,
+        proto: Default::default(),
         raw,
     })
 }

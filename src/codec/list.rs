@@ -328,6 +328,7 @@ mod tests {
                     raw: Bytes::from_static(raw),
                     body_offset: 32,
                     metadata_range: 0..0,
+                    proto: Default::default(),
                 })
             })
             .collect();
@@ -365,6 +366,7 @@ mod tests {
             raw: Bytes::from_static(raw),
             body_offset: 32,
             metadata_range: start as u32..end as u32,
+            proto: Default::default(),
         });
         let meta = ListMeta { resource_version: 9, ..Default::default() };
         let chunks = ListChunks::with_view(&info, &meta, vec![o.clone(), o], View::Metadata);
@@ -409,6 +411,7 @@ mod tests {
             raw: Bytes::from_static(raw),
             body_offset: 1,
             metadata_range: start as u32..end as u32,
+            proto: Default::default(),
         });
         assert!(!is_typed(&o));
         let meta = ListMeta { resource_version: 4, ..Default::default() };

@@ -1,8 +1,9 @@
 //! Content negotiation as the apiserver does it (`endpoints/handlers/negotiation/negotiate.go` with
 //! `munnerz/goautoneg`), the gzip decision (`responsewriters/compression.go`) and pretty printing.
 //!
-//! kache serves JSON (and the `PartialObjectMetadata` views) from memory; every other outcome (Table, YAML,
-//! protobuf, CBOR, v1beta1 metadata views) is forwarded so the upstream produces it. A 406 is answered
+//! kache serves JSON (and the `PartialObjectMetadata` views) from memory, and protobuf (objects and the v1
+//! metadata views) for the kinds it has a protobuf schema for; every other outcome (Table, YAML, CBOR,
+//! v1beta1 metadata views, protobuf without a schema) is forwarded so the upstream produces it. A 406 is answered
 //! locally only when no clause of the Accept header can match anything the apiserver offers.
 
 use crate::codec::status::ApiError;
@@ -22,8 +23,9 @@ pub enum Negotiated {
     JsonTable { v1: bool, pretty: bool },
     /// `as=Table` as YAML: forwarded.
     Table,
-    /// `application/vnd.kubernetes.protobuf` (with or without a metadata view): forwarded.
-    Protobuf,
+    /// `application/vnd.kubernetes.protobuf` (also its `;stream=watch` type), with or without a metadata
+    /// view: served from memory for kinds with a protobuf schema (see `serve::protobuf`), else forwarded.
+    Protobuf(ProtoView),
     /// `application/yaml` (with or without a metadata view): forwarded.
     Yaml,
     /// `application/cbor` (alpha on the apiserver): forwarded, the upstream decides.
@@ -32,6 +34,17 @@ pub enum Negotiated {
     PartialMetadataV1beta1,
     /// Nothing acceptable: 406. `stream` selects the watch wording (stream media types).
     NotAcceptable { stream: bool },
+}
+
+/// The transformation a protobuf clause asks for (Tables have no protobuf form: such clauses are skipped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtoView {
+    /// The object (or its list kind) itself.
+    Object,
+    /// `as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`.
+    PartialMetadata { list: bool },
+    /// The `v1beta1` metadata views: forwarded.
+    PartialMetadataV1beta1,
 }
 
 // === impl Negotiated ===
@@ -217,7 +230,13 @@ fn negotiate_inner(accept: Option<&str>) -> Option<(Negotiated, bool)> {
                     Negotiated::PartialMetadataV1beta1
                 }
                 (Encoding::Yaml, _) => Negotiated::Yaml,
-                (Encoding::Protobuf, _) => Negotiated::Protobuf,
+                (Encoding::Protobuf, View::PartialMetadata { list, v1: true }) => {
+                    Negotiated::Protobuf(ProtoView::PartialMetadata { list })
+                }
+                (Encoding::Protobuf, View::PartialMetadata { v1: false, .. }) => {
+                    Negotiated::Protobuf(ProtoView::PartialMetadataV1beta1)
+                }
+                (Encoding::Protobuf, _) => Negotiated::Protobuf(ProtoView::Object),
                 (Encoding::Cbor, _) => Negotiated::Cbor,
             };
             return Some((n, has_stream));
@@ -247,6 +266,30 @@ pub fn error_negotiable(accept: Option<&str>) -> bool {
                     || (clause.typ == "*" && clause.sub == "*")
             })
     })
+}
+
+/// Whether an error's Status is written in protobuf: the first clause that the error's negotiation accepts
+/// (no `as`/`g`/`v` transformation, no `sv`, a stream type only as `watch`) names protobuf rather than JSON
+/// or YAML (`WriteObjectNegotiated`: a Status has a protobuf form whatever the resource). `*/*` and
+/// `application/*` pick JSON, the first serializer offered.
+pub fn error_in_protobuf(accept: Option<&str>) -> bool {
+    let header = accept.unwrap_or("");
+    for clause in parse_accept(header) {
+        let converting = ["as", "g", "v"].iter().any(|k| clause.param(k).is_some());
+        let sv = clause.param("sv").is_some_and(|v| !v.is_empty() && v != "v1");
+        let stream = clause.param("stream").is_some_and(|v| !v.is_empty() && v != "watch");
+        if converting || sv || stream {
+            continue;
+        }
+        for &(typ, sub, enc, _) in SUPPORTED {
+            let matches = (clause.typ == typ && (clause.sub == sub || clause.sub == "*"))
+                || (clause.typ == "*" && clause.sub == "*");
+            if matches {
+                return enc == Encoding::Protobuf;
+            }
+        }
+    }
+    false
 }
 
 /// go-restful's `Route.matchesAccept`, which selects a typed resource's route before the apiserver's own
@@ -299,7 +342,7 @@ mod tests {
         );
         assert_eq!(n("application/json"), Negotiated::Json { pretty: false });
         assert_eq!(n("application/json, */*"), Negotiated::Json { pretty: false });
-        assert_eq!(n("application/vnd.kubernetes.protobuf, */*"), Negotiated::Protobuf);
+        assert_eq!(n("application/vnd.kubernetes.protobuf, */*"), Negotiated::Protobuf(ProtoView::Object));
         assert_eq!(
             n(
                 "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1,application/json"
@@ -352,7 +395,27 @@ mod tests {
         );
         assert_eq!(
             n("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"),
-            Negotiated::Protobuf
+            Negotiated::Protobuf(ProtoView::PartialMetadata { list: true })
+        );
+        // What client-go's metadata informers send (protobuf first, JSON as the fallback).
+        assert_eq!(
+            n(
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+            ),
+            Negotiated::Protobuf(ProtoView::PartialMetadata { list: false })
+        );
+        assert_eq!(
+            n("application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"),
+            Negotiated::Protobuf(ProtoView::PartialMetadataV1beta1)
+        );
+        // q-values order the clauses, as for JSON.
+        assert_eq!(
+            n("application/vnd.kubernetes.protobuf;q=0.5, application/json"),
+            Negotiated::Json { pretty: false }
+        );
+        assert_eq!(
+            n("application/json;q=0.5, application/vnd.kubernetes.protobuf"),
+            Negotiated::Protobuf(ProtoView::Object)
         );
         // Unknown transformations and groups are not acceptable.
         assert_eq!(
@@ -371,6 +434,23 @@ mod tests {
     }
 
     #[test]
+    fn errors_in_protobuf_follow_the_first_plain_clause() {
+        assert!(error_in_protobuf(Some("application/vnd.kubernetes.protobuf, application/json")));
+        assert!(error_in_protobuf(Some("application/vnd.kubernetes.protobuf;stream=watch")));
+        assert!(!error_in_protobuf(Some("application/json, application/vnd.kubernetes.protobuf")));
+        assert!(!error_in_protobuf(Some("*/*")));
+        assert!(!error_in_protobuf(None));
+        // A metadata view cannot carry a Status: the next plain clause decides.
+        assert!(!error_in_protobuf(Some(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+        )));
+        assert!(error_in_protobuf(Some(
+            "application/json;as=Table;g=meta.k8s.io;v=v1, application/vnd.kubernetes.protobuf"
+        )));
+        assert!(!error_in_protobuf(Some("application/vnd.kubernetes.protobuf;q=0.5, application/json")));
+    }
+
+    #[test]
     fn watch_negotiation() {
         assert_eq!(
             negotiate_watch(Some("application/json;stream=watch")),
@@ -378,7 +458,7 @@ mod tests {
         );
         assert_eq!(
             negotiate_watch(Some("application/vnd.kubernetes.protobuf;stream=watch")),
-            Negotiated::Protobuf
+            Negotiated::Protobuf(ProtoView::Object)
         );
         assert_eq!(negotiate_watch(Some("application/yaml")), Negotiated::NotAcceptable { stream: true });
         assert_eq!(

@@ -2,7 +2,8 @@
 //! with it (`responsewriters.ErrorNegotiated` → `WriteObjectNegotiated` → `SerializeObject` in
 //! k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/writers.go):
 //!
-//! - `Content-Type: application/json` (kache answers errors in JSON only);
+//! - `Content-Type: application/json`, or the protobuf media type with a protobuf `Status` when the client
+//!   negotiated protobuf ([`protobuf_status`]);
 //! - `Cache-Control: no-cache, private` (an error must not be cached by a shared proxy);
 //! - `Content-Length` (the body is complete, so clients need not wait for a chunked end);
 //! - `Retry-After` when the Status carries `details.retryAfterSeconds` (429, 504 "Too large resource
@@ -43,6 +44,12 @@ pub(crate) fn status(err: &ApiError) -> Response<Body> {
 /// decoded `?pretty=` parameter, or false when the caller did not parse it), raw when the Accept header
 /// cannot carry a Status, and with the request's `Audit-Id`.
 pub(crate) fn error(err: &ApiError, headers: &HeaderMap, pretty: bool) -> Response<Body> {
+    // A client that negotiated protobuf gets its Status in protobuf, as the apiserver negotiates an error
+    // with the same serializers as the object it replaces.
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if negotiate::error_in_protobuf(accept) {
+        return with_audit_id(protobuf_status(err), headers);
+    }
     let pretty = pretty || {
         let ua = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
         negotiate::wants_pretty(None, ua)
@@ -58,6 +65,23 @@ pub(crate) fn error(err: &ApiError, headers: &HeaderMap, pretty: bool) -> Respon
         Form::Compact
     };
     with_audit_id(build(err, form), headers)
+}
+
+/// The Status response for `err` in protobuf (`k8s\0` + `runtime.Unknown` around a `Status`), with the same
+/// headers as the JSON one.
+pub(crate) fn protobuf_status(err: &ApiError) -> Response<Body> {
+    let bytes = bytes::Bytes::from(crate::codec::proto::status_body(err));
+    let mut resp = Response::builder()
+        .status(StatusCode::from_u16(err.status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(header::CONTENT_TYPE, crate::codec::proto::MEDIA_TYPE)
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .header(header::CONTENT_LENGTH, bytes.len())
+        .body(body::full(bytes))
+        .expect("static headers are valid");
+    if let Some(secs) = err.retry_after() {
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    resp
 }
 
 /// A 406 whose own negotiation fails on the same Accept header: the apiserver writes it with

@@ -37,6 +37,7 @@ pub(crate) fn watch_stats() {
 pub(crate) fn table_rows() {
     gauge(TABLE_ROW_CACHE_BYTES, vec![]).set(crate::codec::table::cache::weighted_bytes() as f64);
     gauge(TABLE_GENERIC_RESOURCES, vec![]).set(crate::codec::table::generic::learned_resources() as f64);
+    gauge(PROTOBUF_BYTES, vec![]).set(crate::store::proto_bytes_held() as f64);
 }
 
 /// Mirrors the consistent-read freshness counters (`None`: this kache has no freshness prober).

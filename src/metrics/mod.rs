@@ -41,8 +41,8 @@ pub use labels::{
 pub use logging::{DEFAULT_LOG_LEVEL, LogError, LogFormat, init_tracing};
 pub use record::{
     auth_cache, consistent_read, encoding, forwarded, impersonation, limit_rejected, list_served,
-    mirror_selector, mirror_uncovered, read_wait, request, slow_watcher_closed, table_rows, upstream_error,
-    watch_list_done, watchers,
+    mirror_selector, mirror_uncovered, protobuf_transcode_failed, read_wait, request, slow_watcher_closed,
+    table_rows, upstream_error, watch_list_done, watchers,
 };
 pub use recorder::MetricsHandle;
 pub use resource::{MAX_RESOURCES, OTHER_RESOURCE, ResourceMetrics, WatcherGuard, resource};

@@ -105,6 +105,9 @@ pub const COMPRESSIONS_IN_FLIGHT: &str = "kache_compressions_in_flight";
 pub const COMPRESSION_SECONDS: &str = "kache_compression_seconds";
 pub const HEAVY_BODIES_WAITING: &str = "kache_heavy_bodies_waiting";
 pub const HEAVY_BODIES_PRODUCING: &str = "kache_heavy_bodies_producing";
+// --- protobuf served from memory (kache) ---
+pub const PROTOBUF_BYTES: &str = "kache_protobuf_bytes";
+pub const PROTOBUF_TRANSCODE_FAILURES_TOTAL: &str = "kache_protobuf_transcode_failures_total";
 
 /// `apiserver_request_duration_seconds` buckets, as the apiserver's (SLO-oriented, 5 ms to 60 s), with three
 /// sub-5 ms buckets in front because memory-served reads are that fast and would otherwise all land in one.
@@ -399,6 +402,16 @@ pub const ALL: &[MetricDef] = &[
         HEAVY_BODIES_PRODUCING,
         &[],
         "Heavy response body batches being produced on the blocking pool (at most half the cores).",
+    ),
+    gauge(
+        PROTOBUF_BYTES,
+        &[],
+        "Protobuf message bytes held for protobuf clients: each stored object version's message (and metadata view), transcoded once on first use and freed with the version (bounded by what the store retains).",
+    ),
+    counter(
+        PROTOBUF_TRANSCODE_FAILURES_TOTAL,
+        GR,
+        "Object versions that could not be transcoded to protobuf (counted once per version and view); the reads that needed them were forwarded.",
     ),
 ];
 

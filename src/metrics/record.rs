@@ -109,6 +109,11 @@ pub fn mirror_uncovered<R: AsResource + ?Sized>(resource: &R, verb: &'static str
     with_resource(resource, |m| counter(MIRROR_UNCOVERED_TOTAL, m.labels(&[("verb", verb)])).increment(1));
 }
 
+/// An object version that could not be transcoded to protobuf (the read was forwarded).
+pub fn protobuf_transcode_failed<R: AsResource + ?Sized>(resource: &R) {
+    with_resource(resource, |m| m.protobuf_failures.increment(1));
+}
+
 /// A Table row looked up in the row cache (`hit`) or printed from its object (`miss`).
 pub fn table_rows(hit: bool) {
     counter(TABLE_ROWS_TOTAL, vec![label("result", if hit { "hit" } else { "miss" })]).increment(1);
@@ -121,6 +126,7 @@ pub(crate) fn register_fixed_series() {
         counter(TABLE_ROWS_TOTAL, vec![label("result", result)]).increment(0);
     }
     super::recorder::gauge(TABLE_ROW_CACHE_BYTES, Vec::new()).increment(0.0);
+    super::recorder::gauge(PROTOBUF_BYTES, Vec::new()).increment(0.0);
     super::serving::register_fixed_series();
     for r in UpstreamErrorReason::ALL {
         counter(UPSTREAM_ERRORS_TOTAL, vec![label("reason", r.as_str())]).increment(0);

@@ -135,6 +135,8 @@ pub struct ResourceMetrics {
     pub(crate) watch_restarts: Counter,
     pub(crate) bad_frames: Counter,
     pub(crate) restarts: Counter,
+    /// `kache_protobuf_transcode_failures_total` (exported at zero from the start).
+    pub(crate) protobuf_failures: Counter,
     /// Request series are keyed by verb × code × source: created on first use (bounded: 15 × 501 × 2).
     requests: ArcSwap<HashMap<RequestKey, Counter>>,
     durations: ArcSwap<HashMap<(&'static str, Source), Histogram>>,
@@ -207,6 +209,7 @@ impl ResourceMetrics {
             watch_restarts: counter(WATCH_RESTARTS_TOTAL, gr()),
             bad_frames: counter(BAD_FRAMES_TOTAL, gr()),
             restarts: counter(REFLECTOR_RESTARTS_TOTAL, gr()),
+            protobuf_failures: counter(PROTOBUF_TRANSCODE_FAILURES_TOTAL, gr()),
             requests: ArcSwap::default(),
             durations: ArcSwap::default(),
             dynamic: Mutex::new(DynamicSeries::default()),

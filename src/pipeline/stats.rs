@@ -51,7 +51,7 @@ impl ResponseEncoding {
             N::Json { .. } => Self::Json,
             N::JsonPartialMetadata { .. } | N::PartialMetadataV1beta1 => Self::PartialMetadata,
             N::Table | N::JsonTable { .. } => Self::Table,
-            N::Protobuf => Self::Protobuf,
+            N::Protobuf(_) => Self::Protobuf,
             N::Yaml => Self::Yaml,
             N::Cbor => Self::Cbor,
             N::NotAcceptable { .. } => return None,

@@ -8,17 +8,18 @@ use crate::codec::list::View;
 use crate::codec::status::{self, ApiError};
 use crate::codec::table::{Include, TableView};
 use crate::front::body::Body;
-use crate::front::negotiate::{self, Negotiated};
+use crate::front::negotiate::{self, Negotiated, ProtoView};
 use crate::front::respond;
 use crate::front::route::{ResourceRequest, Verb};
 use crate::options::query::Query;
+use crate::serve::protobuf::ProtoTarget;
 use crate::serve::reads::Reads;
 use crate::store::Store;
 
 /// What negotiation decided for one read.
 pub(super) enum Choice {
-    /// Serve from memory in this view.
-    Memory(View),
+    /// Serve from memory in this view (in protobuf, with objects encoded as the target, when set).
+    Memory(View, Option<ProtoTarget>),
     /// Forward: the upstream answers this encoding. `counted`: a read of a cached resource in a negotiated
     /// encoding (counted as forwarded in it).
     Forward { counted: bool },
@@ -52,6 +53,7 @@ pub(super) fn choose(
             // The error itself is negotiated on the same header: `application/*` gets JSON as usual.
             let resp = match negotiate::negotiate(accept) {
                 Negotiated::Json { pretty } => respond::error(&err, headers, pretty),
+                Negotiated::Protobuf(_) => respond::error(&err, headers, false),
                 _ => respond::not_acceptable(&err, headers),
             };
             return (None, Choice::Respond(resp));
@@ -64,10 +66,20 @@ pub(super) fn choose(
     // for lists, an object view for gets and watch events); any mismatch is forwarded and the upstream
     // answers it (406 with its own wording).
     let choice = match (&negotiated, r.verb) {
-        (Negotiated::Json { .. }, _) => Choice::Memory(View::Full),
+        (Negotiated::Json { .. }, _) => Choice::Memory(View::Full, None),
         (Negotiated::JsonPartialMetadata { list: true, .. }, Verb::List)
         | (Negotiated::JsonPartialMetadata { list: false, .. }, Verb::Get | Verb::Watch) => {
-            Choice::Memory(View::Metadata)
+            Choice::Memory(View::Metadata, None)
+        }
+        // Protobuf from memory for the kinds with a schema and the v1 metadata views that fit the request;
+        // the rest is forwarded and the upstream answers it (custom resources' objects: its 406 or JSON).
+        (Negotiated::Protobuf(ProtoView::Object), _) => match ProtoTarget::for_object(store.info()) {
+            Some(target) => Choice::Memory(View::Full, Some(target)),
+            None => Choice::Forward { counted: true },
+        },
+        (Negotiated::Protobuf(ProtoView::PartialMetadata { list: true }), Verb::List)
+        | (Negotiated::Protobuf(ProtoView::PartialMetadata { list: false }), Verb::Get | Verb::Watch) => {
+            Choice::Memory(View::Metadata, Some(ProtoTarget::Metadata))
         }
         (Negotiated::JsonPartialMetadata { .. }, _) => Choice::Forward { counted: true },
         // A Table from memory for the kinds kache prints exactly (an invalid `includeObject` is the
@@ -77,7 +89,7 @@ pub(super) fn choose(
         (Negotiated::JsonTable { v1, .. }, _) => {
             match (reads.table_printer(store, r), include_object(uri.query())) {
                 (Some(printer), Ok(include)) => {
-                    Choice::Memory(View::Table(TableView { printer, include, v1: *v1 }))
+                    Choice::Memory(View::Table(TableView { printer, include, v1: *v1 }), None)
                 }
                 (None, Ok(_)) if r.verb != Verb::Watch && !store.info().list_items_have_type_meta => {
                     Choice::LearnTable

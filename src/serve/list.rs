@@ -13,6 +13,7 @@ use crate::front::body::{self, Body};
 use crate::resource::ResourceInfo;
 use crate::serve::admit::{self, ReadBudget};
 use crate::serve::gzcache::GzipCache;
+use crate::serve::protobuf::{self, ProtoTarget};
 use crate::serve::read::{ContinueAt, ListPlan, Match, ReadAt, Rv, plan_list, plan_single};
 use crate::serve::resolve::{ResolveError, Resolved, read_bytes, resolve};
 use crate::serve::scan::{ScanRequest, scan};
@@ -42,6 +43,8 @@ pub struct ListQuery<'a> {
     pub budget: Option<&'a Arc<ReadBudget>>,
     /// Full objects, or the PartialObjectMetadata view.
     pub view: View,
+    /// Protobuf instead of JSON (`view` is then `Full` or `Metadata`, matching the target).
+    pub proto: Option<&'a ProtoTarget>,
 }
 
 /// How the response body is encoded.
@@ -96,7 +99,10 @@ pub async fn serve_list(
         // The cache reports its own RV for single-key reads (`watch_cache.go` WaitUntilFreshAndGet).
         let meta = listcodec::ListMeta { resource_version: resolved.snapshot.rv, ..Default::default() };
         let stats = ListStats { fetched: items.len(), returned: items.len() };
-        let resp = respond(info, &meta, items, q.response, None, q.view, q.budget).await?;
+        let resp = match q.proto {
+            Some(target) => respond_proto(info, target, &meta, &items, q.response, None, q.budget).await?,
+            None => respond(info, &meta, items, q.response, None, q.view, q.budget).await?,
+        };
         return Ok((resp, stats));
     }
     let ListPlan::Memory { at, limit, start_key } = plan_list(q.rv, q.rvm, q.limit, q.cont.as_ref()) else {
@@ -130,9 +136,13 @@ pub async fn serve_list(
         && q.cont.is_none()
         && !matches!(at, ReadAt::Exact(_))
         && !matches!(q.view, View::Table(_));
-    let key = format!("{}|{}|{:?}", info.gvr, q.namespace.unwrap_or(""), q.view);
+    let encoding = if q.proto.is_some() { "protobuf" } else { "json" };
+    let key = format!("{}|{}|{:?}|{encoding}", info.gvr, q.namespace.unwrap_or(""), q.view);
     let cache = q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str()));
-    let resp = respond(info, &meta, page.items, q.response, cache, q.view, q.budget).await?;
+    let resp = match q.proto {
+        Some(target) => respond_proto(info, target, &meta, &page.items, q.response, cache, q.budget).await?,
+        None => respond(info, &meta, page.items, q.response, cache, q.view, q.budget).await?,
+    };
     Ok((resp, stats))
 }
 
@@ -167,6 +177,8 @@ pub struct GetQuery<'a> {
     pub block_timeout: std::time::Duration,
     pub response: ResponseOptions,
     pub view: View,
+    /// Protobuf instead of JSON.
+    pub proto: Option<&'a ProtoTarget>,
 }
 
 /// Serves a get of one object; `Ok(None)` when it does not exist.
@@ -175,13 +187,20 @@ pub async fn serve_get(
     q: &GetQuery<'_>,
     freshness: &Freshness,
 ) -> Result<Option<Response<Body>>, NotServed> {
-    let GetQuery { namespace, name, rv, arrived, min_rv, block_timeout, response, view } = *q;
+    let GetQuery { namespace, name, rv, arrived, min_rv, block_timeout, response, view, proto } = *q;
     let Some(at) = plan_single(rv, Match::Unset, 0) else {
         return Err(NotServed::Forward("exact get"));
     };
     let bytes = read_bytes(store, 1);
     let resolved = resolve(store, at, freshness, arrived, min_rv, block_timeout, bytes).await?;
     let (key, _) = make_key(namespace, name);
+    if let Some(target) = proto {
+        let Some(o) = resolved.snapshot.objects.get(&key) else { return Ok(None) };
+        return match protobuf::get_response(target, o, &store.info().gvr, response) {
+            Some(resp) => Ok(Some(resp)),
+            None => Err(NotServed::Forward("not transcodable to protobuf")),
+        };
+    }
     // Compact JSON ends with the newline `json.Encoder.Encode` appends.
     Ok(resolved.snapshot.objects.get(&key).map(|o| {
         let object = match view {
@@ -242,6 +261,24 @@ pub async fn respond(
         Some(charge) => admit::hold(resp, charge),
         None => resp,
     })
+}
+
+/// Builds a list response in protobuf (see [`protobuf::list_response`]); a list with an object that
+/// cannot be transcoded is forwarded.
+async fn respond_proto(
+    info: &ResourceInfo,
+    target: &ProtoTarget,
+    meta: &listcodec::ListMeta,
+    items: &[Arc<Object>],
+    opts: ResponseOptions,
+    cache: Option<(&GzipCache, &str)>,
+    budget: Option<&Arc<ReadBudget>>,
+) -> Result<Response<Body>, NotServed> {
+    let Some(chunks) = protobuf::ProtoListChunks::new(target, &info.gvr, meta, items) else {
+        return Err(NotServed::Forward("not transcodable to protobuf"));
+    };
+    let cache = cache.map(|(cache, key)| protobuf::ListCache { cache, key: key.to_owned() });
+    protobuf::list_response(chunks, opts, cache, meta.resource_version, budget).await
 }
 
 /// A list body larger than the gzip threshold (or not pretty), never whole in memory unless compressed.

@@ -7,6 +7,7 @@ pub mod admit;
 pub mod crd_fields;
 pub mod gzcache;
 pub mod list;
+pub mod protobuf;
 pub mod read;
 pub mod reads;
 pub mod resolve;

@@ -26,6 +26,7 @@ use crate::serve::admit::{DEFAULT_MAX_READ_BYTES_IN_FLIGHT, ReadBudget};
 use crate::serve::crd_fields::CrdFields;
 use crate::serve::gzcache::GzipCache;
 use crate::serve::list::{GetQuery, ListQuery, NotServed, ResponseOptions, serve_get, serve_list};
+use crate::serve::protobuf::ProtoTarget;
 use crate::serve::read::{ContinueAt, Match, Rv};
 use crate::serve::resolve::BLOCK_TIMEOUT;
 use crate::serve::watch::{self, WatchConfig, WatchView};
@@ -183,6 +184,7 @@ impl Reads {
         store: &Arc<Store>,
         arrived: Instant,
         view: View,
+        proto: Option<&ProtoTarget>,
         min_rv: u64,
     ) -> Result<Response<Body>, NotServed> {
         let Some(name) = r.name.as_deref() else { return Err(NotServed::Forward("get without name")) };
@@ -206,6 +208,7 @@ impl Reads {
             block_timeout: self.config.block_timeout,
             response,
             view,
+            proto,
         };
         let found = serve_get(store, &q, &self.freshness).await?;
         Ok(found.unwrap_or_else(|| {
@@ -222,6 +225,7 @@ impl Reads {
         store: &Arc<Store>,
         arrived: Instant,
         view: View,
+        proto: Option<&ProtoTarget>,
         min_rv: u64,
     ) -> Result<Response<Body>, NotServed> {
         let info = store.info();
@@ -277,6 +281,7 @@ impl Reads {
             gzip_cache: Some(&self.gzip_cache),
             budget: Some(&self.read_budget),
             view,
+            proto,
         };
         let consistent = q.rv == Rv::Unset && q.cont.is_none();
         let (resp, stats) = serve_list(store, &q, &self.freshness).await?;
@@ -297,6 +302,7 @@ impl Reads {
         store: &Arc<Store>,
         arrived: Instant,
         view: View,
+        proto: Option<ProtoTarget>,
         min_rv: u64,
     ) -> Result<Response<Body>, NotServed> {
         let info = store.info();
@@ -348,8 +354,13 @@ impl Reads {
                 View::Table(table) => WatchView::Table(table),
             },
             opts,
+            proto,
+            proto_errors: negotiate::error_in_protobuf(
+                req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()),
+            ),
         };
-        Ok(watch::request::serve_watch(request, &self.config.watch, self.shutdown.clone()))
+        watch::request::try_serve_watch(request, &self.config.watch, self.shutdown.clone())
+            .map_err(|_| NotServed::Forward("not transcodable to protobuf"))
     }
 }
 

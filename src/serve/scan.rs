@@ -87,6 +87,7 @@ mod tests {
             raw: Bytes::from_static(b"{}"),
             body_offset: 1,
             metadata_range: 0..0,
+            proto: Default::default(),
         })
     }
 

@@ -36,7 +36,7 @@ pub use dispatch::{
     index_stats,
 };
 pub use log::{Cursor, Log};
-pub use object::{Key, Labels, Object, make_key};
+pub use object::{Key, Labels, Object, ProtoCells, make_key, proto_bytes_held};
 pub use snapshot::{FieldIndex, Snapshot, namespace_bounds};
 pub use state::{Event, EventType, Signal, State, Store, StoreStats, TooOld, WaitError};
 pub use writer::{ApplyOutcome, Writer};

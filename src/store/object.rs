@@ -1,7 +1,8 @@
 //! One stored object: the bytes the upstream sent plus the few fields extracted once at ingest.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
@@ -37,6 +38,8 @@ pub struct Object {
     pub body_offset: u32,
     /// Byte range of the `metadata` object's value inside `raw` (for PartialObjectMetadata views).
     pub metadata_range: Range<u32>,
+    /// This version's protobuf messages, transcoded from `raw` on first use (see [`ProtoCells`]).
+    pub proto: ProtoCells,
 }
 
 impl Object {
@@ -72,10 +75,132 @@ impl Object {
     }
 }
 
+/// Protobuf message bytes held by all [`ProtoCells`] of the process (`kache_protobuf_bytes`).
+static PROTO_BYTES_HELD: AtomicU64 = AtomicU64::new(0);
+
+/// Protobuf message bytes held now by every object version's [`ProtoCells`].
+pub fn proto_bytes_held() -> u64 {
+    PROTO_BYTES_HELD.load(Relaxed)
+}
+
+/// The protobuf messages of one object version, each computed at most once, when a protobuf client first
+/// needs it, and dropped with the version.
+///
+/// Why cells in the object rather than a cache keyed by version: an object version is immutable and shared
+/// by the current snapshot, retained snapshots, the history and every watcher, so a cell is written once and
+/// read without a lock or a lookup; its memory is bounded by what the store already retains (at most one
+/// message per view per retained version, each smaller than the JSON it came from) and released exactly when
+/// the version is, with no eviction policy to tune. Versions no protobuf client reads cost two empty cells.
+/// A failed transcode is remembered too (`None`), so it is counted and attempted once per version.
+#[derive(Default)]
+pub struct ProtoCells {
+    /// The object's own message (`Pod`, not enveloped; list items are these bytes).
+    full: OnceLock<Option<Held>>,
+    /// The `PartialObjectMetadata` message of its metadata (`meta.k8s.io/v1`).
+    meta: OnceLock<Option<Held>>,
+}
+
+/// Bytes counted in [`PROTO_BYTES_HELD`] while alive.
+struct Held(Bytes);
+
+impl Held {
+    fn new(bytes: Vec<u8>) -> Self {
+        PROTO_BYTES_HELD.fetch_add(bytes.len() as u64, Relaxed);
+        Self(Bytes::from(bytes))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        PROTO_BYTES_HELD.fetch_sub(self.0.len() as u64, Relaxed);
+    }
+}
+
+// === impl ProtoCells ===
+
+impl ProtoCells {
+    /// The object's message, computed by `encode` on first use; `None` when it could not be transcoded.
+    pub fn full(&self, encode: impl FnOnce() -> Option<Vec<u8>>) -> Option<Bytes> {
+        self.full.get_or_init(|| encode().map(Held::new)).as_ref().map(|h| h.0.clone())
+    }
+
+    /// The `PartialObjectMetadata` message, computed by `encode` on first use.
+    pub fn meta(&self, encode: impl FnOnce() -> Option<Vec<u8>>) -> Option<Bytes> {
+        self.meta.get_or_init(|| encode().map(Held::new)).as_ref().map(|h| h.0.clone())
+    }
+
+    /// Bytes held by these cells.
+    pub fn bytes(&self) -> usize {
+        let len = |c: &OnceLock<Option<Held>>| c.get().and_then(Option::as_ref).map_or(0, |h| h.0.len());
+        len(&self.full) + len(&self.meta)
+    }
+}
+
+/// A clone starts empty: the cells are a cache of `raw`, and a clone's bytes may be edited.
+impl Clone for ProtoCells {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+/// The cells never make two objects differ: they only cache what `raw` says.
+impl PartialEq for ProtoCells {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ProtoCells {}
+
+impl std::fmt::Debug for ProtoCells {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProtoCells").field("bytes", &self.bytes()).finish()
+    }
+}
+
 /// Builds the store key of an object.
 pub fn make_key(namespace: Option<&str>, name: &str) -> (Key, u32) {
     match namespace {
         Some(ns) if !ns.is_empty() => (Arc::from(format!("{ns}/{name}")), ns.len() as u32),
         _ => (Arc::from(name), 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proto_cells_compute_once_and_count_their_bytes() {
+        let cells = ProtoCells::default();
+        let mut calls = 0;
+        let a = cells.full(|| {
+            calls += 1;
+            Some(vec![1, 2, 3])
+        });
+        let b = cells.full(|| {
+            calls += 1;
+            Some(vec![9])
+        });
+        assert_eq!((a.as_deref(), b.as_deref(), calls), (Some(&[1u8, 2, 3][..]), Some(&[1u8, 2, 3][..]), 1));
+        // A failure is remembered: attempted (and counted by the caller) once.
+        let mut failures = 0;
+        for _ in 0..3 {
+            assert!(
+                cells
+                    .meta(|| {
+                        failures += 1;
+                        None
+                    })
+                    .is_none()
+            );
+        }
+        assert_eq!((failures, cells.bytes()), (1, 3));
+        // A clone starts empty; the process-wide count covers what is alive (other tests may run alongside,
+        // so only this cell's own share is checked through `bytes`).
+        assert_eq!(cells.clone().bytes(), 0);
+        let held = proto_bytes_held();
+        assert!(held >= 3, "{held}");
+        drop(cells);
     }
 }

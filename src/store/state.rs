@@ -50,6 +50,9 @@ pub struct Event {
     pub prev: Option<Arc<Object>>,
     /// Lazily framed JSON watch line (`{"type":…,"object":…}\n`), built once and shared by all watchers.
     pub json_frame: OnceLock<Bytes>,
+    /// Lazily framed protobuf watch frame (length-prefixed `WatchEvent`) of the full object, shared likewise;
+    /// `None` when the object could not be transcoded.
+    pub proto_frame: OnceLock<Option<Bytes>>,
     /// When the event was applied (history eviction by time).
     pub applied_at: Instant,
 }

@@ -41,6 +41,7 @@ pub(super) fn pod(key: &str, rv: u64, node: Option<&str>) -> Arc<Object> {
         fields: fields.into(),
         body_offset: 32,
         metadata_range: 0..0,
+        proto: Default::default(),
         raw: Bytes::from(raw),
     })
 }

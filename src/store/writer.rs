@@ -194,8 +194,15 @@ impl Writer {
                 (k, _) => k,
             };
             rv = erv;
-            let event =
-                Arc::new(Event { rv, kind, object, prev, json_frame: OnceLock::new(), applied_at: now });
+            let event = Arc::new(Event {
+                rv,
+                kind,
+                object,
+                prev,
+                json_frame: OnceLock::new(),
+                proto_frame: OnceLock::new(),
+                applied_at: now,
+            });
             state.history_bytes += event_cost(&event);
             state.history.push(event.clone());
             self.retain(&mut state, Arc::new(Snapshot { rv, objects: objects.clone(), taken_at: now }));

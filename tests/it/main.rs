@@ -22,6 +22,7 @@
 //! | `ops` | the metrics listener, dashboards vs exported names, README metrics table, deploy manifests, a real Prometheus | `prometheus`, `promtool`, `kubectl` (kustomize), the ops venv (kubernetes-validate) |
 //! | `protobuf` | the sim's protobuf against the real Go encoder; kubectl's protobuf writes through kache | `kube-proto` (../shared/apiserver), `kubectl` |
 //! | `protobuf_codec` | kache's protobuf transcoder against the real Go encoder (every schema kind, metadata views, lists, watch frames) and, by proptest, against the sim's encoder | `kube-proto` (../shared/apiserver) |
+//! | `protobuf_serve` | protobuf get, list and watch from memory, byte-identical to the sim's, decoded equal to kache's JSON; a client-go informer in protobuf through kache; untranscodable objects forwarded | `informer-check` (../shared/apiserver) |
 //! | `python` | the official Kubernetes Python client through kache | the Python venv (`scripts/install-test-deps.sh`) |
 //! | `real_apiserver` | kache in front of the real 1.36 apiservers: every read equal byte for byte, watches, compaction, client-go informers | ../shared/apiserver (bash, curl, python3, xz), `informer-check` |
 //! | `resume` | memory per resuming watcher is O(1) however far back it resumes | — |
@@ -70,6 +71,7 @@ mod negotiation;
 mod ops;
 mod protobuf;
 mod protobuf_codec;
+mod protobuf_serve;
 mod python;
 mod real_apiserver;
 mod resume;

@@ -193,17 +193,22 @@ async fn every_client_accept_header_matches_the_apiserver() {
     // The v1beta1 list view (forwarded: the sim answers it) for the 8 lists.
     assert_eq!(metadata_v1beta1, 8 * 2, "v1beta1 metadata lists");
     assert!(kache.stats().memory() > memory_before, "JSON and metadata views come from memory");
-    assert!(kache.stats().forwarded() > forwarded_before, "protobuf and YAML are forwarded");
+    assert!(
+        kache.stats().forwarded() > forwarded_before,
+        "YAML (and custom resources' protobuf) are forwarded"
+    );
     let stats = kache.stats();
     // Tables of pods and config maps are printed from memory; custom resources' are forwarded.
     for e in [ResponseEncoding::Json, ResponseEncoding::PartialMetadata, ResponseEncoding::Table] {
         assert!(stats.encoding_memory(e) > 0, "{e:?} served from memory");
     }
     assert!(stats.encoding_forwarded(ResponseEncoding::Table) > 0, "custom resources' Tables forwarded");
-    for e in [ResponseEncoding::Protobuf, ResponseEncoding::Yaml] {
-        assert!(stats.encoding_forwarded(e) > 0, "{e:?} forwarded");
-        assert_eq!(stats.encoding_memory(e), 0, "{e:?} never from memory");
-    }
+    assert!(stats.encoding_forwarded(ResponseEncoding::Yaml) > 0, "YAML forwarded");
+    assert_eq!(stats.encoding_memory(ResponseEncoding::Yaml), 0, "YAML never from memory");
+    // Protobuf of built-in kinds comes from memory (issue 19), byte for byte the sim's; custom resources'
+    // protobuf is the upstream's to answer.
+    assert!(stats.encoding_memory(ResponseEncoding::Protobuf) > 0, "protobuf of built-in kinds from memory");
+    assert!(stats.encoding_forwarded(ResponseEncoding::Protobuf) > 0, "custom resources' protobuf forwarded");
 
     // Pretty output of a metadata list, and the metadata view as kubectl asks with ?pretty.
     same(&s, &k, "/api/v1/namespaces/a/pods?pretty=true", &[("accept", METADATA_LIST)]).await;

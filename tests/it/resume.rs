@@ -89,6 +89,7 @@ fn resume_from(rv: u64) -> WatchSpec {
         bookmark_interval: Duration::from_secs(60),
         wait_timeout: Duration::from_secs(3),
         indexed: true,
+        proto: None,
     }
 }
 

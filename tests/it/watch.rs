@@ -65,6 +65,7 @@ fn live_spec() -> WatchSpec {
         bookmark_interval: Duration::from_secs(60),
         wait_timeout: Duration::from_secs(3),
         indexed: true,
+        proto: None,
     }
 }
 

@@ -19,5 +19,6 @@ pub fn object(ns: Option<&str>, name: &str, labels: &[(&str, &str)], fields: &[O
         raw: Bytes::from_static(b"{}"),
         body_offset: 1,
         metadata_range: 0..0,
+        proto: Default::default(),
     }
 }

@@ -177,6 +177,13 @@ impl BookmarkShape {
         out.put_slice(b"}\n");
     }
 
+    /// The bookmark object at `rv` as JSON (what a protobuf bookmark is transcoded from).
+    pub fn object_json(&self, rv: u64, initial_events_end: bool) -> BytesMut {
+        let mut out = BytesMut::with_capacity(self.head.len() + self.tail.len() + 80);
+        self.put_object(&mut out, rv, initial_events_end);
+        out
+    }
+
     /// Appends the bookmark object at `rv`.
     fn put_object(&self, out: &mut BytesMut, rv: u64, initial_events_end: bool) {
         out.put_slice(&self.head);

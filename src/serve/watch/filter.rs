@@ -170,6 +170,7 @@ mod tests {
             raw: Bytes::from_static(b"{}"),
             body_offset: 1,
             metadata_range: 0..0,
+            proto: Default::default(),
         })
     }
 
@@ -180,6 +181,7 @@ mod tests {
             object,
             prev,
             json_frame: OnceLock::new(),
+            proto_frame: OnceLock::new(),
             applied_at: Instant::now(),
         }
     }

@@ -54,6 +54,7 @@ fn pod(ns: &str, name: &str, rv: u64, node: &str, app: &str) -> Arc<Object> {
         raw,
         body_offset: 1,
         metadata_range: meta.start as u32..meta.end as u32,
+        proto: Default::default(),
     })
 }
 
@@ -125,6 +126,7 @@ fn spec(filter: Filter, indexed: bool) -> WatchSpec {
         bookmark_interval: Duration::from_secs(60),
         wait_timeout: Duration::from_secs(3),
         indexed,
+        proto: None,
     }
 }
 

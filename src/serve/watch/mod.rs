@@ -19,6 +19,7 @@ pub mod bookmark;
 pub mod error;
 pub mod filter;
 pub mod frame;
+pub mod proto;
 pub mod request;
 pub mod shared;
 pub mod stats;
@@ -98,12 +99,19 @@ impl WatchConfig {
 
 /// The streaming 200 response of one watcher. Subscribes to the store immediately.
 pub fn respond(store: Arc<Store>, spec: WatchSpec, shutdown: CancellationToken) -> Response<Body> {
-    let watcher = Watcher::new(store, spec, shutdown);
+    respond_watcher(Watcher::new(store, spec, shutdown))
+}
+
+/// The streaming 200 response of a watcher already built.
+pub fn respond_watcher(watcher: Watcher) -> Response<Body> {
+    // JSON watches are `application/json` even when the client asked for `;stream=watch`; other media
+    // types get `;stream=watch` appended (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/watch.go:
+    // serveWatch).
+    let content_type =
+        if watcher.is_proto() { crate::codec::proto::STREAM_MEDIA_TYPE } else { "application/json" };
     let mut response = Response::new(watcher_body(watcher));
     *response.status_mut() = StatusCode::OK;
-    // JSON watches are `application/json` even when the client asked for `;stream=watch`
-    // (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/watch.go: serveWatch).
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     // Every apiserver response carries it (`filters.WithCacheControl`), watches included.
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     response

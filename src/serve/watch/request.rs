@@ -7,11 +7,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::filter::{Filter, Predicate};
 use super::frame::WatchView;
-use super::stream::{Start, WatchSpec};
-use super::{WatchConfig, over_limit, respond};
+use super::proto::ProtoWatch;
+use super::stream::{Start, WatchSpec, Watcher};
+use super::{WatchConfig, over_limit, respond_watcher};
 use crate::codec::status::ApiError;
 use crate::front::{self, body::Body};
 use crate::options::params::ListOptions;
+use crate::serve::protobuf::ProtoTarget;
 use crate::store::{Object, Store};
 
 /// Seconds a client refused for the per-resource watcher cap should wait.
@@ -31,22 +33,49 @@ pub struct WatchRequest {
     /// is at least there); `None` when not needed.
     pub consistent_rv: Option<u64>,
     pub view: WatchView,
+    /// Frames in protobuf, with objects encoded as this target (`view` is `Full` or the metadata view).
+    pub proto: Option<ProtoTarget>,
+    /// Whether an error Status before the stream starts is written in protobuf (the error's own negotiation).
+    pub proto_errors: bool,
 }
+
+/// A protobuf watch whose initial state or replayed history holds an object that cannot be transcoded:
+/// the request is forwarded instead.
+#[derive(Debug)]
+pub struct Untranscodable;
 
 /// Serves a watch from memory: a 200 stream, or an error Status response when it cannot start at all.
 pub fn serve_watch(req: WatchRequest, cfg: &WatchConfig, shutdown: CancellationToken) -> Response<Body> {
+    try_serve_watch(req, cfg, shutdown).unwrap_or_else(|_| {
+        error_response(
+            &ApiError::InternalError("the objects cannot be encoded in protobuf".to_owned()),
+            false,
+        )
+    })
+}
+
+/// [`serve_watch`], or `Err` when a protobuf watch cannot be served from memory.
+pub fn try_serve_watch(
+    req: WatchRequest,
+    cfg: &WatchConfig,
+    shutdown: CancellationToken,
+) -> Result<Response<Body>, Untranscodable> {
     let spec = match resolve(&req, cfg) {
         Ok(spec) => spec,
-        Err(e) => return front::respond::status(&e),
+        Err(e) => return Ok(error_response(&e, req.proto_errors)),
     };
     if over_limit(&req.store, cfg) {
         let e = ApiError::TooManyRequests {
             message: format!("too many watchers of {}, please try again later", req.store.info().gvr),
             retry_after: OVER_LIMIT_RETRY_AFTER,
         };
-        return front::respond::status(&e);
+        return Ok(error_response(&e, req.proto_errors));
     }
-    respond(req.store, spec, shutdown)
+    let watcher = Watcher::new(req.store, spec, shutdown);
+    if !watcher.proto_ready() {
+        return Err(Untranscodable);
+    }
+    Ok(respond_watcher(watcher))
 }
 
 /// The watcher's spec: the start mode (as the cacher's `Cacher.Watch` picks it), the selection and the
@@ -67,6 +96,7 @@ pub fn resolve(req: &WatchRequest, cfg: &WatchConfig) -> Result<WatchSpec, ApiEr
         bookmark_interval: cfg.bookmark_interval,
         wait_timeout: cfg.wait_timeout,
         indexed: cfg.indexed,
+        proto: req.proto.clone().map(|target| ProtoWatch { target, gvr: req.store.info().gvr.clone() }),
     })
 }
 
@@ -110,6 +140,11 @@ fn filter(req: &WatchRequest) -> Filter {
     Filter { namespace, name: req.name.clone(), predicate, field }
 }
 
+/// An error Status response (before the stream started), in protobuf when the client negotiated it.
+fn error_response(e: &ApiError, proto: bool) -> Response<Body> {
+    if proto { front::respond::protobuf_status(e) } else { front::respond::status(e) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +183,8 @@ mod tests {
             name: None,
             consistent_rv: None,
             view: WatchView::Full,
+            proto: None,
+            proto_errors: false,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Frames that differ from an event's own frame but not between watchers — the PartialObjectMetadata
 //! view, and the ADDED/DELETED lines of selector transitions — built once per event and variant and shared.
 //!
-//! The full-view frame lives in `Event::json_frame`; these live in a small fixed table of slots indexed by
+//! The full-view frames live in `Event::json_frame` and `Event::proto_frame`; these live in a small fixed table of slots indexed by
 //! the event's address. A slot holds a `Weak<Event>`, which keeps the allocation (not the event) alive, so
 //! an address in a slot cannot be reused by another event: comparing addresses is an exact identity test.
 //! A slot serves the most recent event that hashed to it; an evicted event's frames are simply rebuilt.
@@ -26,9 +26,15 @@ pub enum Variant {
     Left = 2,
     PartialEntered = 3,
     PartialLeft = 4,
+    /// The same five in protobuf (empty when the object could not be transcoded).
+    ProtoPartialAsIs = 5,
+    ProtoEntered = 6,
+    ProtoLeft = 7,
+    ProtoPartialEntered = 8,
+    ProtoPartialLeft = 9,
 }
 
-const VARIANTS: usize = 5;
+const VARIANTS: usize = 10;
 
 struct Slot {
     event: Weak<Event>,
@@ -69,6 +75,7 @@ mod tests {
             raw: Bytes::from_static(b"{}"),
             body_offset: 1,
             metadata_range: 0..0,
+            proto: Default::default(),
         });
         Arc::new(Event {
             rv,
@@ -76,6 +83,7 @@ mod tests {
             object,
             prev: None,
             json_frame: OnceLock::new(),
+            proto_frame: OnceLock::new(),
             applied_at: Instant::now(),
         })
     }

@@ -26,6 +26,7 @@ use super::bookmark::{BookmarkShape, DISPATCH_TICK, PROGRESS_BOOKMARK_GAP, next_
 use super::error::StartError;
 use super::filter::{Filter, Transition};
 use super::frame::{self, FrameType, WatchView};
+use super::proto::ProtoWatch;
 use super::shared::{self, Variant};
 use super::stats::{self, ActiveGuard, EndReason};
 use crate::store::{Cursor, Event, IndexGuard, Key, Signal, Snapshot, Store, Subscription};
@@ -75,6 +76,8 @@ pub struct WatchSpec {
     pub wait_timeout: Duration,
     /// Subscribe to the ring of the index value the filter pins, if any (see [`super::WatchConfig`]).
     pub indexed: bool,
+    /// Frames in protobuf (`view` is then `Full` or `PartialObjectMetadata`, matching the target).
+    pub proto: Option<ProtoWatch>,
 }
 
 enum Phase {
@@ -110,6 +113,8 @@ pub struct Watcher {
     index: Option<IndexGuard>,
     filter: Filter,
     view: WatchView,
+    /// Present iff the client negotiated protobuf.
+    proto: Option<ProtoWatch>,
     /// Present iff the client allows bookmarks.
     bookmark: Option<BookmarkShape>,
     phase: Phase,
@@ -163,6 +168,7 @@ impl Watcher {
             index,
             filter: spec.filter,
             view: spec.view,
+            proto: spec.proto,
             bookmark,
             phase: Phase::Done,
             position: 0,
@@ -205,6 +211,30 @@ impl Watcher {
                 let state = self.store.load();
                 self.resume(state.snapshot.rv, Cursor::default(), state.generation);
             }
+        }
+    }
+
+    /// Whether the watcher writes protobuf frames.
+    pub fn is_proto(&self) -> bool {
+        self.proto.is_some()
+    }
+
+    /// For a protobuf watcher, whether every object its initial state or replayed history holds can be
+    /// transcoded (transcoding them now, into their cells); a watch that cannot be served from memory is then
+    /// forwarded before anything is sent. (Events that arrive later and fail end the stream instead.)
+    pub fn proto_ready(&self) -> bool {
+        let Some(proto) = &self.proto else { return true };
+        match &self.phase {
+            Phase::Initial { snapshot, cursor: None, .. } => match self.filter.range_after(None) {
+                Some(range) => proto
+                    .ready(snapshot.objects.range(range).map(|(_, o)| o).filter(|o| self.filter.matches(o))),
+                None => true,
+            },
+            Phase::Replay { events, .. } => {
+                let events: Vec<Arc<Event>> = events.clone().collect();
+                proto.ready(events.iter().map(|e| &e.object))
+            }
+            _ => true,
         }
     }
 
@@ -319,7 +349,16 @@ impl Watcher {
                         );
                         self.table_headers = false;
                     }
-                    view => frame::put_object_frame(&mut out, FrameType::Added, object, view),
+                    view => match &self.proto {
+                        Some(proto) => {
+                            let frame = proto.object_frame(FrameType::Added, object);
+                            if frame.is_empty() {
+                                return self.untranscodable();
+                            }
+                            out.extend_from_slice(&frame);
+                        }
+                        None => frame::put_object_frame(&mut out, FrameType::Added, object, view),
+                    },
                 }
                 count += 1;
                 if out.len() >= INITIAL_FRAME_BYTES {
@@ -336,7 +375,16 @@ impl Watcher {
         stats::record_events(count);
         match (&self.bookmark, end_bookmark) {
             (Some(shape), true) => {
-                shape.put_frame_headers(&mut out, snapshot.rv, true, self.table_headers);
+                match &self.proto {
+                    Some(proto) => {
+                        let frame = proto.bookmark_frame(&shape.object_json(snapshot.rv, true));
+                        if frame.is_empty() {
+                            return self.untranscodable();
+                        }
+                        out.extend_from_slice(&frame);
+                    }
+                    None => shape.put_frame_headers(&mut out, snapshot.rv, true, self.table_headers),
+                }
                 self.table_headers = false;
                 stats::record_bookmark();
                 crate::metrics::watch_list_done(self.store.info(), self.started.elapsed());
@@ -398,10 +446,26 @@ impl Watcher {
 
     /// The BOOKMARK at `position` (which every sent event precedes).
     fn send_bookmark(&mut self, now: Instant) -> Option<Bytes> {
-        let mut frame = BytesMut::new();
-        self.bookmark.as_ref()?.put_frame_headers(&mut frame, self.position, false, self.table_headers);
+        let frame = match &self.proto {
+            Some(proto) => {
+                let frame = proto.bookmark_frame(&self.bookmark.as_ref()?.object_json(self.position, false));
+                if frame.is_empty() {
+                    return self.untranscodable();
+                }
+                frame
+            }
+            None => {
+                let mut frame = BytesMut::new();
+                self.bookmark.as_ref()?.put_frame_headers(
+                    &mut frame,
+                    self.position,
+                    false,
+                    self.table_headers,
+                );
+                frame.freeze()
+            }
+        };
         self.table_headers = false;
-        let frame = frame.freeze();
         stats::record_bookmark();
         self.bookmarked = self.position;
         self.last_bookmark = Some(now);
@@ -488,6 +552,13 @@ impl Watcher {
         if let WatchView::Table(table) = view {
             return self.table_event(event, &table);
         }
+        if self.proto.is_some() {
+            let frame = self.proto_event(event);
+            return match frame {
+                Some(frame) if frame.is_empty() => self.untranscodable(),
+                frame => frame,
+            };
+        }
         let partial = view == WatchView::PartialObjectMetadata;
         // Every frame here is the same for all watchers that send it: built once per event and variant.
         let (variant, kind) = match self.filter.transition(event) {
@@ -504,6 +575,34 @@ impl Watcher {
             }
         };
         Some(shared::frame(event, variant, || frame::object_frame(kind, &event.object, view)))
+    }
+
+    /// A store event's protobuf frame (`None`: nothing to send; empty: it could not be transcoded). Each
+    /// frame is the same for all watchers that send it: built once per event and variant, as JSON lines.
+    fn proto_event(&self, event: &Arc<Event>) -> Option<Bytes> {
+        let proto = self.proto.as_ref()?;
+        let partial = self.view == WatchView::PartialObjectMetadata;
+        let (variant, kind) = match self.filter.transition(event) {
+            Transition::Skip => return None,
+            Transition::AsIs if !partial => return Some(proto.shared_full_frame(event)),
+            Transition::AsIs => (Variant::ProtoPartialAsIs, event.kind.into()),
+            Transition::Entered => {
+                (if partial { Variant::ProtoPartialEntered } else { Variant::ProtoEntered }, FrameType::Added)
+            }
+            Transition::Left => {
+                let prev = event.prev.as_deref()?;
+                let variant = if partial { Variant::ProtoPartialLeft } else { Variant::ProtoLeft };
+                return Some(shared::frame(event, variant, || proto.departure_frame(prev, event.rv)));
+            }
+        };
+        Some(shared::frame(event, variant, || proto.object_frame(kind, &event.object)))
+    }
+
+    /// An object of this protobuf watch could not be transcoded: the stream ends (the client re-watches;
+    /// the failure is counted in `kache_protobuf_transcode_failures_total`).
+    fn untranscodable(&mut self) -> Option<Bytes> {
+        tracing::warn!(resource = %self.store.info().gvr, "ending a protobuf watch: an object is not transcodable");
+        self.finish(EndReason::Normal)
     }
 
     /// A store event as a one-row Table (per watcher: only its first event carries the column definitions,
@@ -537,7 +636,10 @@ impl Watcher {
             StartError::TooLarge(_) => EndReason::TooLarge,
         };
         self.finish(reason);
-        Some(e.frame())
+        match self.proto {
+            Some(_) => Some(super::proto::error_frame(&e.to_api_error())),
+            None => Some(e.frame()),
+        }
     }
 
     fn finish(&mut self, reason: EndReason) -> Option<Bytes> {

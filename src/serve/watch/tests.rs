@@ -49,6 +49,7 @@ fn pod(ns: &str, name: &str, rv: u64, app: &str) -> Arc<Object> {
         raw,
         body_offset: 1,
         metadata_range: meta.start as u32..meta.end as u32,
+        proto: Default::default(),
     })
 }
 
@@ -74,6 +75,7 @@ fn spec(start: Start) -> WatchSpec {
         bookmark_interval: Duration::from_secs(60),
         wait_timeout: Duration::from_secs(3),
         indexed: true,
+        proto: None,
     }
 }
 
