@@ -45,7 +45,7 @@ use crate::metrics;
 use crate::reflector::Registry;
 use crate::serve::admit;
 use crate::serve::list::NotServed;
-use crate::serve::reads::Reads;
+use crate::serve::reads::{Reads, Shape};
 use crate::store::Store;
 pub use stats::{HandlerStats, ResponseEncoding};
 use view::Choice;
@@ -273,8 +273,8 @@ impl KacheHandler {
         if let Err(e) = self.auth.authorize(id, &attrs).await {
             return respond::error(&e, req.headers(), false);
         }
-        let (encoding, (view, proto)) = match view::choose(&self.reads, req.headers(), req.uri(), r, &store) {
-            (encoding, Choice::Memory(view, proto)) => (encoding, (view, proto)),
+        let (encoding, shape) = match view::choose(&self.reads, req.headers(), req.uri(), r, &store) {
+            (encoding, Choice::Memory(view, proto)) => (encoding, Shape { view, proto }),
             (encoding, Choice::Forward { counted }) => {
                 if counted {
                     self.stats.count_encoding(encoding, false);
@@ -291,9 +291,9 @@ impl KacheHandler {
         // Read-your-writes: a consistent read reflects at least the last write kache forwarded.
         let min_rv = self.writes.last_write(&r.gvr);
         let outcome = match r.verb {
-            Verb::Get => self.reads.get(&req, r, &store, arrived, view, proto.as_ref(), min_rv).await,
-            Verb::List => self.reads.list(&req, r, &store, arrived, view, proto.as_ref(), min_rv).await,
-            Verb::Watch => self.reads.watch(&req, r, &store, arrived, view, proto, min_rv).await,
+            Verb::Get => self.reads.get(&req, r, &store, arrived, shape, min_rv).await,
+            Verb::List => self.reads.list(&req, r, &store, arrived, shape, min_rv).await,
+            Verb::Watch => self.reads.watch(&req, r, &store, arrived, shape, min_rv).await,
             _ => Err(NotServed::Forward("verb")),
         };
         let from_memory = !matches!(outcome, Err(NotServed::Forward(_) | NotServed::NotFresh));

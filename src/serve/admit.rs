@@ -229,7 +229,10 @@ mod tests {
         assert_eq!(unlimited.heavy_in_flight(), 0);
         // The default scales with the producers, and the flag's default is the same.
         assert_eq!(ReadBudget::new(1).heavy_limit, HEAVY_BODIES_PER_PRODUCER * producers());
-        assert_eq!(crate::front::server::limits::default_max_heavy_bodies(), HEAVY_BODIES_PER_PRODUCER * producers());
+        assert_eq!(
+            crate::front::server::limits::default_max_heavy_bodies(),
+            HEAVY_BODIES_PER_PRODUCER * producers()
+        );
     }
 
     #[tokio::test]

@@ -19,10 +19,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
-use crate::front::body::{self, Body};
 use crate::codec::proto::{self as pb, ProtoKind};
 use crate::codec::status::ApiError;
 use crate::codec::{gzip, list as listcodec};
+use crate::front::body::{self, Body};
 use crate::resource::{Gvr, ResourceInfo};
 use crate::serve::admit::{self, ReadBudget};
 use crate::serve::gzcache::GzipCache;

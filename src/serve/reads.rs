@@ -183,10 +183,11 @@ impl Reads {
         r: &ResourceRequest,
         store: &Arc<Store>,
         arrived: Instant,
-        view: View,
-        proto: Option<&ProtoTarget>,
+        shape: Shape,
         min_rv: u64,
     ) -> Result<Response<Body>, NotServed> {
+        let Shape { view, proto } = shape;
+        let proto = proto.as_ref();
         let Some(name) = r.name.as_deref() else { return Err(NotServed::Forward("get without name")) };
         let opts = params::parse_get_options(req.uri().query());
         let response = response_options(req, opts.pretty);
@@ -224,10 +225,11 @@ impl Reads {
         r: &ResourceRequest,
         store: &Arc<Store>,
         arrived: Instant,
-        view: View,
-        proto: Option<&ProtoTarget>,
+        shape: Shape,
         min_rv: u64,
     ) -> Result<Response<Body>, NotServed> {
+        let Shape { view, proto } = shape;
+        let proto = proto.as_ref();
         let info = store.info();
         let kind = info.field_kind();
         let opts = match self.list_options(req, r, info)? {
@@ -301,10 +303,10 @@ impl Reads {
         r: &ResourceRequest,
         store: &Arc<Store>,
         arrived: Instant,
-        view: View,
-        proto: Option<ProtoTarget>,
+        shape: Shape,
         min_rv: u64,
     ) -> Result<Response<Body>, NotServed> {
+        let Shape { view, proto } = shape;
         let info = store.info();
         let mut opts = match self.list_options(req, r, info)? {
             Ok(opts) => opts,
@@ -362,6 +364,13 @@ impl Reads {
         watch::request::try_serve_watch(request, &self.config.watch, self.shutdown.clone())
             .map_err(|_| NotServed::Forward("not transcodable to protobuf"))
     }
+}
+
+/// What a read from memory answers with: the view of its objects, and the protobuf target when the client
+/// negotiated protobuf (JSON otherwise).
+pub(crate) struct Shape {
+    pub(crate) view: View,
+    pub(crate) proto: Option<ProtoTarget>,
 }
 
 /// The namespace a list or watch scans: the URL's, or a `metadata.namespace=` selector's on a cluster-wide

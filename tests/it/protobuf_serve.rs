@@ -18,8 +18,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use kache::resource::Gvr;
 use kache::pipeline::ResponseEncoding;
+use kache::resource::Gvr;
 use kache_sim::SimHandle;
 use serde_json::json;
 

@@ -187,8 +187,9 @@ fn container(app: &str, image: &str, token_volume: &str, rng: &mut impl Rng) -> 
     let mem = [64, 128, 256, 512][rng.random_range(0..4)];
     // Quantities in the canonical form an apiserver stores (Go's `Quantity.String()`): `1` rather than
     // `1000m`, `1Gi` rather than `1024Mi`, as a real cluster's objects have them.
-    let cpu_q = |m: u32| if m % 1000 == 0 { format!("{}", m / 1000) } else { format!("{m}m") };
-    let mem_q = |mi: u32| if mi % 1024 == 0 { format!("{}Gi", mi / 1024) } else { format!("{mi}Mi") };
+    let cpu_q = |m: u32| if m.is_multiple_of(1000) { format!("{}", m / 1000) } else { format!("{m}m") };
+    let mem_q =
+        |mi: u32| if mi.is_multiple_of(1024) { format!("{}Gi", mi / 1024) } else { format!("{mi}Mi") };
     json!({
         "name": app,
         "image": image,
