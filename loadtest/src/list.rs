@@ -234,7 +234,7 @@ async fn prepare_static(
         let f =
             http::request(client, http::Method::GET, &http::url(kache, &case.path, &query), &send).await?;
         let pq = http::url("", &case.path, &query);
-        statics.insert(case.gzip, &pq, f.body.unwrap_or_default(), f.gzipped);
+        statics.insert(case.gzip, case.accept.as_deref(), &pq, f.body.unwrap_or_default(), f.gzipped);
         match http::continue_token(&f.head) {
             Some(t) if case.paginate => query = http::with_continue(&case.query, &t),
             _ => return Ok(()),

@@ -32,9 +32,10 @@ pub struct StaticServer {
     accept: JoinHandle<()>,
 }
 
-/// The lookup key: gzip or not, then the path and query exactly as requested.
-fn key(gzip: bool, path_and_query: &str) -> String {
-    format!("{}|{path_and_query}", if gzip { "gz" } else { "id" })
+/// The lookup key: gzip or not, the Accept header (a protobuf and a JSON list of the same URL are different
+/// bodies), then the path and query exactly as requested.
+fn key(gzip: bool, accept: Option<&str>, path_and_query: &str) -> String {
+    format!("{}|{}|{path_and_query}", if gzip { "gz" } else { "id" }, accept.unwrap_or(""))
 }
 
 // === impl StaticServer ===
@@ -60,11 +61,21 @@ impl StaticServer {
         Ok(Self { url, bodies, accept })
     }
 
-    /// Prepares the answer to `path_and_query` requested with or without `Accept-Encoding: gzip`;
-    /// `encoded` says whether `body` is gzip (sent with `Content-Encoding: gzip`).
-    pub fn insert(&self, accept_gzip: bool, path_and_query: &str, body: Bytes, encoded: bool) {
+    /// Prepares the answer to `path_and_query` requested with or without `Accept-Encoding: gzip` and with
+    /// `accept` as its Accept header; `encoded` says whether `body` is gzip (sent with `Content-Encoding: gzip`).
+    pub fn insert(
+        &self,
+        accept_gzip: bool,
+        accept: Option<&str>,
+        path_and_query: &str,
+        body: Bytes,
+        encoded: bool,
+    ) {
         let p = Prepared { body, gzip: encoded };
-        self.bodies.write().unwrap_or_else(|p| p.into_inner()).insert(key(accept_gzip, path_and_query), p);
+        self.bodies
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key(accept_gzip, accept, path_and_query), p);
     }
 
     /// Forgets every prepared body (between suites, so memory stays bounded).
@@ -86,7 +97,8 @@ async fn answer(bodies: Bodies, req: Request<Incoming>) -> Result<Response<Full<
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("gzip"));
     let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
-    let found = bodies.read().unwrap_or_else(|p| p.into_inner()).get(&key(gzip, pq)).cloned();
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let found = bodies.read().unwrap_or_else(|p| p.into_inner()).get(&key(gzip, accept, pq)).cloned();
     let (mut resp, encoded) = match found {
         Some(p) => (Response::new(Full::new(p.body)), p.gzip),
         None => {
@@ -110,15 +122,22 @@ mod tests {
     #[tokio::test]
     async fn answers_prepared_bodies_by_encoding() {
         let s = StaticServer::start().await.expect("bind");
-        s.insert(false, "/api/v1/pods?limit=1", Bytes::from_static(b"{\"items\":[]}"), false);
+        s.insert(false, None, "/api/v1/pods?limit=1", Bytes::from_static(b"{\"items\":[]}"), false);
         let c = client(2);
         let got = get(&c, &format!("{}/api/v1/pods?limit=1", s.url), None, false).await.expect("prepared");
         assert_eq!(got.bytes, 12);
         assert_eq!(&got.head[..], b"{\"items\":[]}");
         assert!(get(&c, &format!("{}/api/v1/pods?limit=1", s.url), None, true).await.is_err());
         // Small answers to gzip-accepting requests stay uncompressed, as kache sends them.
+        // The same URL with another Accept header is another body.
+        let pb = "application/vnd.kubernetes.protobuf";
+        s.insert(false, Some(pb), "/api/v1/pods?limit=1", Bytes::from_static(b"k8s\0pb"), false);
+        let got =
+            get(&c, &format!("{}/api/v1/pods?limit=1", s.url), Some(pb), false).await.expect("prepared");
+        assert_eq!(&got.head[..], b"k8s\0pb");
         s.insert(
             true,
+            None,
             "/small",
             Bytes::from_static(b"{\"metadata\":{\"continue\":\"t\"},\"items\":[]}"),
             false,
