@@ -197,6 +197,8 @@ fn history_is_bounded_by_bytes_and_time() {
     writer.apply_at([(Added, pod("a/2", 12, None))], t0 + Duration::from_secs(30));
     writer.apply_at([(Added, pod("a/3", 13, None))], t0 + Duration::from_secs(76));
     assert_eq!(store.load().history_floor, 11, "older than the window");
+    // The span exported as kache_history_span_seconds: from the oldest event kept (30 s) to the newest (76 s).
+    assert_eq!(store.stats().history_span, Duration::from_secs(46));
     // A bookmark also evicts by time.
     writer.progress_at(14, t0 + Duration::from_secs(120));
     let state = store.load();

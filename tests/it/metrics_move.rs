@@ -27,6 +27,11 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     ("kache_auth_cache_total", "tests/it/auth.rs (--auth=delegated)"),
     (
+        "kache_history_span_seconds",
+        "store::tests::history_is_bounded_by_bytes_and_time (the span of the history ring, on a controlled clock) and \
+         metrics::stats::tests (its export); here it is 0 whenever the scrape finds fewer than two events kept",
+    ),
+    (
         "kache_watch_index_full_total",
         "store::dispatch::bound_tests (watchers past the index rings' slot bound; 2M slots are not reached here)",
     ),
