@@ -20,7 +20,6 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
 use crate::codec::proto::{self as pb, ProtoKind};
-use crate::codec::status::ApiError;
 use crate::codec::{gzip, list as listcodec};
 use crate::front::body::{self, Body};
 use crate::resource::{Gvr, ResourceInfo};
@@ -146,11 +145,6 @@ pub fn respond_whole(status: StatusCode, bytes: Bytes, gzip_ok: bool) -> Respons
         (builder.header(header::CONTENT_LENGTH, bytes.len()), body::full(bytes))
     };
     builder.body(body).expect("static headers are valid")
-}
-
-/// The Status of an error in protobuf, as the apiserver writes it to a client that negotiated protobuf.
-pub fn error_response(err: &ApiError) -> Response<Body> {
-    crate::front::respond::protobuf_status(err)
 }
 
 /// A list's body: the envelope and `ListMeta` (`prefix`), each item's field header and cached message,

@@ -19,6 +19,7 @@ pub mod auth;
 pub mod tls;
 use kache_sim::{Sim, SimHandle};
 
+pub mod kube_proto;
 pub mod real;
 pub mod tools;
 

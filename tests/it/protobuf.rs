@@ -10,10 +10,7 @@
 
 use crate::common;
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::process::Command;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -31,58 +28,6 @@ const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 const CLIENT_GO_ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
 
 // === kube-proto ===
-
-/// kube-proto: `$KUBE_PROTO`, the copy `start.sh` unpacked, or unpacked here from ../shared/apiserver.
-fn kube_proto() -> Option<PathBuf> {
-    static PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PATH.get_or_init(|| {
-        if let Some(p) = std::env::var_os("KUBE_PROTO").map(PathBuf::from).filter(|p| p.exists()) {
-            return Some(p);
-        }
-        let xz = common::real::scripts_dir().join("bin/kube-proto.xz");
-        let dest = common::real::target_dir().join("kube-proto/kube-proto");
-        if !dest.exists() {
-            std::fs::create_dir_all(dest.parent()?).ok()?;
-            let out = Command::new("xz").arg("-dc").arg(&xz).output().ok().filter(|o| o.status.success())?;
-            let tmp = dest.with_extension("tmp");
-            std::fs::write(&tmp, out.stdout).ok()?;
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).ok()?;
-            std::fs::rename(&tmp, &dest).ok()?;
-        }
-        Some(dest)
-    })
-    .clone()
-}
-
-macro_rules! require_kube_proto {
-    () => {
-        match kube_proto() {
-            Some(p) => p,
-            None => {
-                common::tools::missing(
-                    "kube-proto (../shared/apiserver/bin/kube-proto.xz, unpacked with xz) is not available",
-                );
-                return;
-            }
-        }
-    };
-}
-
-/// Runs `kube-proto CMD` on `input`; panics with its stderr on failure.
-fn kp(bin: &Path, cmd: &str, input: &[u8]) -> Vec<u8> {
-    let mut child = Command::new(bin)
-        .arg(cmd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kube-proto runs");
-    child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
-    let out = child.wait_with_output().expect("kube-proto ends");
-    assert!(out.status.success(), "kube-proto {cmd} failed: {}", String::from_utf8_lossy(&out.stderr));
-    out.stdout
-}
 
 // === HTTP ===
 
@@ -261,17 +206,19 @@ async fn seeded_sim() -> SimHandle {
 
 #[tokio::test]
 async fn every_modelled_kind_encodes_as_the_go_encoder() {
-    let bin = require_kube_proto!();
+    let Some(bin) = common::kube_proto::require() else { return };
     let sim = seeded_sim().await;
     for (resource, ns, obj) in objects() {
         let name = obj["metadata"]["name"].as_str().expect("name");
         let path = path_of(resource, ns, name);
         let (j, p) = both(&sim.url(), &path, CLIENT_GO_ACCEPT, "application/json").await;
-        assert_same_bytes(&format!("GET {path}"), &p.body, &kp(&bin, "encode", &j.body));
+        assert_same_bytes(&format!("GET {path}"), &p.body, &common::kube_proto::run(&bin, "encode", &j.body));
         // Decoding the sim's bytes gives what Go prints for the sim's object (its JSON normalised by the Go
         // types: the sim's own JSON keeps nested keys in the order they were written).
-        let decoded: Value = serde_json::from_slice(&kp(&bin, "decode", &p.body)).expect("JSON");
-        let normalized: Value = serde_json::from_slice(&kp(&bin, "normalize", &j.body)).expect("JSON");
+        let decoded: Value =
+            serde_json::from_slice(&common::kube_proto::run(&bin, "decode", &p.body)).expect("JSON");
+        let normalized: Value =
+            serde_json::from_slice(&common::kube_proto::run(&bin, "normalize", &j.body)).expect("JSON");
         assert_eq!(decoded, normalized, "kube-proto decode of GET {path}");
         // The metadata view.
         let meta = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
@@ -281,7 +228,7 @@ async fn every_modelled_kind_encodes_as_the_go_encoder() {
         assert_same_bytes(
             &format!("GET {path} as PartialObjectMetadata"),
             &p.body,
-            &kp(&bin, "encode", &j.body),
+            &common::kube_proto::run(&bin, "encode", &j.body),
         );
     }
     sim.shutdown().await;
@@ -289,7 +236,7 @@ async fn every_modelled_kind_encodes_as_the_go_encoder() {
 
 #[tokio::test]
 async fn lists_encode_as_the_go_encoder() {
-    let bin = require_kube_proto!();
+    let Some(bin) = common::kube_proto::require() else { return };
     let sim = seeded_sim().await;
     for i in 0..5 {
         let pod = common::pod("team-a", &format!("p{i}"), &[("i", &i.to_string())], "node-2");
@@ -308,17 +255,18 @@ async fn lists_encode_as_the_go_encoder() {
     ];
     for path in paths {
         let (j, p) = both(&sim.url(), path, CLIENT_GO_ACCEPT, "application/json").await;
-        assert_same_bytes(&format!("GET {path}"), &p.body, &kp(&bin, "encode", &j.body));
+        assert_same_bytes(&format!("GET {path}"), &p.body, &common::kube_proto::run(&bin, "encode", &j.body));
     }
     // Paginated with the continue token the protobuf page carries.
     let first = get_with(&sim.url(), "/api/v1/pods?limit=3", &[("accept", PROTOBUF)]).await;
     let json_first = get_with(&sim.url(), "/api/v1/pods?limit=3", &[]).await.json();
     let token = json_first["metadata"]["continue"].as_str().expect("a continue token").to_string();
-    let decoded: Value = serde_json::from_slice(&kp(&bin, "decode", &first.body)).expect("JSON");
+    let decoded: Value =
+        serde_json::from_slice(&common::kube_proto::run(&bin, "decode", &first.body)).expect("JSON");
     assert_eq!(decoded["metadata"]["continue"], json!(token));
     let next = format!("/api/v1/pods?limit=3&continue={token}");
     let (j, p) = both(&sim.url(), &next, PROTOBUF, "application/json").await;
-    assert_same_bytes("second page", &p.body, &kp(&bin, "encode", &j.body));
+    assert_same_bytes("second page", &p.body, &common::kube_proto::run(&bin, "encode", &j.body));
     // PartialObjectMetadataList.
     let path = "/api/v1/namespaces/team-a/pods";
     let (j, p) = both(
@@ -328,7 +276,11 @@ async fn lists_encode_as_the_go_encoder() {
         "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
     )
     .await;
-    assert_same_bytes("PartialObjectMetadataList", &p.body, &kp(&bin, "encode", &j.body));
+    assert_same_bytes(
+        "PartialObjectMetadataList",
+        &p.body,
+        &common::kube_proto::run(&bin, "encode", &j.body),
+    );
     sim.shutdown().await;
 }
 
@@ -379,7 +331,7 @@ async fn watch_body(base: &str, path: &str, accept: &str, n: usize) -> (String, 
 
 #[tokio::test]
 async fn watch_streams_encode_as_the_go_encoder() {
-    let bin = require_kube_proto!();
+    let Some(bin) = common::kube_proto::require() else { return };
     let sim = start_sim().await;
     sim.create("namespaces", None, common::namespace("w")).expect("namespace");
     let start = sim.revision();
@@ -408,13 +360,13 @@ async fn watch_streams_encode_as_the_go_encoder() {
         let (ct, pb) = watch_body(&sim.url(), &path, accept_pb, n).await;
         assert_eq!(ct, "application/vnd.kubernetes.protobuf;stream=watch", "{path}");
         let (_, js) = watch_body(&sim.url(), &path, accept_json, n).await;
-        assert_same_bytes(&format!("watch {path}"), &pb, &kp(&bin, "encode-watch", &js));
+        assert_same_bytes(&format!("watch {path}"), &pb, &common::kube_proto::run(&bin, "encode-watch", &js));
     }
     // A streaming list (WatchList) with its bookmark, and a 410 ERROR event, in protobuf.
     let wl = "/api/v1/namespaces/w/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
     let (_, pb) = watch_body(&sim.url(), wl, PROTOBUF, 3).await;
     let (_, js) = watch_body(&sim.url(), wl, "application/json", 3).await;
-    assert_same_bytes("watch-list", &pb, &kp(&bin, "encode-watch", &js));
+    assert_same_bytes("watch-list", &pb, &common::kube_proto::run(&bin, "encode-watch", &js));
     sim.compact(None);
     let gone = format!("/api/v1/namespaces/w/pods?watch=1&resourceVersion={start}");
     let (_, pb) = watch_body(&sim.url(), &gone, PROTOBUF, 1).await;
@@ -424,18 +376,18 @@ async fn watch_streams_encode_as_the_go_encoder() {
         "a 410 event: {}",
         String::from_utf8_lossy(&js)
     );
-    assert_same_bytes("ERROR event", &pb, &kp(&bin, "encode-watch", &js));
+    assert_same_bytes("ERROR event", &pb, &common::kube_proto::run(&bin, "encode-watch", &js));
     sim.shutdown().await;
 }
 
 #[tokio::test]
 async fn protobuf_bodies_create_and_update_objects() {
-    let bin = require_kube_proto!();
+    let Some(bin) = common::kube_proto::require() else { return };
     let sim = start_sim().await;
     let base = sim.url();
     let ns =
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "pb", "labels": {"a": "b"}}});
-    let body = kp(&bin, "encode", ns.to_string().as_bytes());
+    let body = common::kube_proto::run(&bin, "encode", ns.to_string().as_bytes());
     let r = send(
         &base,
         Method::POST,
@@ -446,7 +398,8 @@ async fn protobuf_bodies_create_and_update_objects() {
     .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(content_type(&r), PROTOBUF);
-    let created: Value = serde_json::from_slice(&kp(&bin, "decode", &r.body)).expect("JSON");
+    let created: Value =
+        serde_json::from_slice(&common::kube_proto::run(&bin, "decode", &r.body)).expect("JSON");
     assert_eq!(created["metadata"]["labels"]["a"], json!("b"));
     assert_eq!(sim.get("namespaces", None, "pb").expect("stored")["metadata"]["labels"]["a"], json!("b"));
     // A deployment, then an update of it, both in protobuf.
@@ -457,7 +410,7 @@ async fn protobuf_bodies_create_and_update_objects() {
         Method::POST,
         path,
         &[("content-type", PROTOBUF)],
-        kp(&bin, "encode", dep.to_string().as_bytes()),
+        common::kube_proto::run(&bin, "encode", dep.to_string().as_bytes()),
     )
     .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&r.body));
@@ -473,14 +426,17 @@ async fn protobuf_bodies_create_and_update_objects() {
         Method::PUT,
         &format!("{path}/web"),
         &[("content-type", PROTOBUF)],
-        kp(&bin, "encode", stored.to_string().as_bytes()),
+        common::kube_proto::run(&bin, "encode", stored.to_string().as_bytes()),
     )
     .await;
     assert_eq!(r.status, StatusCode::OK, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(sim.get("deployments.apps", Some("pb"), "web").expect("stored")["spec"]["replicas"], json!(5));
     // A protobuf DeleteOptions body (client-go sends one in its content type).
-    let opts =
-        kp(&bin, "encode", br#"{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Background"}"#);
+    let opts = common::kube_proto::run(
+        &bin,
+        "encode",
+        br#"{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Background"}"#,
+    );
     let r = send(&base, Method::DELETE, &format!("{path}/web"), &[("content-type", PROTOBUF)], opts).await;
     assert_eq!(r.status, StatusCode::OK, "{}", String::from_utf8_lossy(&r.body));
     sim.shutdown().await;
@@ -488,14 +444,14 @@ async fn protobuf_bodies_create_and_update_objects() {
 
 #[tokio::test]
 async fn malformed_protobuf_bodies_get_a_400_status() {
-    let bin = require_kube_proto!();
+    let Some(bin) = common::kube_proto::require() else { return };
     let sim = kache_sim::Sim::builder()
         .crd(kache_sim::Crd::parse("example.com/v1/Widget/widgets/Namespaced").expect("crd"))
         .start()
         .await
         .expect("sim starts");
     let base = sim.url();
-    let valid = kp(
+    let valid = common::kube_proto::run(
         &bin,
         "encode",
         br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"b"}}"#,
@@ -526,7 +482,8 @@ async fn malformed_protobuf_bodies_get_a_400_status() {
             );
             let status: Value = if accept == PROTOBUF {
                 assert_eq!(content_type(&r), PROTOBUF);
-                serde_json::from_slice(&kp(&bin, "decode", &r.body)).expect("a protobuf Status")
+                serde_json::from_slice(&common::kube_proto::run(&bin, "decode", &r.body))
+                    .expect("a protobuf Status")
             } else {
                 r.json()
             };
@@ -562,7 +519,8 @@ async fn malformed_protobuf_bodies_get_a_400_status() {
         "{}",
         String::from_utf8_lossy(&r.body)
     );
-    let status: Value = serde_json::from_slice(&kp(&bin, "decode", &r.body)).expect("a protobuf Status");
+    let status: Value =
+        serde_json::from_slice(&common::kube_proto::run(&bin, "decode", &r.body)).expect("a protobuf Status");
     assert_eq!(
         status["message"],
         json!(
@@ -578,14 +536,18 @@ async fn malformed_protobuf_bodies_get_a_400_status() {
         "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
     )
     .await;
-    assert_same_bytes("a custom resource's PartialObjectMetadataList", &p.body, &kp(&bin, "encode", &j.body));
+    assert_same_bytes(
+        "a custom resource's PartialObjectMetadataList",
+        &p.body,
+        &common::kube_proto::run(&bin, "encode", &j.body),
+    );
     let r = get_with(&base, &format!("{widgets}/nope"), &[("accept", CLIENT_GO_ACCEPT)]).await;
     assert_eq!((r.status, content_type(&r)), (StatusCode::NOT_FOUND, PROTOBUF));
     // A protobuf error for a built-in kind.
     let r = get_with(&base, "/api/v1/namespaces/default/pods/nope", &[("accept", CLIENT_GO_ACCEPT)]).await;
     assert_eq!((r.status, content_type(&r)), (StatusCode::NOT_FOUND, PROTOBUF));
     let json_404 = get_with(&base, "/api/v1/namespaces/default/pods/nope", &[]).await;
-    assert_same_bytes("404 Status", &r.body, &kp(&bin, "encode", &json_404.body));
+    assert_same_bytes("404 Status", &r.body, &common::kube_proto::run(&bin, "encode", &json_404.body));
     sim.shutdown().await;
 }
 

@@ -13,67 +13,13 @@
 use crate::common;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::path::Path;
 
 use kache::codec::proto::{self, ListMeta};
 use kache::codec::status::ApiError;
 use serde_json::{Value, json};
 
 // === kube-proto ===
-
-/// kube-proto: `$KUBE_PROTO`, or unpacked once from ../shared/apiserver into the target dir.
-fn kube_proto() -> Option<PathBuf> {
-    static PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PATH.get_or_init(|| {
-        if let Some(p) = std::env::var_os("KUBE_PROTO").map(PathBuf::from).filter(|p| p.exists()) {
-            return Some(p);
-        }
-        let xz = common::real::scripts_dir().join("bin/kube-proto.xz");
-        let dest = common::real::target_dir().join("kube-proto-codec/kube-proto");
-        if !dest.exists() {
-            std::fs::create_dir_all(dest.parent()?).ok()?;
-            let out = Command::new("xz").arg("-dc").arg(&xz).output().ok().filter(|o| o.status.success())?;
-            let tmp = dest.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::write(&tmp, out.stdout).ok()?;
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).ok()?;
-            std::fs::rename(&tmp, &dest).ok()?;
-        }
-        Some(dest)
-    })
-    .clone()
-}
-
-macro_rules! require_kube_proto {
-    () => {
-        match kube_proto() {
-            Some(p) => p,
-            None => {
-                common::tools::missing(
-                    "kube-proto (../shared/apiserver/bin/kube-proto.xz, unpacked with xz) is not available",
-                );
-                return;
-            }
-        }
-    };
-}
-
-/// Runs `kube-proto CMD` on `input`; panics with its stderr on failure.
-fn kp(bin: &Path, cmd: &str, input: &[u8]) -> Vec<u8> {
-    let mut child = Command::new(bin)
-        .arg(cmd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kube-proto runs");
-    child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
-    let out = child.wait_with_output().expect("kube-proto ends");
-    assert!(out.status.success(), "kube-proto {cmd} failed: {}", String::from_utf8_lossy(&out.stderr));
-    out.stdout
-}
 
 fn assert_same_bytes(what: &str, kache: &[u8], reference: &[u8]) {
     if kache != reference {
@@ -212,7 +158,7 @@ fn objects() -> Vec<Value> {
 
 /// The JSON an apiserver stores and serves for `v` (kube-proto's Go round trip).
 fn normalized(bin: &Path, v: &Value) -> Vec<u8> {
-    kp(bin, "normalize", v.to_string().as_bytes())
+    common::kube_proto::run(bin, "normalize", v.to_string().as_bytes())
 }
 
 fn kind_of(v: &Value) -> proto::ProtoKind {
@@ -225,7 +171,7 @@ fn kind_of(v: &Value) -> proto::ProtoKind {
 
 #[test]
 fn kube_proto_every_schema_kind_transcodes_as_the_go_encoder() {
-    let bin = require_kube_proto!();
+    let Some(bin) = common::kube_proto::require() else { return };
     let objects = objects();
     // The corpus covers every object kind of the schema.
     let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().expect("kind")).collect();
@@ -249,13 +195,13 @@ fn kube_proto_every_schema_kind_transcodes_as_the_go_encoder() {
         let kind = kind_of(v);
         let msg = kind.encode_object(&json).unwrap_or_else(|e| panic!("{}: {e}", kind.kind()));
         let mine = proto::envelope(kind.api_version(), kind.kind(), &msg);
-        assert_same_bytes(kind.kind(), &mine, &kp(&bin, "encode", &json));
+        assert_same_bytes(kind.kind(), &mine, &common::kube_proto::run(&bin, "encode", &json));
     }
 }
 
 #[test]
 fn kube_proto_metadata_views_transcode_as_the_go_encoder() {
-    let bin = require_kube_proto!();
+    let Some(bin) = common::kube_proto::require() else { return };
     let mut items = Vec::new();
     for v in objects() {
         let view = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": v["metadata"]});
@@ -265,7 +211,7 @@ fn kube_proto_metadata_views_transcode_as_the_go_encoder() {
         let msg = proto::partial_object_metadata_message(&meta);
         assert_eq!(proto::partial_object_metadata().encode_object(&json).expect("view"), msg);
         let mine = proto::envelope("meta.k8s.io/v1", "PartialObjectMetadata", &msg);
-        assert_same_bytes("PartialObjectMetadata", &mine, &kp(&bin, "encode", &json));
+        assert_same_bytes("PartialObjectMetadata", &mine, &common::kube_proto::run(&bin, "encode", &json));
         items.push((stored, msg));
     }
     // And their list, the way kache streams it.
@@ -279,7 +225,11 @@ fn kube_proto_metadata_views_transcode_as_the_go_encoder() {
     };
     let msgs: Vec<&[u8]> = items.iter().map(|(_, m)| m.as_slice()).collect();
     let mine = streamed_list("meta.k8s.io/v1", "PartialObjectMetadataList", &meta, &msgs);
-    assert_same_bytes("PartialObjectMetadataList", &mine, &kp(&bin, "encode", list.to_string().as_bytes()));
+    assert_same_bytes(
+        "PartialObjectMetadataList",
+        &mine,
+        &common::kube_proto::run(&bin, "encode", list.to_string().as_bytes()),
+    );
 }
 
 /// A list assembled the streaming way: prefix, then header + bytes per item, then suffix.
@@ -296,7 +246,7 @@ fn streamed_list(av: &str, list_kind: &str, meta: &ListMeta, items: &[&[u8]]) ->
 
 #[test]
 fn kube_proto_lists_transcode_as_the_go_encoder() {
-    let bin = require_kube_proto!();
+    let Some(bin) = common::kube_proto::require() else { return };
     for v in objects() {
         let kind = kind_of(&v);
         let stored: Value = serde_json::from_slice(&normalized(&bin, &v)).expect("JSON");
@@ -320,20 +270,28 @@ fn kube_proto_lists_transcode_as_the_go_encoder() {
             let meta = ListMeta { resource_version: rv, continue_token: cont, remaining_item_count: rem };
             let refs: Vec<&[u8]> = msgs.iter().map(Vec::as_slice).collect();
             let mine = streamed_list(kind.api_version(), kind.list_kind(), &meta, &refs);
-            assert_same_bytes(kind.list_kind(), &mine, &kp(&bin, "encode", list.to_string().as_bytes()));
+            assert_same_bytes(
+                kind.list_kind(),
+                &mine,
+                &common::kube_proto::run(&bin, "encode", list.to_string().as_bytes()),
+            );
             assert_eq!(mine, proto::list(kind.api_version(), kind.list_kind(), &meta, &msgs));
         }
         // The empty list.
         let list = json!({"kind": kind.list_kind(), "apiVersion": kind.api_version(), "metadata": {"resourceVersion": "1"}, "items": []});
         let meta = ListMeta { resource_version: "1", ..ListMeta::default() };
         let mine = streamed_list(kind.api_version(), kind.list_kind(), &meta, &[]);
-        assert_same_bytes("empty list", &mine, &kp(&bin, "encode", list.to_string().as_bytes()));
+        assert_same_bytes(
+            "empty list",
+            &mine,
+            &common::kube_proto::run(&bin, "encode", list.to_string().as_bytes()),
+        );
     }
 }
 
 #[test]
 fn kube_proto_watch_frames_transcode_as_the_go_encoder() {
-    let bin = require_kube_proto!();
+    let Some(bin) = common::kube_proto::require() else { return };
     let pod = objects().into_iter().find(|o| o["kind"] == "Pod").expect("a pod");
     let stored: Value = serde_json::from_slice(&normalized(&bin, &pod)).expect("JSON");
     let kind = kind_of(&pod);
@@ -354,10 +312,14 @@ fn kube_proto_watch_frames_transcode_as_the_go_encoder() {
     mine.extend(proto::watch_frame("BOOKMARK", "v1", "Pod", &bookmark_msg));
     writeln!(js, "{}", json!({"type": "ERROR", "object": status})).expect("write");
     mine.extend(proto::status_watch_frame(&err));
-    assert_same_bytes("watch stream", &mine, &kp(&bin, "encode-watch", &js));
+    assert_same_bytes("watch stream", &mine, &common::kube_proto::run(&bin, "encode-watch", &js));
 
     // A Status body on its own.
-    assert_same_bytes("Status", &proto::status_body(&err), &kp(&bin, "encode", &err.to_json()));
+    assert_same_bytes(
+        "Status",
+        &proto::status_body(&err),
+        &common::kube_proto::run(&bin, "encode", &err.to_json()),
+    );
 }
 
 // === Differential: kache's transcoder vs the sim's encoder, random objects from the schema ===

@@ -1,0 +1,56 @@
+//! kube-proto (../shared/apiserver): the real Kubernetes Go types and protobuf serializers, the reference the
+//! protobuf tests compare with. Unpacked once per target directory and shared by every test of the binary.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// kube-proto: `$KUBE_PROTO`, or unpacked once from ../shared/apiserver into the target dir.
+pub fn path() -> Option<PathBuf> {
+    static PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PATH.get_or_init(|| {
+        if let Some(p) = std::env::var_os("KUBE_PROTO").map(PathBuf::from).filter(|p| p.exists()) {
+            return Some(p);
+        }
+        let xz = super::real::scripts_dir().join("bin/kube-proto.xz");
+        let dest = super::real::target_dir().join("kube-proto/kube-proto");
+        if !dest.exists() {
+            std::fs::create_dir_all(dest.parent()?).ok()?;
+            let out = Command::new("xz").arg("-dc").arg(&xz).output().ok().filter(|o| o.status.success())?;
+            let tmp = dest.with_extension(format!("tmp{}", std::process::id()));
+            std::fs::write(&tmp, out.stdout).ok()?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).ok()?;
+            std::fs::rename(&tmp, &dest).ok()?;
+        }
+        Some(dest)
+    })
+    .clone()
+}
+
+/// kube-proto's path, or `None` after reporting it missing (a failure under `KACHE_REQUIRE_TOOLS=1`).
+pub fn require() -> Option<PathBuf> {
+    let found = path();
+    if found.is_none() {
+        super::tools::missing(
+            "kube-proto (../shared/apiserver/bin/kube-proto.xz, unpacked with xz) is not available",
+        );
+    }
+    found
+}
+
+/// Runs `kube-proto CMD` on `input`; panics with its stderr on failure.
+pub fn run(bin: &Path, cmd: &str, input: &[u8]) -> Vec<u8> {
+    let mut child = Command::new(bin)
+        .arg(cmd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kube-proto runs");
+    child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
+    let out = child.wait_with_output().expect("kube-proto ends");
+    assert!(out.status.success(), "kube-proto {cmd} failed: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
