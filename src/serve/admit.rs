@@ -33,11 +33,11 @@ pub const RETRY_AFTER_SECONDS: u32 = 1;
 /// The body of the apiserver's 429 (`http.Error(w, "Too many requests, please try again later.", 429)`).
 const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.\n";
 
-/// Heavy bodies (see [`produce`]) admitted at once per producer. Every heavy body in flight takes its turn at
-/// the producers, so this bounds how long an admitted list waits for its next batch: at most this many
-/// batches of [`BATCH_BYTES`] (1–3 ms each on one core) per producer, ~10–25 ms on any machine. Eight keeps
-/// the producers busy while clients read what was produced.
-pub const HEAVY_BODIES_PER_PRODUCER: usize = 8;
+/// Heavy bodies (see [`produce`]) admitted at once per producer (`--max-heavy-bodies-inflight`, a server
+/// limit). Every heavy body in flight takes its turn at the producers, so this bounds how long an admitted
+/// list waits for its next batch: at most this many batches of [`BATCH_BYTES`] (1–3 ms each on one core) per
+/// producer, ~10–25 ms on any machine. Eight keeps the producers busy while clients read what was produced.
+pub use crate::front::server::limits::HEAVY_BODIES_PER_PRODUCER;
 
 /// The bytes of memory-served lists in flight, against a limit, and the heavy bodies among them.
 #[derive(Debug)]

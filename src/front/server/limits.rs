@@ -23,10 +23,20 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 400;
 /// the budget.
 pub const DEFAULT_MAX_READ_BYTES_IN_FLIGHT: usize = 2 << 30;
 
-/// Default for `--max-heavy-bodies-inflight`: 8 per heavy-body producer, of which there are half the cores
-/// (`serve::admit::{HEAVY_BODIES_PER_PRODUCER, producers}`, checked equal there).
+/// Heavy bodies admitted at once per heavy-body producer (see `serve::admit`): every admitted heavy body takes
+/// its turn at the producers, so this bounds how long one waits for its next batch.
+pub const HEAVY_BODIES_PER_PRODUCER: usize = 8;
+
+/// Heavy-body batches running at once (`serve::admit::produce`): half the cores (at least one), so heavy
+/// bodies never take every core from the requests behind them.
+pub fn heavy_body_producers() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)))
+}
+
+/// Default for `--max-heavy-bodies-inflight`: [`HEAVY_BODIES_PER_PRODUCER`] per producer.
 pub fn default_max_heavy_bodies() -> usize {
-    8 * std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+    HEAVY_BODIES_PER_PRODUCER * heavy_body_producers()
 }
 /// Open client connections; accepting pauses at the bound.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;

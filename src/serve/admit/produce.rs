@@ -40,8 +40,7 @@ pub const BATCH_BYTES: usize = 128 * 1024;
 /// core from the requests behind them. The apiserver has no counterpart: it encodes on the request's
 /// goroutine and relies on priority-and-fairness seats instead.
 pub fn producers() -> usize {
-    static N: OnceLock<usize> = OnceLock::new();
-    *N.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)))
+    crate::front::server::limits::heavy_body_producers()
 }
 
 /// The process's heavy-body producer permits.
