@@ -44,7 +44,7 @@ use crate::store::Store;
 pub use bookmark::DEFAULT_BOOKMARK_INTERVAL;
 pub use filter::{Filter, Predicate};
 pub use frame::WatchView;
-pub use request::{WatchRequest, serve_watch};
+pub use request::{WatchRequest, try_serve_watch};
 pub use stats::{WatchStats, stats};
 pub use stream::{Start, WatchSpec, Watcher};
 

@@ -44,17 +44,14 @@ pub struct WatchRequest {
 #[derive(Debug)]
 pub struct Untranscodable;
 
-/// Serves a watch from memory: a 200 stream, or an error Status response when it cannot start at all.
-pub fn serve_watch(req: WatchRequest, cfg: &WatchConfig, shutdown: CancellationToken) -> Response<Body> {
-    try_serve_watch(req, cfg, shutdown).unwrap_or_else(|_| {
-        error_response(
-            &ApiError::InternalError("the objects cannot be encoded in protobuf".to_owned()),
-            false,
-        )
-    })
+/// [`try_serve_watch`] of a JSON watch, which is always served (the tests' entry point).
+#[cfg(test)]
+fn serve_watch(req: WatchRequest, cfg: &WatchConfig, shutdown: CancellationToken) -> Response<Body> {
+    try_serve_watch(req, cfg, shutdown).expect("a JSON watch is always served from memory")
 }
 
-/// [`serve_watch`], or `Err` when a protobuf watch cannot be served from memory.
+/// Serves a watch from memory: a 200 stream, or an error Status response when it cannot start at all; `Err`
+/// when a protobuf watch cannot be served from memory (the caller forwards it).
 pub fn try_serve_watch(
     req: WatchRequest,
     cfg: &WatchConfig,
