@@ -307,6 +307,9 @@ fn continue_token(r: &Resp) -> String {
 const META_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 const META: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+const PB_META_LIST: &str =
+    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+const PB_META: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 
 // === Tests ===
 
@@ -1206,6 +1209,19 @@ fn custom_resources_match_the_crd_apiserver() {
         d.same(&format!("{WIDGETS}?resourceVersion=0"), &[("accept-encoding", "gzip")], Memory).await;
         d.same(&format!("{WIDGETS}?resourceVersion=0&limit=5"), &[("accept", META_LIST)], Memory).await;
         d.same(&format!("{}/w-003", widgets_in("team-b")), &[("accept", META)], Memory).await;
+        // Protobuf: the custom-resource handler has no protobuf form for the objects themselves (its 406, or
+        // JSON when JSON is offered too: the upstream answers both), but the v1 metadata views are meta.k8s.io
+        // types it serves in protobuf, and so does kache, from memory, byte for byte.
+        let pb = "application/vnd.kubernetes.protobuf";
+        d.same(&format!("{WIDGETS}?resourceVersion=0"), &[("accept", pb)], Upstream).await;
+        d.same(
+            &format!("{WIDGETS}?resourceVersion=0"),
+            &[("accept", "application/vnd.kubernetes.protobuf, application/json")],
+            Upstream,
+        )
+        .await;
+        d.same(&format!("{WIDGETS}?resourceVersion=0&limit=5"), &[("accept", PB_META_LIST)], Memory).await;
+        d.same(&format!("{}/w-003", widgets_in("team-b")), &[("accept", PB_META)], Memory).await;
         // Tables of custom resources are printed from memory with the CRD's columns.
         d.same(&format!("{}?resourceVersion=0", widgets_in("team-a")), &[("accept", TABLE)], Memory).await;
 
