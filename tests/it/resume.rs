@@ -97,13 +97,13 @@ fn resume_from(rv: u64) -> WatchSpec {
 /// event; returns them (still replaying) and the bytes this thread holds for them.
 async fn resuming_watchers(store: &Arc<Store>, n: usize, token: &CancellationToken) -> (Vec<Watcher>, i64) {
     // Warm-up: one-time allocations (the resource's metrics, the first event's shared frame) are not per watcher.
-    let mut warm = Watcher::new(store.clone(), resume_from(1), token.clone());
+    let mut warm = Watcher::new(&Default::default(), store.clone(), resume_from(1), token.clone());
     drop(warm.next_frame().await.expect("a replayed event"));
     drop(warm);
     let before = held();
     let mut watchers = Vec::with_capacity(n);
     for _ in 0..n {
-        let mut watcher = Watcher::new(store.clone(), resume_from(1), token.clone());
+        let mut watcher = Watcher::new(&Default::default(), store.clone(), resume_from(1), token.clone());
         let frame = watcher.next_frame().await.expect("a replayed event");
         assert!(frame.starts_with(br#"{"type":"ADDED","object":{"kind":"Pod""#), "{frame:?}");
         assert_eq!(rvs_of(&frame), [2], "the oldest event first");
