@@ -103,9 +103,7 @@ pub async fn serve_list(
         let meta = listcodec::ListMeta { resource_version: resolved.snapshot.rv, ..Default::default() };
         let stats = ListStats { fetched: items.len(), returned: items.len() };
         let resp = match q.proto {
-            Some(target) => {
-                respond_proto(info, target, q.metrics, &meta, &items, q.response, None, q.budget).await?
-            }
+            Some(target) => respond_proto(info, target, &meta, &items, q, None).await?,
             None => respond(info, &meta, items, q.response, None, q.view, q.budget).await?,
         };
         return Ok((resp, stats));
@@ -145,9 +143,7 @@ pub async fn serve_list(
     let key = format!("{}|{}|{:?}|{encoding}", info.gvr, q.namespace.unwrap_or(""), q.view);
     let cache = q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str()));
     let resp = match q.proto {
-        Some(target) => {
-            respond_proto(info, target, q.metrics, &meta, &page.items, q.response, cache, q.budget).await?
-        }
+        Some(target) => respond_proto(info, target, &meta, &page.items, q, cache).await?,
         None => respond(info, &meta, page.items, q.response, cache, q.view, q.budget).await?,
     };
     Ok((resp, stats))
@@ -272,23 +268,21 @@ pub async fn respond(
     })
 }
 
-/// Builds a list response in protobuf (see [`protobuf::list_response`]); a list with an object that
-/// cannot be transcoded is forwarded.
+/// Builds a list response in protobuf (see [`protobuf::list_response`]) with `q`'s response options, budget
+/// and metrics; a list with an object that cannot be transcoded is forwarded.
 async fn respond_proto(
     info: &ResourceInfo,
     target: &ProtoTarget,
-    metrics: &Metrics,
     meta: &listcodec::ListMeta,
     items: &[Arc<Object>],
-    opts: ResponseOptions,
+    q: &ListQuery<'_>,
     cache: Option<(&GzipCache, &str)>,
-    budget: Option<&Arc<ReadBudget>>,
 ) -> Result<Response<Body>, NotServed> {
-    let Some(chunks) = protobuf::ProtoListChunks::new(target, &info.gvr, metrics, meta, items) else {
+    let Some(chunks) = protobuf::ProtoListChunks::new(target, &info.gvr, q.metrics, meta, items) else {
         return Err(NotServed::Forward("not transcodable to protobuf"));
     };
     let cache = cache.map(|(cache, key)| protobuf::ListCache { cache, key: key.to_owned() });
-    protobuf::list_response(chunks, opts, cache, meta.resource_version, budget).await
+    protobuf::list_response(chunks, q.response, cache, meta.resource_version, q.budget).await
 }
 
 /// A list body larger than the gzip threshold (or not pretty), never whole in memory unless compressed.
