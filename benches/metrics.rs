@@ -1,10 +1,11 @@
 //! Cost of recording metrics on kache's hot paths, and of a scrape.
 //!
-//! - `request/free_fn`: `metrics::request(verb, &gvr, code, source, elapsed)` as the serving path calls it
-//!   (resource lookup + cached series lookup + counter add + histogram sample).
+//! - `request/free_fn`: `metrics.request(verb, &gvr, code, source, elapsed)` on a kache's [`Metrics`] as the
+//!   serving path calls it (resource lookup + cached series lookup + counter add + histogram sample).
 //! - `request/held_handle`: the same through an `Arc<ResourceMetrics>` the caller keeps.
 //! - `request/macro_baseline`: the `metrics` crate's `counter!`/`histogram!` macros with the same labels
-//!   built per call (what instrumenting without per-resource handles costs).
+//!   built per call, on a Prometheus recorder installed globally for the baseline (what instrumenting
+//!   without per-resource handles costs).
 //! - `list_served`, `forwarded`: the other per-request helpers.
 //! - `scrape/200_resources`: refreshing every per-resource gauge from a stats source and rendering the
 //!   exposition, with 200 cached resources.
@@ -14,7 +15,7 @@
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kache::metrics::{self, ForwardKind, ResourceSnapshot, Source, StatsSource};
+use kache::metrics::{self, ForwardKind, Metrics, ResourceSnapshot, Source, StatsSource};
 use kache::resource::Gvr;
 use kache::store::StoreStats;
 
@@ -45,12 +46,14 @@ fn snapshot(i: usize) -> ResourceSnapshot {
 }
 
 fn bench(c: &mut Criterion) {
-    let handle = metrics::install();
+    let handle = Metrics::new();
+    // The macros' baseline needs a global recorder; kache itself never installs one.
+    let _global = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder();
     let gvr = Gvr::new("", "v1", "pods");
     let elapsed = Duration::from_micros(700);
     let mut g = c.benchmark_group("request");
-    g.bench_function("free_fn", |b| b.iter(|| metrics::request("list", &gvr, 200, Source::Memory, elapsed)));
-    let held = metrics::resource(&gvr);
+    g.bench_function("free_fn", |b| b.iter(|| handle.request("list", &gvr, 200, Source::Memory, elapsed)));
+    let held = handle.resource(&gvr);
     g.bench_function("held_handle", |b| b.iter(|| held.request("LIST", 200, Source::Memory, elapsed)));
     g.bench_function("macro_baseline", |b| {
         b.iter(|| {
@@ -64,13 +67,13 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
-    c.bench_function("list_served", |b| b.iter(|| metrics::list_served(&gvr, 500, 20)));
-    c.bench_function("forwarded", |b| b.iter(|| metrics::forwarded(ForwardKind::Write, 201)));
+    c.bench_function("list_served", |b| b.iter(|| handle.list_served(&gvr, 500, 20)));
+    c.bench_function("forwarded", |b| b.iter(|| handle.forwarded(ForwardKind::Write, 201)));
 
     let source = Many((0..200).map(snapshot).collect());
     c.bench_function("scrape/200_resources", |b| {
         b.iter(|| {
-            metrics::refresh(&source);
+            metrics::refresh(&handle, &source);
             handle.render().len()
         })
     });

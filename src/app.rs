@@ -16,13 +16,19 @@ use crate::auth::{Auth, AuthMode, AuthSettings};
 use crate::forward::{Forwarder, WriteTracker};
 use crate::fresh::{Freshness, FreshnessConfig};
 use crate::front::server::{self, Limits, TlsConfig};
-use crate::metrics::KacheStats;
+use crate::metrics::{
+    FreshnessCounters, Metrics, ResourceSnapshot, SharedCounters, StatsSource, WatchCounters,
+};
 use crate::options::coverage::{MirrorSelector, SelectorSpecError, parse_selector_spec};
 use crate::pipeline::{HandlerStats, KacheHandler};
 use crate::reflector::{ReflectorConfig, Registry};
 use crate::serve::reads::{ReadConfig, Reads};
 use crate::upstream::discovery::{ResourceSpec, Selection, parse_resource_specs};
 use crate::upstream::{Upstream, UpstreamError};
+
+/// How often histogram samples are folded into their buckets when nobody scrapes. Bounds the memory of
+/// unscraped samples (the exporter keeps raw samples until upkeep or render drains them).
+const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How often discovery runs again to pick up custom resources added later.
 pub const DEFAULT_REDISCOVERY_INTERVAL: Duration = Duration::from_secs(60);
@@ -117,6 +123,7 @@ pub struct Kache {
     metrics_addr: Option<SocketAddr>,
     registry: Arc<Registry>,
     stats: Arc<HandlerStats>,
+    metrics: Metrics,
     freshness: Arc<Freshness>,
     shutdown: CancellationToken,
     server: JoinHandle<std::io::Result<()>>,
@@ -140,16 +147,35 @@ impl Kache {
     ) -> Result<Kache, AppError> {
         let addr = listener.local_addr()?;
         let metrics_addr = metrics.as_ref().map(TcpListener::local_addr).transpose()?;
-        let metrics_handle = crate::metrics::install();
+        // This kache's metrics: handed to every stage that records, rendered by its metrics listener.
+        let metrics_instance = Metrics::new();
         let upstream = match &config.upstream {
             UpstreamSource::Url(url) => Upstream::plain(url)?,
             UpstreamSource::Kubeconfig(path) => Upstream::from_kubeconfig(path.as_deref()).await?,
         };
-        let registry = Registry::new(upstream.clone(), config.reflector.clone());
+        let registry = Registry::with_metrics(
+            Arc::new(upstream.clone()),
+            config.reflector.clone(),
+            metrics_instance.clone(),
+        );
         registry.set_selection(config.selection.clone());
         registry.set_mirror_selectors(config.mirror_selectors.clone());
         let shutdown = CancellationToken::new();
         let mut background = Vec::new();
+        {
+            // Histogram samples are folded into buckets on render; without scrapes, periodically.
+            let metrics = metrics_instance.clone();
+            let stop = shutdown.clone();
+            background.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(METRICS_UPKEEP_INTERVAL);
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        _ = tick.tick() => metrics.run_upkeep(),
+                    }
+                }
+            }));
+        }
 
         // Discovery: first round now (in the background so an unreachable upstream does not block
         // serving), then periodically.
@@ -182,7 +208,8 @@ impl Kache {
         }
 
         let writes = Arc::new(WriteTracker::new());
-        let forwarder = Forwarder::new(upstream.clone(), writes.clone(), config.limits.max_in_flight);
+        let forwarder = Forwarder::new(upstream.clone(), writes.clone(), config.limits.max_in_flight)
+            .with_metrics(metrics_instance.clone());
         let freshness = Arc::new(Freshness::new(upstream.clone(), config.freshness.clone()));
         {
             let registry = registry.clone();
@@ -192,9 +219,11 @@ impl Kache {
         }
         if let Some(listener) = metrics {
             let source = Arc::new(KacheStats::new(registry.clone()).with_freshness(freshness.clone()));
-            let stop = shutdown.clone();
+            let (stop, metrics) = (shutdown.clone(), metrics_instance.clone());
             background.push(tokio::spawn(async move {
-                if let Err(e) = crate::metrics::serve_metrics(listener, metrics_handle, source, stop).await {
+                if let Err(e) =
+                    crate::front::metrics_server::serve_metrics(listener, metrics, source, stop).await
+                {
                     tracing::error!(error = %e, "metrics listener failed");
                 }
             }));
@@ -205,18 +234,25 @@ impl Kache {
             config.handler.clone(),
             config.lazy,
             shutdown.clone(),
+            metrics_instance.clone(),
         )
         .with_read_budget(config.limits.max_read_bytes_in_flight, config.limits.max_heavy_bodies_in_flight);
         let handler = KacheHandler::new(registry.clone(), reads, forwarder, writes.clone(), config.lazy);
         // --- auth (k-sec): reviews with kache's credentials; bearer-token clients forwarded with their own ---
         let handler = match config.auth.mode {
-            AuthMode::None => handler.with_auth(Arc::new(Auth::none_with(config.auth.clone())), None),
+            AuthMode::None => handler.with_auth(
+                Arc::new(Auth::none_with(config.auth.clone()).with_metrics(metrics_instance.clone())),
+                None,
+            ),
             AuthMode::Delegated => {
-                let auth = Arc::new(Auth::new(config.auth.clone(), upstream.clone()));
+                let auth = Arc::new(
+                    Auth::new(config.auth.clone(), upstream.clone()).with_metrics(metrics_instance.clone()),
+                );
                 let pass_through = match (&config.upstream, upstream.credentials()) {
                     (UpstreamSource::Kubeconfig(path), crate::upstream::Credentials::Own) => {
                         let bare = Upstream::from_kubeconfig_without_credentials(path.as_deref()).await?;
-                        Some(Forwarder::new(bare, writes.clone(), config.limits.max_in_flight))
+                        let forwarder = Forwarder::new(bare, writes.clone(), config.limits.max_in_flight);
+                        Some(forwarder.with_metrics(metrics_instance.clone()))
                     }
                     _ => None,
                 };
@@ -231,10 +267,23 @@ impl Kache {
             config.tls.clone(),
             handler,
             config.limits.clone(),
+            metrics_instance.clone(),
             async move { stop.cancelled().await },
         ));
         let tls = config.tls.is_some();
-        Ok(Kache { addr, tls, metrics_addr, registry, stats, freshness, shutdown, server, background })
+        let metrics = metrics_instance;
+        Ok(Kache {
+            addr,
+            tls,
+            metrics_addr,
+            registry,
+            stats,
+            metrics,
+            freshness,
+            shutdown,
+            server,
+            background,
+        })
     }
 
     /// The address kache listens on.
@@ -256,6 +305,11 @@ impl Kache {
     /// Where answers came from.
     pub fn stats(&self) -> &Arc<HandlerStats> {
         &self.stats
+    }
+
+    /// This kache's metrics (what its `/metrics` renders, before the scrape-time refresh).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Consistent-read freshness: its counters say how reads were proven fresh, waited or forwarded.
@@ -301,5 +355,132 @@ impl Kache {
             () = token.cancelled() => {}
         }
         self.shutdown().await;
+    }
+}
+
+/// A named readiness check: `Err(reason)` while failing.
+type ReadyCheck = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// What a kache's metrics listener reads at scrape time: the reflector registry, the freshness prober when
+/// there is one, the counters the watch fan-out and the process-wide caches keep, and any readiness checks
+/// the app adds (e.g. `discovery` until the first discovery round is done).
+pub struct KacheStats {
+    registry: Arc<Registry>,
+    freshness: Option<Arc<Freshness>>,
+    checks: Vec<(String, ReadyCheck)>,
+}
+
+// === impl KacheStats ===
+
+impl KacheStats {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self { registry, freshness: None, checks: Vec::new() }
+    }
+
+    pub fn with_freshness(mut self, freshness: Arc<Freshness>) -> Self {
+        self.freshness = Some(freshness);
+        self
+    }
+
+    /// Adds a readiness check, listed after `ping` and before the per-resource checks.
+    pub fn with_check(
+        mut self,
+        name: impl Into<String>,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.checks.push((name.into(), Box::new(check)));
+        self
+    }
+}
+
+impl StatsSource for KacheStats {
+    fn resources(&self) -> Vec<ResourceSnapshot> {
+        self.registry.resources()
+    }
+
+    fn extra_ready_checks(&self) -> Vec<(String, Result<(), String>)> {
+        self.checks.iter().map(|(name, check)| (name.clone(), check())).collect()
+    }
+
+    fn freshness(&self) -> Option<FreshnessCounters> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = &self.freshness.as_deref()?.stats;
+        Some(FreshnessCounters {
+            probes: s.probes.load(Relaxed),
+            fresh: s.fresh.load(Relaxed),
+            lagging: s.lagging.load(Relaxed),
+            probe_errors: s.probe_errors.load(Relaxed),
+            quiet: s.quiet.load(Relaxed),
+            small: s.small.load(Relaxed),
+            waited: s.waited.load(Relaxed),
+            waits_expired: s.waits_expired.load(Relaxed),
+            ahead_reached: s.ahead_reached.load(Relaxed),
+            ahead_forwarded: s.ahead_forwarded.load(Relaxed),
+            proofs_succeeded: s.proofs_succeeded.load(Relaxed),
+            proofs_failed: s.proofs_failed.load(Relaxed),
+            too_large: s.too_large.load(Relaxed),
+        })
+    }
+
+    fn watch(&self) -> WatchCounters {
+        let s = crate::serve::watch::stats();
+        let index = crate::store::index_stats();
+        WatchCounters {
+            started: s.started,
+            active: s.active,
+            events_sent: s.events_sent,
+            bookmarks_sent: s.bookmarks_sent,
+            closed_slow: s.closed_slow,
+            closed_reset: s.closed_reset,
+            expired: s.expired,
+            too_large: s.too_large,
+            rejected: s.rejected,
+            indexed_watchers: index.watchers,
+            index_rings: index.rings,
+            index_full: index.full,
+        }
+    }
+
+    fn shared(&self) -> SharedCounters {
+        use crate::codec::table::{cache, generic};
+        let (table_row_hits, table_row_misses) = cache::lookups();
+        let (heavy_bodies_waiting, heavy_bodies_producing) = crate::serve::admit::heavy_bodies();
+        SharedCounters {
+            table_row_hits,
+            table_row_misses,
+            table_row_cache_bytes: cache::weighted_bytes(),
+            table_generic_resources: generic::learned_resources() as u64,
+            protobuf_bytes: crate::store::proto_bytes_held(),
+            heavy_bodies_waiting,
+            heavy_bodies_producing,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn kache_stats_runs_added_checks_in_order() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        let upstream = Upstream::plain("http://127.0.0.1:9").expect("plain upstream");
+        let registry = Registry::new(upstream, ReflectorConfig::default());
+        let discovered = Arc::new(AtomicBool::new(false));
+        let flag = discovered.clone();
+        let stats = KacheStats::new(registry).with_check("discovery", move || {
+            if flag.load(Ordering::Relaxed) { Ok(()) } else { Err("first discovery pending".into()) }
+        });
+        let checks = crate::metrics::readiness(&stats);
+        assert_eq!(
+            checks,
+            vec![
+                ("ping".to_owned(), Ok(())),
+                ("discovery".to_owned(), Err("first discovery pending".to_owned()))
+            ]
+        );
+        discovered.store(true, Ordering::Relaxed);
+        assert_eq!(crate::metrics::readiness(&stats)[1], ("discovery".to_owned(), Ok(())));
     }
 }

@@ -30,7 +30,9 @@
 //!   against a byte budget (`serve::admit`). Never talks to the upstream.
 //! - [`forward`]: transparent pass-through to the upstream for everything not served from memory.
 //! - [`auth`]: who the client is and whether it may read what it asks for.
-//! - [`metrics`]: Prometheus exposition, health and readiness.
+//! - [`metrics`]: Prometheus exposition, health and readiness. One [`metrics::Metrics`] per kache, built in
+//!   `app` and handed to each stage that records; `metrics` depends on no stage (scrape-time values come
+//!   through [`metrics::StatsSource`], which `app` implements; `front::metrics_server` serves them).
 //! - [`app`]: wires the parts together; `main` and the tests call [`app::run`].
 
 pub mod app;

@@ -29,7 +29,7 @@ use crate::codec::status::{ApiError, forbidden_reason};
 use crate::forward::UpstreamIdentity;
 use crate::front::route::{ResourceRequest, Verb};
 use crate::front::server::ConnInfo;
-use crate::metrics::{self, AuthDecision, AuthResult};
+use crate::metrics::{self, AuthDecision, AuthResult, Metrics};
 use crate::upstream::Upstream;
 
 pub use cache::TtlCache;
@@ -275,6 +275,8 @@ pub struct Auth {
     reviews: ClientLimits,
     /// `Ok(())` allowed, `Err(reason)` denied.
     decisions: TtlCache<DecisionKey, Result<(), String>>,
+    /// Where decisions are counted (`kache_auth_cache_total`, `kache_impersonation_total`).
+    metrics: Metrics,
 }
 
 // === impl Auth ===
@@ -292,6 +294,7 @@ impl Auth {
             tokens: TtlCache::new(entries),
             reviews,
             decisions: TtlCache::new(entries),
+            metrics: Metrics::default(),
         }
     }
 
@@ -311,7 +314,14 @@ impl Auth {
             tokens: TtlCache::new(entries),
             reviews,
             decisions: TtlCache::new(entries),
+            metrics: Metrics::default(),
         }
+    }
+
+    /// Counts decisions in the kache's `metrics` instead of an instance of its own.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     fn review_upstream(&self) -> Result<&Upstream, ReviewError> {
@@ -348,14 +358,14 @@ impl Auth {
         let now = Instant::now();
         if let Some(cached) = self.tokens.get(&key, now) {
             let decision = if cached.is_some() { AuthDecision::Allow } else { AuthDecision::Deny };
-            metrics::auth_cache(AuthResult::Hit, decision);
+            self.metrics.auth_cache(AuthResult::Hit, decision);
             return cached.map(|id| (*id).clone()).ok_or_else(unauthorized);
         }
         // A token not seen before costs a review upstream: budgeted per source address.
         if let Some(conn) = conn
             && let Err(e) = self.reviews.check_rate(&ClientKey::Ip(conn.peer.ip()), now)
         {
-            metrics::limit_rejected(metrics::Limit::TokenReviews);
+            self.metrics.limit_rejected(metrics::Limit::TokenReviews);
             return Err(e);
         }
         let reviewed = match self.review_upstream() {
@@ -364,19 +374,19 @@ impl Auth {
         };
         match reviewed {
             Ok(Some(r)) => {
-                metrics::auth_cache(AuthResult::Miss, AuthDecision::Allow);
+                self.metrics.auth_cache(AuthResult::Miss, AuthDecision::Allow);
                 let id = Identity::bearer(r.user, r.uid, r.groups, r.extra);
                 self.tokens.insert(key, Some(Arc::new(id.clone())), self.settings.token_ttl, now);
                 Ok(id)
             }
             Ok(None) => {
-                metrics::auth_cache(AuthResult::Miss, AuthDecision::Deny);
+                self.metrics.auth_cache(AuthResult::Miss, AuthDecision::Deny);
                 self.tokens.insert(key, None, self.settings.token_failure_ttl, now);
                 Err(unauthorized())
             }
             Err(e) => {
                 // As the apiserver's webhook authenticator: a failed review is a failed authentication.
-                metrics::auth_cache(AuthResult::Miss, AuthDecision::Error);
+                self.metrics.auth_cache(AuthResult::Miss, AuthDecision::Error);
                 tracing::warn!(error = %e, "token review failed");
                 Err(unauthorized())
             }
@@ -400,7 +410,7 @@ impl Auth {
         let decision = match self.decisions.get(&key, now) {
             Some(d) => {
                 let label = if d.is_ok() { AuthDecision::Allow } else { AuthDecision::Deny };
-                metrics::auth_cache(AuthResult::Hit, label);
+                self.metrics.auth_cache(AuthResult::Hit, label);
                 d
             }
             None => match self.review(id, attrs).await {
@@ -410,12 +420,12 @@ impl Auth {
                     } else {
                         (Err(status.reason), self.settings.deny_ttl, AuthDecision::Deny)
                     };
-                    metrics::auth_cache(AuthResult::Miss, label);
+                    self.metrics.auth_cache(AuthResult::Miss, label);
                     self.decisions.insert(key, d.clone(), ttl, now);
                     d
                 }
                 Err(e) => {
-                    metrics::auth_cache(AuthResult::Miss, AuthDecision::Error);
+                    self.metrics.auth_cache(AuthResult::Miss, AuthDecision::Error);
                     tracing::warn!(error = %e, "subject access review failed");
                     return Err(ApiError::InternalError(e.to_string()));
                 }
@@ -448,7 +458,7 @@ impl Auth {
             Impersonation::Refused(e) if e.status_code() == 403 => AuthDecision::Deny,
             Impersonation::Refused(_) | Impersonation::Undecided => AuthDecision::Error,
         };
-        metrics::impersonation(decision);
+        self.metrics.impersonation(decision);
         result
     }
 

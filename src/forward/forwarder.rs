@@ -19,7 +19,7 @@ use crate::front::body::{Body, BoxError};
 use crate::front::respond::status as status_response;
 use crate::front::route::{Route, Verb};
 use crate::front::server::{BoxFuture, ConnInfo, Handler};
-use crate::metrics::{self, ForwardKind, Limit, Source, UpstreamErrorReason};
+use crate::metrics::{ForwardKind, Limit, Metrics, Source, UpstreamErrorReason};
 use crate::resource::Gvr;
 use crate::upstream::{Credentials, Upstream, UpstreamError};
 
@@ -41,6 +41,8 @@ pub struct Forwarder {
     upstream: Upstream,
     writes: Arc<WriteTracker>,
     in_flight: Arc<Semaphore>,
+    /// Where forwarded requests, upstream errors and refusals are counted.
+    metrics: Metrics,
 }
 
 // === impl Forwarder ===
@@ -48,7 +50,18 @@ pub struct Forwarder {
 impl Forwarder {
     /// A forwarder allowing `max_in_flight` concurrent non-long-running requests (429 beyond).
     pub fn new(upstream: Upstream, writes: Arc<WriteTracker>, max_in_flight: usize) -> Self {
-        Self { upstream, writes, in_flight: Arc::new(Semaphore::new(max_in_flight.max(1))) }
+        let in_flight = Arc::new(Semaphore::new(max_in_flight.max(1)));
+        Self { upstream, writes, in_flight, metrics: Metrics::default() }
+    }
+
+    /// Counts into the kache's `metrics` instead of an instance of its own.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub(super) fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     pub fn upstream(&self) -> &Upstream {
@@ -84,7 +97,7 @@ impl Forwarder {
             match self.in_flight.clone().try_acquire_owned() {
                 Ok(permit) => Some(permit),
                 Err(_) => {
-                    metrics::limit_rejected(Limit::Inflight);
+                    self.metrics.limit_rejected(Limit::Inflight);
                     return too_many_requests();
                 }
             }
@@ -100,11 +113,11 @@ impl Forwarder {
         let resp = match self.upstream.send(upstream_req).await {
             Ok(resp) => resp,
             Err(e) => {
-                metrics::forwarded(kind, 0);
-                return error_response(&e, body_limit);
+                self.metrics.forwarded(kind, 0);
+                return error_response(&self.metrics, &e, body_limit);
             }
         };
-        metrics::forwarded(kind, resp.status().as_u16());
+        self.metrics.forwarded(kind, resp.status().as_u16());
         let (mut resp_parts, incoming) = resp.into_parts();
         strip_hop_by_hop(&mut resp_parts.headers);
         let mut body = coalesce::coalesced(incoming.map_err(BoxError::from).boxed(), coalesce::MAX_COALESCED);
@@ -158,7 +171,7 @@ impl Forwarder {
                     }
                     frames.push(frame);
                     if data.len() > WRITE_RESPONSE_BUFFER_LIMIT {
-                        metrics::limit_rejected(Limit::ResponseBody);
+                        self.metrics.limit_rejected(Limit::ResponseBody);
                         return replay(frames, Some(body));
                     }
                 }
@@ -247,16 +260,20 @@ fn too_many_requests() -> Response<Body> {
 }
 
 /// The Status a client gets when the upstream exchange failed.
-pub(super) fn error_response(e: &UpstreamError, body_limit: Option<u64>) -> Response<Body> {
+pub(super) fn error_response(
+    metrics: &Metrics,
+    e: &UpstreamError,
+    body_limit: Option<u64>,
+) -> Response<Body> {
     if let Some(limit) = body_limit
         && e.caused_by::<LengthLimitError>()
     {
         tracing::debug!(limit, "request body over the limit");
-        metrics::limit_rejected(Limit::RequestBody);
+        metrics.limit_rejected(Limit::RequestBody);
         return status_response(&crate::front::server::body_too_large(limit));
     }
     tracing::warn!(error = %e, "forwarding failed");
-    metrics::upstream_error(match e {
+    metrics.upstream_error(match e {
         UpstreamError::Connect(_) if e.caused_by::<rustls::Error>() => UpstreamErrorReason::Tls,
         UpstreamError::Connect(_) => UpstreamErrorReason::Connect,
         UpstreamError::Transport(_) => UpstreamErrorReason::Stream,

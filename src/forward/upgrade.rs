@@ -13,7 +13,7 @@ use super::forwarder::error_response;
 use super::headers::strip_hop_by_hop;
 use crate::front::body::{self, Body, BoxError};
 use crate::front::server::ConnInfo;
-use crate::metrics::{self, ForwardKind};
+use crate::metrics::ForwardKind;
 
 /// Forwards an upgrade request; see the module doc.
 pub(super) async fn forward(fwd: &Forwarder, mut req: Request<Body>) -> Response<Body> {
@@ -39,11 +39,11 @@ pub(super) async fn forward(fwd: &Forwarder, mut req: Request<Body>) -> Response
     let mut resp = match fwd.upstream().send_upgrade(upstream_req).await {
         Ok(resp) => resp,
         Err(e) => {
-            metrics::forwarded(ForwardKind::Upgrade, 0);
-            return error_response(&e, body_limit);
+            fwd.metrics().forwarded(ForwardKind::Upgrade, 0);
+            return error_response(fwd.metrics(), &e, body_limit);
         }
     };
-    metrics::forwarded(ForwardKind::Upgrade, resp.status().as_u16());
+    fwd.metrics().forwarded(ForwardKind::Upgrade, resp.status().as_u16());
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
         // Refused (403, 400 "upgrade request required", ...): pass the answer through as it is.
         let (mut resp_parts, incoming) = resp.into_parts();

@@ -4,6 +4,7 @@
 //! the other way round.
 
 pub mod body;
+pub mod metrics_server;
 pub mod negotiate;
 pub mod respond;
 pub mod route;

@@ -28,6 +28,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::front::body::Body;
+use crate::metrics::Metrics;
 
 pub use limits::{LimitFlags, Limits, parse_duration};
 pub(crate) use request::{body_too_large, is_upgrade};
@@ -78,6 +79,7 @@ pub async fn serve(
     tls: Option<TlsConfig>,
     handler: Arc<dyn Handler>,
     limits: Limits,
+    metrics: Metrics,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let signal = ShutdownSignal::default();
@@ -93,7 +95,7 @@ pub async fn serve(
             Ok(permit) => permit,
             Err(_) => {
                 // At the bound: stop accepting (the kernel backlog holds new clients) until one closes.
-                crate::metrics::limit_rejected(crate::metrics::Limit::Connections);
+                metrics.limit_rejected(crate::metrics::Limit::Connections);
                 tokio::select! {
                     () = &mut shutdown => break,
                     permit = connections.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
@@ -121,6 +123,7 @@ pub async fn serve(
             },
             handler: handler.clone(),
             limits: limits.clone(),
+            metrics: metrics.clone(),
         };
         let (builder, tls, alive) = (builder.clone(), tls.clone(), alive.clone());
         tokio::spawn(async move {

@@ -1,94 +1,155 @@
-//! Counters other modules keep themselves (process-wide atomics, per-instance stats), mirrored into the
-//! exposition at scrape time. Their owners count without knowing about Prometheus; kache exports them here
-//! with absolute values, so nothing is counted twice.
+//! Counters other modules keep themselves, mirrored into the exposition at scrape time with absolute values
+//! (so nothing is counted twice). Their owners count without knowing about Prometheus; `app` reads them into
+//! the plain structs below through its [`StatsSource`](super::StatsSource), so `metrics` depends on none of
+//! the modules that keep them.
 
-use std::sync::atomic::Ordering::Relaxed;
-
+use super::instance::Metrics;
 use super::labels::FreshnessOutcome;
 use super::names::*;
-use super::recorder::{counter, gauge, label};
-use crate::fresh::FreshnessStats;
-use crate::serve::watch;
+use super::recorder::label;
+use crate::store::IndexKind;
 
-/// `kache_watch_streams_ended_total` reasons, in the order of [`watch::WatchStats`]'s fields.
+/// `kache_watch_streams_ended_total` reasons.
 const ENDED_REASONS: [&str; 5] = ["slow", "reset", "expired", "too_large", "rejected"];
 
-/// Mirrors the watch fan-out's process-wide counters.
-pub(crate) fn watch_stats() {
-    let s = watch::stats();
-    counter(WATCH_STREAMS_STARTED_TOTAL, vec![]).absolute(s.started);
-    gauge(WATCH_STREAMS_OPEN, vec![]).set(s.active as f64);
-    counter(WATCH_EVENTS_SENT_TOTAL, vec![]).absolute(s.events_sent);
-    counter(WATCH_BOOKMARKS_SENT_TOTAL, vec![]).absolute(s.bookmarks_sent);
-    let ended = [s.closed_slow, s.closed_reset, s.expired, s.too_large, s.rejected];
-    for (reason, value) in ENDED_REASONS.iter().zip(ended) {
-        counter(WATCH_STREAMS_ENDED_TOTAL, vec![label("reason", reason)]).absolute(value);
-    }
-    let index = crate::store::index_stats();
-    for (kind, value) in crate::store::IndexKind::ALL.iter().zip(index.watchers) {
-        gauge(WATCH_INDEXED_WATCHERS, vec![label("index", kind.as_str())]).set(value as f64);
-    }
-    gauge(WATCH_INDEX_RINGS, vec![]).set(index.rings as f64);
-    counter(WATCH_INDEX_FULL_TOTAL, vec![]).absolute(index.full);
+/// The watch fan-out's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WatchCounters {
+    pub started: u64,
+    /// Streams open now.
+    pub active: u64,
+    pub events_sent: u64,
+    pub bookmarks_sent: u64,
+    pub closed_slow: u64,
+    pub closed_reset: u64,
+    pub expired: u64,
+    /// Watches answered 504 (the store did not reach the requested resourceVersion in time).
+    pub too_large: u64,
+    pub rejected: u64,
+    /// Indexed watchers now, in the order of [`IndexKind::ALL`].
+    pub indexed_watchers: [u64; IndexKind::ALL.len()],
+    /// Index rings now.
+    pub index_rings: u64,
+    /// Watchers that got the shared ring because their store's index rings were all taken.
+    pub index_full: u64,
 }
 
-/// Mirrors the Table row cache's weight (settled at scrape time, not on the rows' path) and the number of
-/// resources printed with learned generic columns.
-pub(crate) fn table_rows() {
-    gauge(TABLE_ROW_CACHE_BYTES, vec![]).set(crate::codec::table::cache::weighted_bytes() as f64);
-    gauge(TABLE_GENERIC_RESOURCES, vec![]).set(crate::codec::table::generic::learned_resources() as f64);
-    gauge(PROTOBUF_BYTES, vec![]).set(crate::store::proto_bytes_held() as f64);
+/// The consistent-read freshness counters (`kache_freshness_*`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FreshnessCounters {
+    pub probes: u64,
+    pub fresh: u64,
+    pub lagging: u64,
+    pub probe_errors: u64,
+    pub quiet: u64,
+    pub small: u64,
+    /// Reads that waited for the store, and of those the waits that ran out.
+    pub waited: u64,
+    pub waits_expired: u64,
+    pub ahead_reached: u64,
+    pub ahead_forwarded: u64,
+    pub proofs_succeeded: u64,
+    pub proofs_failed: u64,
+    /// 504s decided by the freshness check.
+    pub too_large: u64,
 }
 
-/// Mirrors the consistent-read freshness counters (`None`: this kache has no freshness prober).
-pub(crate) fn freshness(stats: Option<&FreshnessStats>) {
-    let load = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
-    let Some(s) = stats else {
-        // Register the series at zero so the metric names exist; values stay as they are.
-        counter(FRESHNESS_UPSTREAM_PROBES_TOTAL, vec![]).increment(0);
-        for o in FreshnessOutcome::ALL {
-            counter(FRESHNESS_PROBES_TOTAL, vec![label("outcome", o.as_str())]).increment(0);
+/// Structures kache shares across the process by design (interner-like caches and the CPU-bound producer
+/// pool): every kache in the process reports the same values.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SharedCounters {
+    /// The Table row cache: lookups answered from it and rows printed, and its weight.
+    pub table_row_hits: u64,
+    pub table_row_misses: u64,
+    pub table_row_cache_bytes: u64,
+    /// Resources printed with learned generic columns.
+    pub table_generic_resources: u64,
+    /// Bytes of protobuf messages held by object versions.
+    pub protobuf_bytes: u64,
+    /// Heavy bodies waiting for a producer permit, and batches running on the blocking pool.
+    pub heavy_bodies_waiting: u64,
+    pub heavy_bodies_producing: u64,
+}
+
+// === impl Metrics (mirrors) ===
+
+impl Metrics {
+    /// Mirrors the watch fan-out's counters.
+    pub(crate) fn mirror_watch(&self, s: &WatchCounters) {
+        self.counter(WATCH_STREAMS_STARTED_TOTAL, vec![]).absolute(s.started);
+        self.gauge(WATCH_STREAMS_OPEN, vec![]).set(s.active as f64);
+        self.counter(WATCH_EVENTS_SENT_TOTAL, vec![]).absolute(s.events_sent);
+        self.counter(WATCH_BOOKMARKS_SENT_TOTAL, vec![]).absolute(s.bookmarks_sent);
+        let ended = [s.closed_slow, s.closed_reset, s.expired, s.too_large, s.rejected];
+        for (reason, value) in ENDED_REASONS.iter().zip(ended) {
+            self.counter(WATCH_STREAMS_ENDED_TOTAL, vec![label("reason", reason)]).absolute(value);
         }
-        for o in ["reached", "expired"] {
-            counter(FRESHNESS_WAITS_TOTAL, vec![label("outcome", o)]).increment(0);
+        for (kind, value) in IndexKind::ALL.iter().zip(s.indexed_watchers) {
+            self.gauge(WATCH_INDEXED_WATCHERS, vec![label("index", kind.as_str())]).set(value as f64);
         }
-        for o in ["reached", "forwarded"] {
-            counter(FRESHNESS_AHEAD_READS_TOTAL, vec![label("outcome", o)]).increment(0);
-        }
-        for o in ["proven", "failed"] {
-            counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", o)]).increment(0);
-        }
-        counter(TOO_LARGE_RESOURCE_VERSION_TOTAL, vec![]).absolute(watch::stats().too_large);
-        return;
-    };
-    counter(FRESHNESS_UPSTREAM_PROBES_TOTAL, vec![]).absolute(load(&s.probes));
-    for (outcome, value) in [
-        (FreshnessOutcome::Fresh, load(&s.fresh)),
-        (FreshnessOutcome::Lagging, load(&s.lagging)),
-        (FreshnessOutcome::ProbeError, load(&s.probe_errors)),
-        (FreshnessOutcome::Quiet, load(&s.quiet)),
-        (FreshnessOutcome::Small, load(&s.small)),
-    ] {
-        counter(FRESHNESS_PROBES_TOTAL, vec![label("outcome", outcome.as_str())]).absolute(value);
+        self.gauge(WATCH_INDEX_RINGS, vec![]).set(s.index_rings as f64);
+        self.counter(WATCH_INDEX_FULL_TOTAL, vec![]).absolute(s.index_full);
     }
-    let (waited, expired) = (load(&s.waited), load(&s.waits_expired));
-    counter(FRESHNESS_WAITS_TOTAL, vec![label("outcome", "reached")])
-        .absolute(waited.saturating_sub(expired));
-    counter(FRESHNESS_WAITS_TOTAL, vec![label("outcome", "expired")]).absolute(expired);
-    counter(FRESHNESS_AHEAD_READS_TOTAL, vec![label("outcome", "reached")]).absolute(load(&s.ahead_reached));
-    counter(FRESHNESS_AHEAD_READS_TOTAL, vec![label("outcome", "forwarded")])
-        .absolute(load(&s.ahead_forwarded));
-    let (proven, failed) = (load(&s.proofs_succeeded), load(&s.proofs_failed));
-    counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", "proven")]).absolute(proven);
-    counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", "failed")]).absolute(failed);
-    // Reads' 504s are decided by the freshness check; watches' by the watch start (`too_large`).
-    counter(TOO_LARGE_RESOURCE_VERSION_TOTAL, vec![]).absolute(load(&s.too_large) + watch::stats().too_large);
+
+    /// Mirrors the process-wide structures' counters.
+    pub(crate) fn mirror_shared(&self, s: &SharedCounters) {
+        self.counter(TABLE_ROWS_TOTAL, vec![label("result", "hit")]).absolute(s.table_row_hits);
+        self.counter(TABLE_ROWS_TOTAL, vec![label("result", "miss")]).absolute(s.table_row_misses);
+        self.gauge(TABLE_ROW_CACHE_BYTES, vec![]).set(s.table_row_cache_bytes as f64);
+        self.gauge(TABLE_GENERIC_RESOURCES, vec![]).set(s.table_generic_resources as f64);
+        self.gauge(PROTOBUF_BYTES, vec![]).set(s.protobuf_bytes as f64);
+        self.gauge(HEAVY_BODIES_WAITING, vec![]).set(s.heavy_bodies_waiting as f64);
+        self.gauge(HEAVY_BODIES_PRODUCING, vec![]).set(s.heavy_bodies_producing as f64);
+    }
+
+    /// Mirrors the consistent-read freshness counters (`None`: this kache has no freshness prober).
+    /// `watch_too_large`: the watches' 504s, which `kache_too_large_resource_version_total` also counts.
+    pub(crate) fn mirror_freshness(&self, stats: Option<&FreshnessCounters>, watch_too_large: u64) {
+        let Some(s) = stats else {
+            // Register the series at zero so the metric names exist; values stay as they are.
+            self.counter(FRESHNESS_UPSTREAM_PROBES_TOTAL, vec![]).increment(0);
+            for o in FreshnessOutcome::ALL {
+                self.counter(FRESHNESS_PROBES_TOTAL, vec![label("outcome", o.as_str())]).increment(0);
+            }
+            for o in ["reached", "expired"] {
+                self.counter(FRESHNESS_WAITS_TOTAL, vec![label("outcome", o)]).increment(0);
+            }
+            for o in ["reached", "forwarded"] {
+                self.counter(FRESHNESS_AHEAD_READS_TOTAL, vec![label("outcome", o)]).increment(0);
+            }
+            for o in ["proven", "failed"] {
+                self.counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", o)]).increment(0);
+            }
+            self.counter(TOO_LARGE_RESOURCE_VERSION_TOTAL, vec![]).absolute(watch_too_large);
+            return;
+        };
+        self.counter(FRESHNESS_UPSTREAM_PROBES_TOTAL, vec![]).absolute(s.probes);
+        for (outcome, value) in [
+            (FreshnessOutcome::Fresh, s.fresh),
+            (FreshnessOutcome::Lagging, s.lagging),
+            (FreshnessOutcome::ProbeError, s.probe_errors),
+            (FreshnessOutcome::Quiet, s.quiet),
+            (FreshnessOutcome::Small, s.small),
+        ] {
+            self.counter(FRESHNESS_PROBES_TOTAL, vec![label("outcome", outcome.as_str())]).absolute(value);
+        }
+        self.counter(FRESHNESS_WAITS_TOTAL, vec![label("outcome", "reached")])
+            .absolute(s.waited.saturating_sub(s.waits_expired));
+        self.counter(FRESHNESS_WAITS_TOTAL, vec![label("outcome", "expired")]).absolute(s.waits_expired);
+        self.counter(FRESHNESS_AHEAD_READS_TOTAL, vec![label("outcome", "reached")])
+            .absolute(s.ahead_reached);
+        self.counter(FRESHNESS_AHEAD_READS_TOTAL, vec![label("outcome", "forwarded")])
+            .absolute(s.ahead_forwarded);
+        self.counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", "proven")]).absolute(s.proofs_succeeded);
+        self.counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", "failed")]).absolute(s.proofs_failed);
+        // Reads' 504s are decided by the freshness check; watches' by the watch start.
+        self.counter(TOO_LARGE_RESOURCE_VERSION_TOTAL, vec![]).absolute(s.too_large + watch_too_large);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::install;
 
     fn value(text: &str, series: &str) -> Option<f64> {
         text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
@@ -96,31 +157,44 @@ mod tests {
 
     #[test]
     fn freshness_counters_are_mirrored() {
-        let handle = install();
-        let stats = FreshnessStats::default();
-        stats.probes.store(4, Relaxed);
-        stats.fresh.store(3, Relaxed);
-        stats.lagging.store(1, Relaxed);
-        freshness(Some(&stats));
-        let text = handle.render();
+        let metrics = Metrics::new();
+        let stats = FreshnessCounters { probes: 4, fresh: 3, lagging: 1, too_large: 2, ..Default::default() };
+        metrics.mirror_freshness(Some(&stats), 5);
+        let text = metrics.render();
         assert_eq!(value(&text, "kache_freshness_upstream_probes_total"), Some(4.0), "{text}");
         assert_eq!(value(&text, "kache_freshness_probes_total{outcome=\"fresh\"}"), Some(3.0));
         assert_eq!(value(&text, "kache_freshness_probes_total{outcome=\"lagging\"}"), Some(1.0));
         assert_eq!(value(&text, "kache_freshness_probes_total{outcome=\"probe_error\"}"), Some(0.0));
         assert_eq!(value(&text, "kache_freshness_probes_total{outcome=\"small\"}"), Some(0.0));
-        assert!(value(&text, "kache_too_large_resource_version_total").is_some(), "{text}");
+        assert_eq!(value(&text, "kache_too_large_resource_version_total"), Some(7.0), "{text}");
     }
 
     #[test]
     fn watch_counters_are_mirrored() {
-        let handle = install();
-        watch_stats();
-        let text = handle.render();
-        let s = watch::stats();
-        // Other tests in this process may open watches meanwhile: the mirror is at most what we read after.
-        let started = value(&text, "kache_watch_streams_started_total").expect("exported");
-        assert!(started <= s.started as f64, "{text}");
-        assert!(value(&text, "kache_watch_streams_ended_total{reason=\"slow\"}").is_some(), "{text}");
-        assert!(value(&text, "kache_watch_streams_open").is_some(), "{text}");
+        let metrics = Metrics::new();
+        let stats = WatchCounters {
+            started: 3,
+            active: 2,
+            closed_slow: 1,
+            indexed_watchers: [0, 4, 0],
+            ..Default::default()
+        };
+        metrics.mirror_watch(&stats);
+        let text = metrics.render();
+        assert_eq!(value(&text, "kache_watch_streams_started_total"), Some(3.0), "{text}");
+        assert_eq!(value(&text, "kache_watch_streams_open"), Some(2.0), "{text}");
+        assert_eq!(value(&text, "kache_watch_streams_ended_total{reason=\"slow\"}"), Some(1.0), "{text}");
+        assert_eq!(value(&text, "kache_watch_indexed_watchers{index=\"field\"}"), Some(4.0), "{text}");
+    }
+
+    #[test]
+    fn shared_counters_are_mirrored() {
+        let metrics = Metrics::new();
+        let shared = SharedCounters { table_row_hits: 5, heavy_bodies_waiting: 2, ..Default::default() };
+        metrics.mirror_shared(&shared);
+        let text = metrics.render();
+        assert_eq!(value(&text, "kache_table_rows_total{result=\"hit\"}"), Some(5.0), "{text}");
+        assert_eq!(value(&text, "kache_table_rows_total{result=\"miss\"}"), Some(0.0), "{text}");
+        assert_eq!(value(&text, "kache_heavy_bodies_waiting"), Some(2.0), "{text}");
     }
 }

@@ -1,27 +1,38 @@
-//! Operating kache: Prometheus metrics, health and readiness endpoints, structured logs.
+//! Operating kache: Prometheus metrics, health and readiness checks, structured logs.
+//!
+//! Metrics are instance-scoped: `app` builds one [`Metrics`] per kache (its own Prometheus recorder, never
+//! the process's global one) and hands clones to the stages that record. Two kaches in one process export
+//! independent series. This module depends on no stage: counters that other modules keep are read at
+//! scrape time through the [`StatsSource`] trait `app` implements.
 //!
 //! # Layout
 //!
 //! - [`names`]: every metric's name, type, labels and help text ([`names::ALL`]); apiserver names reused.
 //! - `labels`: bounded label values (enums for fixed sets, verb/code normalisation, resource names).
-//! - `recorder`: the process-wide Prometheus recorder; [`install`] → [`MetricsHandle::render`].
-//! - `resource`: per-resource handles ([`ResourceMetrics`]), registered once, looked up lock-free.
-//! - `record`: one-line functions the other modules call ([`request`], [`list_served`], [`forwarded`], ...).
-//! - `mirror`: counters other modules keep (watch fan-out, freshness), mirrored at scrape time.
-//! - `stats`: gauges refreshed from the stores/reflectors at scrape time ([`StatsSource`]) and readiness.
-//! - `health` + `server`: [`serve_metrics`] on `--metrics-listen` (`/metrics`, `/healthz`, `/livez`, `/readyz`).
+//! - `recorder`: one instance's Prometheus recorder (buckets and help text from [`names::ALL`]).
+//! - `instance`: [`Metrics`], the handle stages hold; [`Metrics::render`] for the exposition.
+//! - `resource`: per-resource handles ([`ResourceMetrics`]), registered once per instance, looked up
+//!   lock-free.
+//! - `record` + `serving`: one-line recording methods ([`Metrics::request`], [`Metrics::forwarded`], ...).
+//! - `mirror`: counters other modules keep ([`WatchCounters`], [`FreshnessCounters`], [`SharedCounters`]),
+//!   mirrored at scrape time.
+//! - `stats`: gauges refreshed from the stores/reflectors at scrape time ([`refresh`] from a
+//!   [`StatsSource`]) and readiness ([`readiness`]).
+//! - `health`: the apiserver's `/healthz` `/livez` `/readyz` answers; the listener that serves them and
+//!   `/metrics` is `front::metrics_server`.
 //! - `logging`: [`init_tracing`] (`--log-format text|json`).
 //!
 //! # Use
 //!
 //! ```ignore
-//! let handle = kache::metrics::install();                       // once per process (idempotent)
-//! metrics::request("list", &gvr, 200, Source::Memory, started.elapsed());
-//! metrics::list_served(&gvr, scanned, returned);
-//! tokio::spawn(metrics::serve_metrics(listener, handle, registry.clone(), shutdown.clone()));
+//! let metrics = kache::metrics::Metrics::new();                 // once per kache, in `app`
+//! metrics.request("list", &gvr, 200, Source::Memory, started.elapsed());
+//! metrics.list_served(&gvr, scanned, returned);
+//! let text = { metrics::refresh(&metrics, &*source); metrics.render() };
 //! ```
 
-mod health;
+pub mod health;
+mod instance;
 mod labels;
 mod logging;
 mod mirror;
@@ -29,32 +40,26 @@ pub mod names;
 mod record;
 mod recorder;
 mod resource;
-mod server;
-pub(crate) mod serving;
+mod serving;
 mod stats;
 
 pub use health::{CheckResult, HealthResponse};
+pub use instance::Metrics;
 pub use labels::{
     AsResource, AuthDecision, AuthResult, Encoding, ForwardKind, FreshnessOutcome, GzipCacheResult,
     GzipEviction, Limit, Served, Source, UpstreamErrorReason,
 };
 pub use logging::{DEFAULT_LOG_LEVEL, LogError, LogFormat, init_tracing};
-pub use record::{
-    auth_cache, consistent_read, encoding, forwarded, impersonation, limit_rejected, list_served,
-    mirror_selector, mirror_uncovered, protobuf_transcode_failed, read_wait, request, slow_watcher_closed,
-    table_rows, upstream_error, watch_list_done, watchers,
+pub use mirror::{FreshnessCounters, SharedCounters, WatchCounters};
+pub use resource::{MAX_RESOURCES, OTHER_RESOURCE, ResourceMetrics, WatcherGuard};
+pub use stats::{
+    REFLECTOR_STATES, ResourceSnapshot, StatsSource, check_name, export_store_stats, liveness, readiness,
+    refresh,
 };
-pub use recorder::MetricsHandle;
-pub use resource::{MAX_RESOURCES, OTHER_RESOURCE, ResourceMetrics, WatcherGuard, resource};
-pub use server::{DEFAULT_METRICS_LISTEN, readiness, serve_metrics};
-pub use stats::{KacheStats, ResourceSnapshot, StatsSource, check_name, export_store_stats, refresh};
 
-/// Sets up metrics for the process (idempotent: every call returns the same handle) and registers the
-/// fixed-label series at zero so every metric name is exported from the start.
-pub fn install() -> MetricsHandle {
-    let handle = recorder::install();
-    record::register_fixed_series();
-    mirror::watch_stats();
-    mirror::freshness(None);
-    handle
-}
+/// A scripted [`StatsSource`] for unit tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) use stats::tests as test_source;
+
+/// Where the metrics listener binds by default: loopback only, so nothing is exposed unless asked for.
+pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9090";

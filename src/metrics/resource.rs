@@ -1,8 +1,9 @@
 //! Per-resource metric handles, registered once and looked up lock-free.
 //!
 //! Hot paths (list, get, watch fan-out, event ingest) either hold an `Arc<ResourceMetrics>` (from
-//! [`resource`]) or call the free functions in `record`, which look it up here: one arc-swap load and two
-//! borrowed-key hash lookups, no allocation. Each method is then an atomic add.
+//! [`Metrics::resource`]) or call the recording methods in `record`, which look it up here: one arc-swap
+//! load and two borrowed-key hash lookups, no allocation. Each method is then an atomic add. The table
+//! belongs to one [`Metrics`] instance.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,9 +12,10 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use metrics::{Counter, Gauge, Histogram, Label, SharedString};
 
+use super::instance::Metrics;
 use super::labels::{self, AsResource, Source};
 use super::names::*;
-use super::recorder::{counter, gauge, histogram, label};
+use super::recorder::{Recorder, label};
 
 /// At most this many distinct (group, resource) label pairs; later ones share the `other` series. A cluster
 /// with every built-in API and a few hundred CRDs stays under it; a client probing random URLs cannot grow it.
@@ -24,30 +26,32 @@ pub const OTHER_RESOURCE: &str = "other";
 /// Group → resource → handles. Replaced whole on insert (rare), read without locks.
 type Table = HashMap<String, HashMap<String, Arc<ResourceMetrics>>>;
 
-/// The bounded set of resources with handles.
-struct Interner {
+/// The bounded set of resources with handles (one per [`Metrics`] instance).
+pub(crate) struct Interner {
     table: ArcSwap<Table>,
     /// Serialises inserts and counts the distinct resources in the table.
     insert: Mutex<usize>,
     other: Arc<ResourceMetrics>,
     max: usize,
+    recorder: Recorder,
 }
 
 // === impl Interner ===
 
 impl Interner {
-    fn new(max: usize) -> Self {
+    pub(crate) fn new(recorder: &Recorder, max: usize) -> Self {
         Self {
             table: ArcSwap::default(),
             insert: Mutex::new(0),
-            other: Arc::new(ResourceMetrics::new("", OTHER_RESOURCE)),
+            other: Arc::new(ResourceMetrics::new(recorder, "", OTHER_RESOURCE)),
             max,
+            recorder: recorder.clone(),
         }
     }
 
     /// The handles of `group`/`resource`: found lock-free, created once under the insert lock, or the
     /// shared `other` handles for invalid names and beyond `max`.
-    fn get(&self, group: &str, resource: &str) -> Arc<ResourceMetrics> {
+    pub(crate) fn get(&self, group: &str, resource: &str) -> Arc<ResourceMetrics> {
         if let Some(found) = self.table.load().get(group).and_then(|m| m.get(resource)) {
             return found.clone();
         }
@@ -62,7 +66,7 @@ impl Interner {
         if *count >= self.max {
             return self.other.clone();
         }
-        let created = Arc::new(ResourceMetrics::new(group, resource));
+        let created = Arc::new(ResourceMetrics::new(&self.recorder, group, resource));
         let mut next = Table::clone(&table);
         next.entry(group.to_owned()).or_default().insert(resource.to_owned(), created.clone());
         self.table.store(Arc::new(next));
@@ -71,36 +75,16 @@ impl Interner {
     }
 
     /// Runs `f` on the handles of `group`/`resource` without taking a reference count when they exist.
-    fn with<T>(&self, group: &str, resource: &str, f: impl FnOnce(&ResourceMetrics) -> T) -> T {
+    pub(crate) fn with<T>(&self, group: &str, resource: &str, f: impl FnOnce(&ResourceMetrics) -> T) -> T {
         if let Some(found) = self.table.load().get(group).and_then(|m| m.get(resource)) {
             return f(found);
         }
         f(&self.get(group, resource))
     }
 
-    fn all(&self) -> Vec<Arc<ResourceMetrics>> {
+    pub(crate) fn all(&self) -> Vec<Arc<ResourceMetrics>> {
         self.table.load().values().flat_map(|m| m.values().cloned()).collect()
     }
-}
-
-fn interner() -> &'static Interner {
-    static INTERNER: std::sync::OnceLock<Interner> = std::sync::OnceLock::new();
-    INTERNER.get_or_init(|| Interner::new(MAX_RESOURCES))
-}
-
-/// The metric handles of one resource (created at most once per process).
-pub fn resource<R: AsResource + ?Sized>(r: &R) -> Arc<ResourceMetrics> {
-    interner().get(r.group(), r.resource())
-}
-
-/// Runs `f` on one resource's handles (the free recording functions: no reference count on the hot path).
-pub(crate) fn with_resource<R: AsResource + ?Sized, T>(r: &R, f: impl FnOnce(&ResourceMetrics) -> T) -> T {
-    interner().with(r.group(), r.resource(), f)
-}
-
-/// Every resource that has handles, for refreshing gauges of resources that went away.
-pub(crate) fn all_resources() -> Vec<Arc<ResourceMetrics>> {
-    interner().all()
 }
 
 /// Key of a request series: verb label, status code, source.
@@ -109,6 +93,8 @@ type RequestKey = (&'static str, u16, Source);
 /// One resource's series. Counters and gauges exist (at zero) from creation, so dashboards see every
 /// resource before its first event.
 pub struct ResourceMetrics {
+    /// The instance's recorder, for the request series created on first use.
+    recorder: Recorder,
     group: SharedString,
     resource: SharedString,
     list_total: Counter,
@@ -164,7 +150,10 @@ impl std::fmt::Debug for ResourceMetrics {
 // === impl ResourceMetrics ===
 
 impl ResourceMetrics {
-    fn new(group: &str, resource: &str) -> Self {
+    fn new(recorder: &Recorder, group: &str, resource: &str) -> Self {
+        let counter = |name, labels| recorder.counter(name, labels);
+        let gauge = |name, labels| recorder.gauge(name, labels);
+        let histogram = |name, labels| recorder.histogram(name, labels);
         let group: SharedString = Arc::<str>::from(group).into();
         let resource: SharedString = Arc::<str>::from(resource).into();
         let gr = || vec![Label::new("group", group.clone()), Label::new("resource", resource.clone())];
@@ -213,6 +202,7 @@ impl ResourceMetrics {
             requests: ArcSwap::default(),
             durations: ArcSwap::default(),
             dynamic: Mutex::new(DynamicSeries::default()),
+            recorder: recorder.clone(),
             group,
             resource,
         }
@@ -240,14 +230,17 @@ impl ResourceMetrics {
         let verb = labels::verb(verb);
         let code = if labels::code(code) == "0" { 0 } else { code };
         let counter = cached(&self.requests, (verb, code, source), || {
-            counter(
+            self.recorder.counter(
                 REQUEST_TOTAL,
                 self.labels(&[("verb", verb), ("code", labels::code(code)), ("source", source.as_str())]),
             )
         });
         counter.increment(1);
         let histogram = cached(&self.durations, (verb, source), || {
-            histogram(REQUEST_DURATION_SECONDS, self.labels(&[("verb", verb), ("source", source.as_str())]))
+            self.recorder.histogram(
+                REQUEST_DURATION_SECONDS,
+                self.labels(&[("verb", verb), ("source", source.as_str())]),
+            )
         });
         histogram.record(elapsed.as_secs_f64());
     }
@@ -301,8 +294,8 @@ impl ResourceMetrics {
 pub struct WatcherGuard(Arc<ResourceMetrics>);
 
 impl WatcherGuard {
-    pub fn new<R: AsResource + ?Sized>(r: &R) -> Self {
-        let m = resource(r);
+    pub fn new<R: AsResource + ?Sized>(metrics: &Metrics, r: &R) -> Self {
+        let m = metrics.resource(r);
         m.watchers(1);
         Self(m)
     }
@@ -344,20 +337,20 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::install;
     use crate::resource::Gvr;
 
     #[test]
     fn one_handle_per_resource_whatever_the_spelling() {
-        let a = resource(&Gvr::new("apps", "v1", "handles-test"));
-        let b = resource("handles-test.apps");
+        let metrics = Metrics::new();
+        let a = metrics.resource(&Gvr::new("apps", "v1", "handles-test"));
+        let b = metrics.resource("handles-test.apps");
         assert!(Arc::ptr_eq(&a, &b));
         assert_eq!((a.group(), a.resource()), ("apps", "handles-test"));
     }
 
     #[test]
     fn the_number_of_resources_is_bounded() {
-        let interner = Interner::new(2);
+        let interner = Interner::new(&Recorder::new(), 2);
         let a = interner.get("bound.example.com", "a");
         let b = interner.get("bound.example.com", "b");
         let c = interner.get("bound.example.com", "c");
@@ -373,7 +366,7 @@ mod tests {
         fn any_name_maps_to_a_bounded_valid_label(
             names in proptest::collection::vec(proptest::prop_oneof!["[a-z]{1,8}(\\.[a-z]{1,8})?", ".{0,40}"], 1..20)
         ) {
-            let interner = Interner::new(4);
+            let interner = Interner::new(&Recorder::new(), 4);
             for name in &names {
                 let m = interner.get(name.as_str().group(), name.as_str().resource());
                 proptest::prop_assert!(labels::valid_name(m.group()) && labels::valid_name(m.resource()));
@@ -384,16 +377,17 @@ mod tests {
 
     #[test]
     fn invalid_names_share_the_other_series() {
-        let a = resource("Bad\"Name");
-        let b = resource("pods\n.x");
+        let metrics = Metrics::new();
+        let a = metrics.resource("Bad\"Name");
+        let b = metrics.resource("pods\n.x");
         assert!(Arc::ptr_eq(&a, &b));
         assert_eq!(a.resource(), OTHER_RESOURCE);
     }
 
     #[test]
     fn series_exist_at_zero_then_count() {
-        let handle = install();
-        let m = resource("zero-test.example.com");
+        let handle = Metrics::new();
+        let m = handle.resource("zero-test.example.com");
         let text = handle.render();
         let gr = "group=\"example.com\",resource=\"zero-test\"";
         assert!(text.contains(&format!("apiserver_cache_list_total{{{gr},index=\"\"}} 0")), "{text}");
@@ -421,12 +415,12 @@ mod tests {
 
     #[test]
     fn watcher_guards_count_open_watchers() {
-        let handle = install();
+        let handle = Metrics::new();
         let series = "kache_watchers{group=\"\",resource=\"guard-test\"}";
         let value =
             |text: &str| text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok());
-        let a = WatcherGuard::new("guard-test");
-        let b = WatcherGuard::new("guard-test");
+        let a = WatcherGuard::new(&handle, "guard-test");
+        let b = WatcherGuard::new(&handle, "guard-test");
         assert_eq!(value(&handle.render()), Some(2.0));
         drop(a);
         assert_eq!(value(&handle.render()), Some(1.0));
@@ -436,8 +430,8 @@ mod tests {
 
     #[test]
     fn requests_are_labelled_by_verb_code_and_source() {
-        let handle = install();
-        let m = resource("req-test");
+        let handle = Metrics::new();
+        let m = handle.resource("req-test");
         m.request("list", 200, Source::Memory, Duration::from_millis(2));
         m.request("LIST", 200, Source::Memory, Duration::from_millis(2));
         m.request("frobnicate", 999, Source::Upstream, Duration::from_millis(30));

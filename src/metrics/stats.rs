@@ -1,30 +1,25 @@
-//! Gauges refreshed from the stores and reflectors right before each scrape (no background task), and the
-//! readiness view the health endpoints use.
+//! Gauges refreshed right before each scrape (no background task) from a [`StatsSource`] — the stores,
+//! reflectors and counters `app` reads for this module, which depends on none of them — and the readiness
+//! view the health endpoints use.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
+use super::health::PING;
+use super::instance::Metrics;
 use super::labels::AsResource;
+use super::mirror::{FreshnessCounters, SharedCounters, WatchCounters};
 use super::names::{REFLECTOR_STATE, RESOURCE_SYNCED, SECONDS_SINCE_LAST_EVENT};
-use super::recorder::gauge;
-use super::resource::{ResourceMetrics, all_resources, resource as handles};
-use crate::fresh::{Freshness, FreshnessStats};
-use crate::reflector::{Registry, SyncState};
+use super::resource::ResourceMetrics;
 use crate::resource::Gvr;
 use crate::store::StoreStats;
 
-/// Every reflector state, registered at zero so each state's series exists from the start.
-const REFLECTOR_STATES: &[SyncState] = &[
-    SyncState::Starting,
-    SyncState::InitialEvents,
-    SyncState::Listing,
-    SyncState::Resuming,
-    SyncState::Watching,
-    SyncState::Backoff,
-    SyncState::Restarting,
-    SyncState::Stopped,
-];
+/// Every reflector state (`reflector::SyncState::as_str`, whose tests check this list), registered at zero
+/// so each state's series exists from the start.
+pub const REFLECTOR_STATES: &[&str] =
+    &["starting", "initial-events", "listing", "resuming", "watching", "backoff", "restarting", "stopped"];
+/// The state of a resource no longer cached.
+const STOPPED: &str = "stopped";
 
 /// A point-in-time view of one cached resource.
 #[derive(Clone, Debug)]
@@ -63,85 +58,24 @@ pub trait StatsSource: Send + Sync {
     }
 
     /// The consistent-read freshness counters, when this kache probes for freshness.
-    fn freshness(&self) -> Option<&FreshnessStats> {
+    fn freshness(&self) -> Option<FreshnessCounters> {
         None
     }
-}
 
-/// A named readiness check: `Err(reason)` while failing.
-type ReadyCheck = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
-
-/// kache's stats source: the reflector registry, plus the freshness prober when there is one, plus any
-/// readiness checks the app adds (e.g. `discovery` until the first discovery round is done).
-pub struct KacheStats {
-    registry: Arc<Registry>,
-    freshness: Option<Arc<Freshness>>,
-    checks: Vec<(String, ReadyCheck)>,
-}
-
-// === impl KacheStats ===
-
-impl KacheStats {
-    pub fn new(registry: Arc<Registry>) -> Self {
-        Self { registry, freshness: None, checks: Vec::new() }
+    /// The watch fan-out's counters.
+    fn watch(&self) -> WatchCounters {
+        WatchCounters::default()
     }
 
-    pub fn with_freshness(mut self, freshness: Arc<Freshness>) -> Self {
-        self.freshness = Some(freshness);
-        self
-    }
-
-    /// Adds a readiness check, listed after `ping` and before the per-resource checks.
-    pub fn with_check(
-        mut self,
-        name: impl Into<String>,
-        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
-    ) -> Self {
-        self.checks.push((name.into(), Box::new(check)));
-        self
-    }
-}
-
-impl StatsSource for KacheStats {
-    fn resources(&self) -> Vec<ResourceSnapshot> {
-        self.registry.resources()
-    }
-
-    fn freshness(&self) -> Option<&FreshnessStats> {
-        self.freshness.as_deref().map(|f| &f.stats)
-    }
-
-    fn extra_ready_checks(&self) -> Vec<(String, Result<(), String>)> {
-        self.checks.iter().map(|(name, check)| (name.clone(), check())).collect()
-    }
-}
-
-impl StatsSource for Registry {
-    fn resources(&self) -> Vec<ResourceSnapshot> {
-        self.statuses()
-            .into_iter()
-            .map(|s| ResourceSnapshot {
-                store: self.get(&s.gvr).map(|store| store.stats()),
-                configured: s.configured,
-                synced: s.synced,
-                state: s.state.as_str(),
-                relists: s.relists,
-                watch_restarts: s.watch_restarts,
-                events_received: s.events_applied,
-                bad_frames: s.bad_frames,
-                restarts: s.restarts,
-                since_last_event: s.since_last_event,
-                last_error: s.last_error,
-                selector: self.mirror_selector(&s.gvr).map(|sel| sel.to_string()),
-                gvr: s.gvr,
-            })
-            .collect()
+    /// The counters of the structures shared across the process.
+    fn shared(&self) -> SharedCounters {
+        SharedCounters::default()
     }
 }
 
 /// Sets one resource's store gauges.
-pub fn export_store_stats<R: AsResource + ?Sized>(resource: &R, stats: &StoreStats) {
-    set_store_gauges(&handles(resource), stats);
+pub fn export_store_stats<R: AsResource + ?Sized>(metrics: &Metrics, resource: &R, stats: &StoreStats) {
+    set_store_gauges(&metrics.resource(resource), stats);
 }
 
 fn set_store_gauges(m: &ResourceMetrics, stats: &StoreStats) {
@@ -158,14 +92,15 @@ fn set_store_gauges(m: &ResourceMetrics, stats: &StoreStats) {
 
 /// Refreshes every per-resource gauge from `source`. Resources that are no longer cached drop to zero (their
 /// series stay, so a stopped resource reads as empty and unsynced rather than frozen at its last value).
-pub fn refresh(source: &dyn StatsSource) -> Vec<ResourceSnapshot> {
-    super::mirror::watch_stats();
-    super::mirror::table_rows();
-    super::mirror::freshness(source.freshness());
+pub fn refresh(metrics: &Metrics, source: &dyn StatsSource) -> Vec<ResourceSnapshot> {
+    let watch = source.watch();
+    metrics.mirror_watch(&watch);
+    metrics.mirror_shared(&source.shared());
+    metrics.mirror_freshness(source.freshness().as_ref(), watch.too_large);
     let snapshots = source.resources();
     let mut seen = HashSet::new();
     for snap in &snapshots {
-        let m = handles(&snap.gvr);
+        let m = metrics.resource(&snap.gvr);
         seen.insert((m.group().to_owned(), m.resource().to_owned()));
         if let Some(stats) = &snap.store {
             set_store_gauges(&m, stats);
@@ -176,27 +111,27 @@ pub fn refresh(source: &dyn StatsSource) -> Vec<ResourceSnapshot> {
         m.bad_frames.absolute(snap.bad_frames);
         m.restarts.absolute(snap.restarts);
         m.events_received_absolute(snap.events_received);
-        set_dynamic(&m, Some(snap));
+        set_dynamic(metrics, &m, Some(snap));
     }
-    for m in all_resources() {
+    for m in metrics.all_resources() {
         if !seen.contains(&(m.group().to_owned(), m.resource().to_owned())) && m.has_dynamic() {
             set_store_gauges(&m, &StoreStats::default());
-            set_dynamic(&m, None);
+            set_dynamic(metrics, &m, None);
         }
     }
     snapshots
 }
 
 /// Reflector state, synced flag and event age of one resource (`None`: no longer cached).
-fn set_dynamic(m: &ResourceMetrics, snap: Option<&ResourceSnapshot>) {
+fn set_dynamic(metrics: &Metrics, m: &ResourceMetrics, snap: Option<&ResourceSnapshot>) {
+    let gauge = |name, labels| metrics.gauge(name, labels);
     let mut dynamic = m.dynamic.lock().unwrap_or_else(|p| p.into_inner());
     if dynamic.states.is_empty() {
-        for state in REFLECTOR_STATES {
-            let s = state.as_str();
+        for &s in REFLECTOR_STATES {
             dynamic.states.insert(s, gauge(REFLECTOR_STATE, m.labels(&[("state", s)])));
         }
     }
-    let current = snap.map_or(SyncState::Stopped.as_str(), |s| s.state);
+    let current = snap.map_or(STOPPED, |s| s.state);
     if !dynamic.states.contains_key(current) {
         dynamic.states.insert(current, gauge(REFLECTOR_STATE, m.labels(&[("state", current)])));
     }
@@ -254,6 +189,19 @@ pub fn ready_checks(snapshots: &[ResourceSnapshot]) -> Vec<(String, Result<(), S
             (name, result)
         })
         .collect()
+}
+
+/// Liveness: the process answers. Upstream trouble never fails it (a restart would not fix the upstream).
+pub fn liveness() -> Vec<(String, Result<(), String>)> {
+    vec![(PING.to_owned(), Ok(()))]
+}
+
+/// Readiness: ping, the source's extra checks, then one check per configured resource.
+pub fn readiness(source: &dyn StatsSource) -> Vec<(String, Result<(), String>)> {
+    let mut checks = liveness();
+    checks.extend(source.extra_ready_checks());
+    checks.extend(ready_checks(&source.resources()));
+    checks
 }
 
 /// `informer-sync-pods`, `informer-sync-deployments.apps`.

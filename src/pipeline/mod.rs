@@ -41,7 +41,7 @@ use crate::front::body::{self, Body};
 use crate::front::respond;
 use crate::front::route::{ResourceRequest, Route, Verb};
 use crate::front::server::{BoxFuture, ConnInfo, Handler};
-use crate::metrics;
+use crate::metrics::{self, Metrics};
 use crate::reflector::Registry;
 use crate::serve::admit;
 use crate::serve::list::NotServed;
@@ -65,6 +65,8 @@ pub struct KacheHandler {
     /// carries kache's own).
     pass_through: Option<Forwarder>,
     client_limits: Arc<ClientLimits>,
+    /// The kache's metrics (the same instance the reads record into).
+    metrics: Metrics,
 }
 
 impl Handler for KacheHandler {
@@ -95,6 +97,7 @@ impl KacheHandler {
     ) -> Self {
         Self {
             stats: Arc::default(),
+            metrics: reads.metrics().clone(),
             registry,
             reads,
             forwarder,
@@ -193,7 +196,7 @@ impl KacheHandler {
         }
         self.client_limits
             .begin_watch(&key)
-            .inspect_err(|_| metrics::limit_rejected(metrics::Limit::Watchers))
+            .inspect_err(|_| self.metrics.limit_rejected(metrics::Limit::Watchers))
     }
 
     /// A resource request: planned, then read from memory (after authorization) or forwarded.
@@ -277,12 +280,12 @@ impl KacheHandler {
             (encoding, Choice::Memory(view, proto)) => (encoding, Shape { view, proto }),
             (encoding, Choice::Forward { counted }) => {
                 if counted {
-                    self.stats.count_encoding(encoding, false);
+                    self.stats.count_encoding(&self.metrics, encoding, false);
                 }
                 return self.forward(req, id).await;
             }
             (encoding, Choice::LearnTable) => {
-                self.stats.count_encoding(encoding, false);
+                self.stats.count_encoding(&self.metrics, encoding, false);
                 let gvr = r.gvr.clone();
                 return crate::serve::table_learn::learn_from(self.forward(req, id).await, &gvr);
             }
@@ -300,7 +303,7 @@ impl KacheHandler {
         if from_memory {
             self.stats.memory.fetch_add(1, Relaxed);
         }
-        self.stats.count_encoding(encoding, from_memory);
+        self.stats.count_encoding(&self.metrics, encoding, from_memory);
         match outcome {
             Ok(resp) => with_warnings(respond::with_audit_id(resp, req.headers()), &store),
             Err(NotServed::Forward(why)) => {
@@ -309,7 +312,7 @@ impl KacheHandler {
             }
             Err(NotServed::NotFresh) => {
                 self.stats.not_fresh.fetch_add(1, Relaxed);
-                metrics::consistent_read(&r.gvr, false, true);
+                self.metrics.consistent_read(&r.gvr, false, true);
                 self.fallback(req, id).await
             }
             Err(NotServed::Overloaded) => admit::too_many_requests(),

@@ -1,7 +1,8 @@
 //! Where answers came from, per kache instance: tests use these to prove a read was served from memory or
-//! forwarded. The exported counterparts are the process-global metrics `kache_encoding_total` and
-//! `apiserver_request_total{source}`; these stay until the metrics are instance-scoped (issue 15 item 3),
-//! since several kaches in one test process share the global series.
+//! forwarded. The exported counterparts are `kache_encoding_total` and `apiserver_request_total{source}` of
+//! the kache's [`Metrics`](crate::metrics::Metrics); these plain counters stay because they count what
+//! the series do not separate (reads of cached resources only, YAML and Table apart from JSON, consistent
+//! reads not proven fresh).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -97,7 +98,12 @@ impl HandlerStats {
     }
 
     /// Counts one read of a cached resource by encoding and source (and exports it).
-    pub(super) fn count_encoding(&self, encoding: Option<ResponseEncoding>, from_memory: bool) {
+    pub(super) fn count_encoding(
+        &self,
+        metrics: &metrics::Metrics,
+        encoding: Option<ResponseEncoding>,
+        from_memory: bool,
+    ) {
         let Some(e) = encoding else { return };
         let (counters, served) = if from_memory {
             (&self.encoding_memory, metrics::Served::Memory)
@@ -105,6 +111,6 @@ impl HandlerStats {
             (&self.encoding_forwarded, metrics::Served::Forwarded)
         };
         counters[e.index()].fetch_add(1, Relaxed);
-        metrics::encoding(e.metric(), served);
+        metrics.encoding(e.metric(), served);
     }
 }

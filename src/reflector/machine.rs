@@ -23,6 +23,7 @@ use super::decode::{self, DecodeError, WatchEvent};
 use super::request::{self, ReflectError};
 use super::status::{StatusCell, SyncState};
 use super::stream::WatchStream;
+use crate::metrics::Metrics;
 use crate::resource::ResourceInfo;
 use crate::store::{EventType, Key, Object, Writer};
 use crate::upstream::Transport;
@@ -101,6 +102,8 @@ pub(crate) struct Reflector {
     synced_once: bool,
     /// Freshness proofs offered by readers ([`crate::store::Store::offer_progress`]), applied while watching.
     offers: tokio::sync::watch::Receiver<(u64, u64)>,
+    /// Where upstream errors are counted (`kache_upstream_errors_total`).
+    metrics: Metrics,
 }
 
 // === impl Reflector ===
@@ -116,7 +119,24 @@ impl Reflector {
         let backoff = Backoff::new(&config);
         let watch_list = config.watch_list;
         let offers = writer.store().offered_progress();
-        Self { transport, writer, info, config, status, backoff, watch_list, synced_once: false, offers }
+        Self {
+            transport,
+            writer,
+            info,
+            config,
+            status,
+            backoff,
+            watch_list,
+            synced_once: false,
+            offers,
+            metrics: Metrics::default(),
+        }
+    }
+
+    /// Counts upstream errors in `metrics` (the registry's) instead of an instance of its own.
+    pub(crate) fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Runs the loop forever (the task is aborted to stop it).
@@ -160,7 +180,7 @@ impl Reflector {
 
     /// Records a failure and backs off before `then`.
     fn fail(&mut self, error: ReflectError, then: State) -> State {
-        error.record();
+        error.record(&self.metrics);
         if error.is_bad_bytes() {
             self.status.add_bad_frames(1);
         }
@@ -175,7 +195,7 @@ impl Reflector {
 
     /// A streaming list failed in a way a paginated list may not: use lists from now on.
     fn fall_back(&mut self, error: ReflectError) -> State {
-        error.record();
+        error.record(&self.metrics);
         if error.is_bad_bytes() {
             self.status.add_bad_frames(1);
         }
@@ -342,7 +362,7 @@ impl Reflector {
                 }
             }
             Err(e) if e.is_gone() && continue_token.is_some() => {
-                e.record();
+                e.record(&self.metrics);
                 info!(resource = %self.info.gvr, "continue token expired; restarting the list");
                 State::listing()
             }
@@ -359,7 +379,7 @@ impl Reflector {
                 State::Watching { stream, rv, opened: Instant::now(), events: 0 }
             }
             Err(e) if e.is_gone() => {
-                e.record();
+                e.record(&self.metrics);
                 info!(resource = %self.info.gvr, rv, "resourceVersion expired; relisting");
                 State::Sync
             }
@@ -467,7 +487,7 @@ impl Reflector {
                 Ok(WatchEvent::Error(status)) => {
                     let error = ReflectError::Api(status);
                     outcome = Some(if error.is_gone() {
-                        error.record();
+                        error.record(&self.metrics);
                         info!(resource = %self.info.gvr, rv = *rv, "watch expired (410); relisting");
                         State::Sync
                     } else {

@@ -31,6 +31,7 @@ mod decode;
 mod machine;
 pub mod registry;
 mod request;
+mod stats;
 mod status;
 mod stream;
 mod supervisor;

@@ -14,6 +14,7 @@ use tracing::{info, warn};
 use super::config::ReflectorConfig;
 use super::status::{ReflectorStatus, StatusCell};
 use super::supervisor;
+use crate::metrics::Metrics;
 use crate::options::coverage::{self, MirrorSelector};
 use crate::resource::{Gvr, ResourceInfo};
 use crate::store::Store;
@@ -55,6 +56,8 @@ pub struct Registry {
     /// the read path; resources mirrored whole are absent).
     mirrors: ArcSwap<HashMap<Gvr, Arc<MirrorSelector>>>,
     inner: Mutex<Inner>,
+    /// The kache's metrics: its reflectors count upstream errors there, filtered mirrors their selector.
+    metrics: Metrics,
 }
 
 impl std::fmt::Debug for Registry {
@@ -104,6 +107,15 @@ impl Registry {
 
     /// As [`Registry::new`], over any transport (tests script the upstream).
     pub fn with_transport(transport: Arc<dyn Transport>, config: ReflectorConfig) -> Arc<Self> {
+        Self::with_metrics(transport, config, Metrics::default())
+    }
+
+    /// As [`Registry::with_transport`], recording into the kache's `metrics`.
+    pub fn with_metrics(
+        transport: Arc<dyn Transport>,
+        config: ReflectorConfig,
+        metrics: Metrics,
+    ) -> Arc<Self> {
         Arc::new(Self {
             transport,
             config: Arc::new(config),
@@ -113,6 +125,7 @@ impl Registry {
             selector_specs: ArcSwap::default(),
             mirrors: ArcSwap::default(),
             inner: Mutex::new(Inner::default()),
+            metrics,
         })
     }
 
@@ -328,7 +341,7 @@ impl Registry {
         let config = match self.selector_for(&info) {
             Some(selector) => {
                 info!(resource = %gvr, %selector, "mirroring a selection");
-                crate::metrics::mirror_selector(&gvr, &selector.to_string());
+                self.metrics.mirror_selector(&gvr, &selector.to_string());
                 self.mirrors.rcu(|m| {
                     let mut m = HashMap::clone(m);
                     m.insert(gvr.clone(), selector.clone());
@@ -344,6 +357,7 @@ impl Registry {
             info,
             status: status.clone(),
             stores: self.stores.clone(),
+            metrics: self.metrics.clone(),
         }));
         inner.running.insert(gvr, Running { status, task });
     }

@@ -98,8 +98,8 @@ impl ReflectError {
     }
 
     /// Counts this error in `kache_upstream_errors_total`.
-    pub(crate) fn record(&self) {
-        crate::metrics::upstream_error(self.reason());
+    pub(crate) fn record(&self, metrics: &crate::metrics::Metrics) {
+        metrics.upstream_error(self.reason());
     }
 
     /// How long the upstream asked us to wait.

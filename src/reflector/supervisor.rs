@@ -25,6 +25,7 @@ use super::machine::Reflector;
 use super::registry::StoreMap;
 use super::request::{self, ReflectError};
 use super::status::{StatusCell, SyncState};
+use crate::metrics::Metrics;
 use crate::resource::ResourceInfo;
 use crate::store::Store;
 use crate::upstream::Transport;
@@ -40,6 +41,7 @@ pub(super) struct Resource {
     pub(super) info: ResourceInfo,
     pub(super) status: Arc<StatusCell>,
     pub(super) stores: Arc<StoreMap>,
+    pub(super) metrics: Metrics,
 }
 
 /// Runs the resource's reflector until the task is aborted, restarting it with backoff when it panics or ends.
@@ -67,7 +69,7 @@ pub(super) async fn run_resource(resource: Resource) {
 
 /// One life of the reflector: on the first, probe the list format and create the store; later, reopen it.
 async fn run_once(resource: &Resource, store: &mut Option<Arc<Store>>) {
-    let Resource { transport, config, info, status, stores } = resource;
+    let Resource { transport, config, info, status, stores, metrics } = resource;
     let writer = match store {
         Some(store) => store.reopen().expect("the previous writer was dropped with its reflector"),
         None => {
@@ -81,7 +83,10 @@ async fn run_once(resource: &Resource, store: &mut Option<Arc<Store>>) {
             writer
         }
     };
-    Reflector::new(transport.clone(), writer, config.clone(), status.clone()).run().await;
+    Reflector::new(transport.clone(), writer, config.clone(), status.clone())
+        .with_metrics(metrics.clone())
+        .run()
+        .await;
 }
 
 /// The message of a panic payload (`panic!` with a literal or a format string), for the log and the status.

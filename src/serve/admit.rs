@@ -15,7 +15,7 @@
 
 mod produce;
 
-pub use produce::{BATCH_BYTES, collect, offloaded, producers};
+pub use produce::{BATCH_BYTES, collect, heavy_bodies, offloaded, producers};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +24,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
 use crate::front::body::{self, Body};
-use crate::metrics::{self, Limit, serving as m};
+use crate::metrics::{Limit, Metrics};
 
 /// Default budget (`--max-read-bytes-inflight`, a server limit).
 pub use crate::front::server::limits::DEFAULT_MAX_READ_BYTES_IN_FLIGHT;
@@ -48,6 +48,8 @@ pub struct ReadBudget {
     /// Heavy bodies admitted at once (0: unlimited).
     heavy_limit: usize,
     heavy_in_flight: AtomicUsize,
+    /// The kache's metrics: admitted bytes and refusals are counted there.
+    metrics: Metrics,
 }
 
 /// The budget was exhausted.
@@ -65,7 +67,19 @@ impl ReadBudget {
 
     /// A budget with an explicit heavy-body limit (0: unlimited).
     pub fn with_heavy_limit(limit: usize, heavy_limit: usize) -> Self {
-        Self { limit, in_flight: AtomicUsize::new(0), heavy_limit, heavy_in_flight: AtomicUsize::new(0) }
+        Self {
+            limit,
+            in_flight: AtomicUsize::new(0),
+            heavy_limit,
+            heavy_in_flight: AtomicUsize::new(0),
+            metrics: Metrics::default(),
+        }
+    }
+
+    /// Counts into the kache's `metrics` instead of an instance of its own.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Admits one more heavy body (pretty-printed or gzipped on the fly) if fewer than the limit are in
@@ -78,7 +92,7 @@ impl ReadBudget {
         match admitted {
             Ok(_) => Ok(HeavySlot { budget: self.clone() }),
             Err(_) => {
-                metrics::limit_rejected(Limit::HeavyBodies);
+                self.metrics.limit_rejected(Limit::HeavyBodies);
                 Err(OverBudget)
             }
         }
@@ -95,7 +109,7 @@ impl ReadBudget {
         let mut current = self.in_flight.load(Ordering::Relaxed);
         loop {
             if self.limit > 0 && current > 0 && current.saturating_add(bytes) > self.limit {
-                metrics::limit_rejected(Limit::ReadBytes);
+                self.metrics.limit_rejected(Limit::ReadBytes);
                 return Err(OverBudget);
             }
             match self.in_flight.compare_exchange_weak(
@@ -108,7 +122,7 @@ impl ReadBudget {
                 Err(now) => current = now,
             }
         }
-        m::memory_read(1, bytes as i64);
+        self.metrics.memory_read(1, bytes as i64);
         Ok(Charge { budget: self.clone(), bytes })
     }
 
@@ -128,7 +142,7 @@ pub struct Charge {
 impl Drop for Charge {
     fn drop(&mut self) {
         self.budget.in_flight.fetch_sub(self.bytes, Ordering::AcqRel);
-        m::memory_read(-1, -(self.bytes as i64));
+        self.budget.metrics.memory_read(-1, -(self.bytes as i64));
     }
 }
 

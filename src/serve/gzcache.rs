@@ -21,8 +21,7 @@ use bytes::Bytes;
 use tokio::sync::OnceCell;
 
 use crate::codec::gzip::GzipChunks;
-use crate::metrics::serving as m;
-use crate::metrics::{GzipCacheResult, GzipEviction};
+use crate::metrics::{GzipCacheResult, GzipEviction, Metrics};
 use crate::serve::admit;
 
 /// At most this many (resource, namespace, view) entries.
@@ -46,12 +45,15 @@ struct Entry {
 struct Inner {
     entries: HashMap<String, Entry>,
     bytes: usize,
+    /// The kache's metrics (here so the `…_locked` helpers can count).
+    metrics: Metrics,
 }
 
 /// A bounded cache of compressed list bodies with coalesced, bounded compression.
 pub struct GzipCache {
     inner: Mutex<Inner>,
     max_bytes: usize,
+    metrics: Metrics,
 }
 
 impl Default for GzipCache {
@@ -65,7 +67,14 @@ impl Default for GzipCache {
 impl GzipCache {
     /// A cache holding at most `max_bytes` compressed bytes.
     pub fn with_max_bytes(max_bytes: usize) -> Self {
-        Self { inner: Mutex::default(), max_bytes }
+        Self { inner: Mutex::default(), max_bytes, metrics: Metrics::default() }
+    }
+
+    /// Counts into the kache's `metrics` instead of an instance of its own.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.inner.get_mut().expect("gzip cache lock poisoned").metrics = metrics.clone();
+        self.metrics = metrics;
+        self
     }
 
     /// The gzip body of `chunks` (the list of `key` at snapshot `rv`): cached, awaited from a concurrent
@@ -81,7 +90,7 @@ impl GzipCache {
             match inner.entries.get_mut(key) {
                 Some(e) if e.rv == rv => {
                     e.last_used = now;
-                    m::gzip_cache(if e.cell.initialized() {
+                    self.metrics.gzip_cache(if e.cell.initialized() {
                         GzipCacheResult::Hit
                     } else {
                         GzipCacheResult::Coalesced
@@ -99,14 +108,14 @@ impl GzipCache {
                     let cell = Arc::new(OnceCell::new());
                     let entry = Entry { rv, cell: cell.clone(), bytes: 0, last_used: now };
                     inner.entries.insert(key.to_owned(), entry);
-                    m::gzip_cache_size(0, 1);
-                    m::gzip_cache(GzipCacheResult::Miss);
+                    self.metrics.gzip_cache_size(0, 1);
+                    self.metrics.gzip_cache(GzipCacheResult::Miss);
                     Some(cell)
                 }
             }
         };
         let Some(cell) = cell else {
-            m::gzip_cache(GzipCacheResult::Bypass);
+            self.metrics.gzip_cache(GzipCacheResult::Bypass);
             return self.compress(chunks).await;
         };
         let mut compressed_here = false;
@@ -129,10 +138,10 @@ impl GzipCache {
     where
         I: Iterator<Item = Bytes> + Send + 'static,
     {
-        m::compression(1, None);
+        self.metrics.compression(1, None);
         let started = Instant::now();
         let compressed = admit::collect(GzipChunks::new(chunks)).await;
-        m::compression(-1, Some(started.elapsed()));
+        self.metrics.compression(-1, Some(started.elapsed()));
         compressed.expect("compressing bytes into a Vec does not panic")
     }
 
@@ -143,7 +152,7 @@ impl GzipCache {
         let Some(e) = inner.entries.get_mut(key).filter(|e| Arc::ptr_eq(&e.cell, cell)) else { return };
         e.bytes = len;
         inner.bytes += len;
-        m::gzip_cache_size(len as i64, 0);
+        self.metrics.gzip_cache_size(len as i64, 0);
         while inner.bytes > self.max_bytes {
             // Another entry first; this one last (alone, it is simply too big to keep).
             if !evict_lru_locked(&mut inner, key) {
@@ -173,15 +182,15 @@ impl GzipCache {
 impl Drop for GzipCache {
     fn drop(&mut self) {
         let inner = self.lock();
-        m::gzip_cache_size(-(inner.bytes as i64), -(inner.entries.len() as i64));
+        inner.metrics.gzip_cache_size(-(inner.bytes as i64), -(inner.entries.len() as i64));
     }
 }
 
 /// Un-accounts an entry already removed from the map.
 fn remove_accounted_locked(inner: &mut Inner, old: &Entry, reason: GzipEviction) {
     inner.bytes -= old.bytes;
-    m::gzip_cache_size(-(old.bytes as i64), -1);
-    m::gzip_evicted(reason);
+    inner.metrics.gzip_cache_size(-(old.bytes as i64), -1);
+    inner.metrics.gzip_evicted(reason);
 }
 
 /// Drops entries unused for [`IDLE_EVICT`] (at most [`MAX_ENTRIES`] to look at).

@@ -10,6 +10,7 @@ use crate::codec::list::View;
 use crate::codec::{gzip, list as listcodec, pretty, token};
 use crate::fresh::Freshness;
 use crate::front::body::{self, Body};
+use crate::metrics::Metrics;
 use crate::resource::ResourceInfo;
 use crate::serve::admit::{self, ReadBudget};
 use crate::serve::gzcache::GzipCache;
@@ -45,6 +46,8 @@ pub struct ListQuery<'a> {
     pub view: View,
     /// Protobuf instead of JSON (`view` is then `Full` or `Metadata`, matching the target).
     pub proto: Option<&'a ProtoTarget>,
+    /// The kache's metrics (protobuf transcode failures).
+    pub metrics: &'a Metrics,
 }
 
 /// How the response body is encoded.
@@ -100,7 +103,7 @@ pub async fn serve_list(
         let meta = listcodec::ListMeta { resource_version: resolved.snapshot.rv, ..Default::default() };
         let stats = ListStats { fetched: items.len(), returned: items.len() };
         let resp = match q.proto {
-            Some(target) => respond_proto(info, target, &meta, &items, q.response, None, q.budget).await?,
+            Some(target) => respond_proto(info, target, &meta, &items, q, None).await?,
             None => respond(info, &meta, items, q.response, None, q.view, q.budget).await?,
         };
         return Ok((resp, stats));
@@ -140,7 +143,7 @@ pub async fn serve_list(
     let key = format!("{}|{}|{:?}|{encoding}", info.gvr, q.namespace.unwrap_or(""), q.view);
     let cache = q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str()));
     let resp = match q.proto {
-        Some(target) => respond_proto(info, target, &meta, &page.items, q.response, cache, q.budget).await?,
+        Some(target) => respond_proto(info, target, &meta, &page.items, q, cache).await?,
         None => respond(info, &meta, page.items, q.response, cache, q.view, q.budget).await?,
     };
     Ok((resp, stats))
@@ -179,6 +182,8 @@ pub struct GetQuery<'a> {
     pub view: View,
     /// Protobuf instead of JSON.
     pub proto: Option<&'a ProtoTarget>,
+    /// The kache's metrics (protobuf transcode failures).
+    pub metrics: &'a Metrics,
 }
 
 /// Serves a get of one object; `Ok(None)` when it does not exist.
@@ -187,7 +192,7 @@ pub async fn serve_get(
     q: &GetQuery<'_>,
     freshness: &Freshness,
 ) -> Result<Option<Response<Body>>, NotServed> {
-    let GetQuery { namespace, name, rv, arrived, min_rv, block_timeout, response, view, proto } = *q;
+    let GetQuery { namespace, name, rv, arrived, min_rv, block_timeout, response, view, proto, metrics } = *q;
     let Some(at) = plan_single(rv, Match::Unset, 0) else {
         return Err(NotServed::Forward("exact get"));
     };
@@ -196,7 +201,7 @@ pub async fn serve_get(
     let (key, _) = make_key(namespace, name);
     if let Some(target) = proto {
         let Some(o) = resolved.snapshot.objects.get(&key) else { return Ok(None) };
-        return match protobuf::get_response(target, o, &store.info().gvr, response) {
+        return match protobuf::get_response(target, o, &store.info().gvr, metrics, response) {
             Some(resp) => Ok(Some(resp)),
             None => Err(NotServed::Forward("not transcodable to protobuf")),
         };
@@ -263,22 +268,21 @@ pub async fn respond(
     })
 }
 
-/// Builds a list response in protobuf (see [`protobuf::list_response`]); a list with an object that
-/// cannot be transcoded is forwarded.
+/// Builds a list response in protobuf (see [`protobuf::list_response`]) with `q`'s response options, budget
+/// and metrics; a list with an object that cannot be transcoded is forwarded.
 async fn respond_proto(
     info: &ResourceInfo,
     target: &ProtoTarget,
     meta: &listcodec::ListMeta,
     items: &[Arc<Object>],
-    opts: ResponseOptions,
+    q: &ListQuery<'_>,
     cache: Option<(&GzipCache, &str)>,
-    budget: Option<&Arc<ReadBudget>>,
 ) -> Result<Response<Body>, NotServed> {
-    let Some(chunks) = protobuf::ProtoListChunks::new(target, &info.gvr, meta, items) else {
+    let Some(chunks) = protobuf::ProtoListChunks::new(target, &info.gvr, q.metrics, meta, items) else {
         return Err(NotServed::Forward("not transcodable to protobuf"));
     };
     let cache = cache.map(|(cache, key)| protobuf::ListCache { cache, key: key.to_owned() });
-    protobuf::list_response(chunks, opts, cache, meta.resource_version, budget).await
+    protobuf::list_response(chunks, q.response, cache, meta.resource_version, q.budget).await
 }
 
 /// A list body larger than the gzip threshold (or not pretty), never whole in memory unless compressed.

@@ -22,6 +22,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use crate::codec::proto::{self as pb, ProtoKind};
 use crate::codec::{gzip, list as listcodec};
 use crate::front::body::{self, Body};
+use crate::metrics::Metrics;
 use crate::resource::{Gvr, ResourceInfo};
 use crate::serve::admit::{self, ReadBudget};
 use crate::serve::gzcache::GzipCache;
@@ -71,32 +72,39 @@ impl ProtoTarget {
 
     /// The cached message of `object` in this target, transcoded on first use; `None` (counted once per
     /// version) when it cannot be transcoded.
-    pub fn message(&self, object: &Object, gvr: &Gvr) -> Option<Bytes> {
+    pub fn message(&self, object: &Object, gvr: &Gvr, metrics: &Metrics) -> Option<Bytes> {
         match self {
-            Self::Object(kind) => object.proto.full(|| counted(gvr, kind.encode_object(&object.raw))),
+            Self::Object(kind) => {
+                object.proto.full(|| counted(gvr, metrics, kind.encode_object(&object.raw)))
+            }
             Self::Metadata => object.proto.meta(|| {
-                counted(gvr, partial_message(metadata_of(&object.raw, Some(object.metadata_range.clone()))))
+                let metadata = metadata_of(&object.raw, Some(object.metadata_range.clone()));
+                counted(gvr, metrics, partial_message(metadata))
             }),
         }
     }
 
     /// The message of an object given as JSON bytes (not cached: bookmarks, departures at a rewritten RV).
-    pub fn message_of_json(&self, json: &[u8], gvr: &Gvr) -> Option<Bytes> {
+    pub fn message_of_json(&self, json: &[u8], gvr: &Gvr, metrics: &Metrics) -> Option<Bytes> {
         let encoded = match self {
             Self::Object(kind) => kind.encode_object(json),
             Self::Metadata => partial_message(metadata_of(json, None)),
         };
-        counted(gvr, encoded).map(Bytes::from)
+        counted(gvr, metrics, encoded).map(Bytes::from)
     }
 }
 
 /// Counts a failed transcode of `gvr` (and logs why); the message otherwise.
-fn counted<E: std::fmt::Display>(gvr: &Gvr, encoded: Result<Vec<u8>, E>) -> Option<Vec<u8>> {
+fn counted<E: std::fmt::Display>(
+    gvr: &Gvr,
+    metrics: &Metrics,
+    encoded: Result<Vec<u8>, E>,
+) -> Option<Vec<u8>> {
     match encoded {
         Ok(message) => Some(message),
         Err(e) => {
             tracing::warn!(resource = %gvr, error = %e, "object not transcodable to protobuf; forwarding");
-            crate::metrics::protobuf_transcode_failed(gvr);
+            metrics.protobuf_transcode_failed(gvr);
             None
         }
     }
@@ -122,9 +130,10 @@ pub fn get_response(
     target: &ProtoTarget,
     object: &Object,
     gvr: &Gvr,
+    metrics: &Metrics,
     opts: ResponseOptions,
 ) -> Option<Response<Body>> {
-    let message = target.message(object, gvr)?;
+    let message = target.message(object, gvr, metrics)?;
     let (api_version, kind) = target.type_meta();
     Some(respond_whole(StatusCode::OK, Bytes::from(pb::envelope(api_version, kind, &message)), opts.gzip))
 }
@@ -164,11 +173,12 @@ impl ProtoListChunks {
     pub fn new(
         target: &ProtoTarget,
         gvr: &Gvr,
+        metrics: &Metrics,
         meta: &listcodec::ListMeta,
         items: &[Arc<Object>],
     ) -> Option<Self> {
         let messages: Vec<Bytes> =
-            items.iter().map(|o| target.message(o, gvr)).collect::<Option<Vec<Bytes>>>()?;
+            items.iter().map(|o| target.message(o, gvr, metrics)).collect::<Option<Vec<Bytes>>>()?;
         let lens: Vec<usize> = messages.iter().map(Bytes::len).collect();
         let rv = meta.resource_version.to_string();
         let list_meta = pb::ListMeta {

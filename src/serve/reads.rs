@@ -18,7 +18,7 @@ use crate::front::body::Body;
 use crate::front::negotiate;
 use crate::front::respond;
 use crate::front::route::{ResourceRequest, Verb};
-use crate::metrics;
+use crate::metrics::Metrics;
 use crate::options::coverage::Requested;
 use crate::options::params::{self, ListOptions, RvMatch};
 use crate::reflector::Registry;
@@ -59,6 +59,8 @@ pub(crate) struct Reads {
     /// Whether a CRD's store may be started on demand to learn its selectable fields.
     lazy: bool,
     shutdown: CancellationToken,
+    /// The kache's metrics.
+    metrics: Metrics,
 }
 
 // === impl Reads ===
@@ -70,23 +72,33 @@ impl Reads {
         config: ReadConfig,
         lazy: bool,
         shutdown: CancellationToken,
+        metrics: Metrics,
     ) -> Self {
         Self {
             registry,
             freshness,
-            gzip_cache: GzipCache::default(),
-            read_budget: Arc::new(ReadBudget::new(DEFAULT_MAX_READ_BYTES_IN_FLIGHT)),
+            gzip_cache: GzipCache::default().with_metrics(metrics.clone()),
+            read_budget: Arc::new(
+                ReadBudget::new(DEFAULT_MAX_READ_BYTES_IN_FLIGHT).with_metrics(metrics.clone()),
+            ),
             crd_fields: CrdFields::default(),
             config,
             lazy,
             shutdown,
+            metrics,
         }
+    }
+
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Limits the bytes of memory-served lists in flight and the heavy bodies among them (0: unlimited); see
     /// [`crate::serve::admit`].
     pub(crate) fn with_read_budget(mut self, max_bytes: usize, max_heavy_bodies: usize) -> Self {
-        self.read_budget = Arc::new(ReadBudget::with_heavy_limit(max_bytes, max_heavy_bodies));
+        self.read_budget = Arc::new(
+            ReadBudget::with_heavy_limit(max_bytes, max_heavy_bodies).with_metrics(self.metrics.clone()),
+        );
         self
     }
 
@@ -144,7 +156,7 @@ impl Reads {
             Verb::Watch => "watch",
             _ => "list",
         };
-        metrics::mirror_uncovered(&r.gvr, verb);
+        self.metrics.mirror_uncovered(&r.gvr, verb);
         false
     }
 
@@ -210,6 +222,7 @@ impl Reads {
             response,
             view,
             proto,
+            metrics: &self.metrics,
         };
         let found = serve_get(store, &q, &self.freshness).await?;
         Ok(found.unwrap_or_else(|| {
@@ -284,14 +297,15 @@ impl Reads {
             budget: Some(&self.read_budget),
             view,
             proto,
+            metrics: &self.metrics,
         };
         let consistent = q.rv == Rv::Unset && q.cont.is_none();
         let (resp, stats) = serve_list(store, &q, &self.freshness).await?;
-        metrics::list_served(&r.gvr, stats.fetched, stats.returned);
+        self.metrics.list_served(&r.gvr, stats.fetched, stats.returned);
         if consistent {
             // A consistent list served from memory (the apiserver's cacher counts its lists the same way;
             // the fallbacks are counted where they are forwarded).
-            metrics::consistent_read(&r.gvr, true, false);
+            self.metrics.consistent_read(&r.gvr, true, false);
         }
         Ok(resp)
     }
@@ -360,6 +374,7 @@ impl Reads {
             proto_errors: negotiate::error_in_protobuf(
                 req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()),
             ),
+            metrics: self.metrics.clone(),
         };
         watch::request::try_serve_watch(request, &self.config.watch, self.shutdown.clone())
             .map_err(|_| NotServed::Forward("not transcodable to protobuf"))

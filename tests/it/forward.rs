@@ -171,23 +171,31 @@ async fn fake_upstream() -> FakeUpstream {
 struct Kache {
     addr: SocketAddr,
     writes: Arc<WriteTracker>,
+    metrics: kache::metrics::Metrics,
     _stop: oneshot::Sender<()>,
+}
+
+impl Kache {
+    /// This front's metrics (the forwarder and the server record into the same instance).
+    fn metrics(&self) -> &kache::metrics::Metrics {
+        &self.metrics
+    }
 }
 
 async fn kache(upstream: &str, limits: Limits) -> Kache {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind kache");
     let addr = listener.local_addr().expect("addr");
     let writes = Arc::new(WriteTracker::new());
-    let forwarder = Arc::new(Forwarder::new(
-        Upstream::plain(upstream).expect("valid URL"),
-        writes.clone(),
-        limits.max_in_flight,
-    ));
+    let metrics = kache::metrics::Metrics::new();
+    let forwarder = Arc::new(
+        Forwarder::new(Upstream::plain(upstream).expect("valid URL"), writes.clone(), limits.max_in_flight)
+            .with_metrics(metrics.clone()),
+    );
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(listener, None, forwarder, limits, async {
+    tokio::spawn(serve(listener, None, forwarder, limits, metrics.clone(), async {
         let _ = stopped.await;
     }));
-    Kache { addr, writes, _stop: stop }
+    Kache { addr, writes, metrics, _stop: stop }
 }
 
 async fn setup(limits: Limits) -> (FakeUpstream, Kache) {
@@ -327,10 +335,10 @@ fn series(text: &str, series: &str) -> f64 {
 
 #[tokio::test]
 async fn concurrent_forwarded_requests_are_bounded_with_429() {
-    let metrics = kache::metrics::install();
+    let (up, k) = setup(Limits { max_in_flight: 1, ..Limits::default() }).await;
+    let metrics = k.metrics().clone();
     let rejections = r#"kache_limit_rejections_total{limit="inflight"}"#;
     let before = series(&metrics.render(), rejections);
-    let (up, k) = setup(Limits { max_in_flight: 1, ..Limits::default() }).await;
     let mut held = h1(k.addr).await;
     let first = tokio::spawn(async move {
         collect(
@@ -678,9 +686,16 @@ async fn tls_upstream() -> TlsUpstream {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(listener, Some(tls), Arc::new(TlsEcho), Limits::default(), async {
-        let _ = stopped.await;
-    }));
+    tokio::spawn(serve(
+        listener,
+        Some(tls),
+        Arc::new(TlsEcho),
+        Limits::default(),
+        Default::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
     let ca = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&ca).expect("CA cert"));
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(
@@ -739,7 +754,7 @@ async fn with_own_credentials_client_identity_is_not_forwarded() {
     let addr = listener.local_addr().expect("addr");
     let forwarder = Arc::new(Forwarder::new(upstream, Arc::new(WriteTracker::new()), 10));
     let (_stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(listener, None, forwarder, Limits::default(), async {
+    tokio::spawn(serve(listener, None, forwarder, Limits::default(), Default::default(), async {
         let _ = stopped.await;
     }));
     let req = request(Method::GET, "/api/v1/pods")
@@ -979,8 +994,8 @@ async fn kubectl_through_kache() {
 
 #[tokio::test]
 async fn forwarded_requests_are_counted_like_the_apiserver() {
-    let metrics = kache::metrics::install();
     let (_up, k) = setup(Limits::default()).await;
+    let metrics = k.metrics().clone();
     let mut c = h1(k.addr).await;
     let req = request(Method::GET, "/api/v1/namespaces/a/frontmetrics").body(body::empty()).expect("valid");
     let (status, _, _) = collect(c.send_request(req).await.expect("response")).await;
@@ -1017,7 +1032,7 @@ async fn upgrade_through_a_tls_front() {
     ));
     let tls = TlsConfig::from_pem_files(&cert, &key).expect("valid cert");
     let (_stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(listener, Some(tls), forwarder, Limits::default(), async {
+    tokio::spawn(serve(listener, Some(tls), forwarder, Limits::default(), Default::default(), async {
         let _ = stopped.await;
     }));
 

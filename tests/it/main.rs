@@ -17,6 +17,7 @@
 //! | `kubectl` | every kubectl command against kache and against the sim directly: equal output | `kubectl` |
 //! | `list` | differential get and list: bodies, continue tokens, remainingItemCount, served from memory | — |
 //! | `memory` | reads from memory streamed with bounded buffers, the read byte budget (429) | — |
+//! | `metrics` | instance-scoped metrics: two kaches in one process export independent series | — |
 //! | `metrics_move` | every documented metric moves under a workload that exercises all of kache | — |
 //! | `negotiation` | content negotiation: every Accept header real clients send, differential | — |
 //! | `ops` | the metrics listener, dashboards vs exported names, README metrics table, deploy manifests, a real Prometheus | `prometheus`, `promtool`, `kubectl` (kustomize), the ops venv (kubernetes-validate) |
@@ -41,10 +42,11 @@
 //! **One process.** Every test runs on a thread of this one process, so nothing may depend on process-wide
 //! state another test changes. Every test binds its own ephemeral ports, uses its own temporary directories
 //! (the real apiservers: `target/real-apiserver/<test's own name>`), sets no environment variable and never
-//! changes the current directory; kache installs no tracing subscriber in tests. kache's metrics are
-//! process-wide (one Prometheus recorder, global watch counters), and so are the generic Table columns it
-//! learns from an upstream, so a test that asserts exact values of them, that a metric moved at all, or
-//! that a resource's columns are not learned yet, runs alone in a child process of this binary
+//! changes the current directory; kache installs no tracing subscriber in tests. Each kache has its own
+//! metrics (`Kache::metrics`), but some counters they mirror are process-wide (the watch fan-out's
+//! counters, the Table row cache, the heavy-body producers), and so are the generic Table columns kache
+//! learns from an upstream, so a test that asserts exact values of those, that every metric moved at all,
+//! or that a resource's columns are not learned yet, runs alone in a child process of this binary
 //! (`common::alone::run_in_own_process`, the parent test fails when the child fails or did not run): the
 //! `*_in_own_process` tests below, `#[ignore]`d so that only their parent runs them. Heap measurements
 //! that need the whole process quiet (`memory`) do the same; `resume` counts per thread and needs nothing.
@@ -66,6 +68,7 @@ mod kube_rs;
 mod kubectl;
 mod list;
 mod memory;
+mod metrics;
 mod metrics_move;
 mod negotiation;
 mod ops;

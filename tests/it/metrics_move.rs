@@ -37,7 +37,8 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "kache_heavy_bodies_waiting",
-        "serve::admit::produce::tests::the_gauges_show_bodies_producing_and_waiting (every producer busy)",
+        "serve::admit::produce::tests::the_gauges_show_bodies_producing_and_waiting (every producer busy) and \
+         metrics::mirror::tests::shared_counters_are_mirrored (its export)",
     ),
     (
         "kache_heavy_bodies_producing",
@@ -105,8 +106,9 @@ fn largest(text: &str, def: &names::MetricDef) -> Option<f64> {
         .reduce(f64::max)
 }
 
-/// kache's metrics are process-wide: another test moving a metric would hide one this workload does not
-/// move, so the workload runs alone in a child process.
+/// Each kache has its own metrics, but some of the counters they mirror are process-wide (the watch fan-out's
+/// stream counters, the Table row cache, the heavy-body producers): another test moving one would hide one
+/// this workload does not move, so the workload runs alone in a child process.
 #[test]
 fn every_documented_metric_moves() {
     common::alone::run_in_own_process("metrics_move::every_documented_metric_moves_in_own_process");

@@ -96,14 +96,16 @@ fn resume_from(rv: u64) -> WatchSpec {
 /// Starts `n` watchers resuming from the oldest RV the history serves and has each send its first replayed
 /// event; returns them (still replaying) and the bytes this thread holds for them.
 async fn resuming_watchers(store: &Arc<Store>, n: usize, token: &CancellationToken) -> (Vec<Watcher>, i64) {
-    // Warm-up: one-time allocations (the resource's metrics, the first event's shared frame) are not per watcher.
-    let mut warm = Watcher::new(store.clone(), resume_from(1), token.clone());
+    // Warm-up: one-time allocations (the kache's metrics and the resource's series, the first event's shared
+    // frame) are not per watcher.
+    let metrics = kache::metrics::Metrics::new();
+    let mut warm = Watcher::new(&metrics, store.clone(), resume_from(1), token.clone());
     drop(warm.next_frame().await.expect("a replayed event"));
     drop(warm);
     let before = held();
     let mut watchers = Vec::with_capacity(n);
     for _ in 0..n {
-        let mut watcher = Watcher::new(store.clone(), resume_from(1), token.clone());
+        let mut watcher = Watcher::new(&metrics, store.clone(), resume_from(1), token.clone());
         let frame = watcher.next_frame().await.expect("a replayed event");
         assert!(frame.starts_with(br#"{"type":"ADDED","object":{"kind":"Pod""#), "{frame:?}");
         assert_eq!(rvs_of(&frame), [2], "the oldest event first");

@@ -115,7 +115,7 @@ async fn fanout(watchers: usize, rate: u64, secs: u64) -> Run {
     let rss_before = rss_bytes();
     let mut tasks = Vec::with_capacity(watchers);
     for _ in 0..watchers {
-        let mut watcher = Watcher::new(store.clone(), live_spec(), token.clone());
+        let mut watcher = Watcher::new(&Default::default(), store.clone(), live_spec(), token.clone());
         let sent = sent.clone();
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(events as usize);
@@ -529,8 +529,9 @@ pub mod blackbox {
         }
         let slow_before = kache::serve::watch::stats().closed_slow;
         // The per-resource series move too (they stayed at zero once; a test keeps them honest).
+        let metrics = env.kache.metrics().clone();
         let metric = |name: &str| {
-            let text = kache::metrics::install().render();
+            let text = metrics.render();
             let series = format!("{name}{{group=\"\",resource=\"pods\"}}");
             text.lines()
                 .find(|l| l.starts_with(&series))

@@ -3,9 +3,11 @@
 //! A row is a pure function of (printer, object bytes), and an object version's bytes never change, so
 //! the memo is keyed by the printer, the object's uid and its resourceVersion. It is process-wide (like
 //! an interner: invisible to semantics) and bounded by the bytes its rows hold; the least recently used
-//! rows go first. `kache_table_rows_total{result=hit|miss}` counts lookups and
-//! `kache_table_row_cache_bytes` reports its weight.
+//! rows go first. It counts its lookups ([`lookups`]: `kache_table_rows_total{result=hit|miss}`) and
+//! reports its weight ([`weighted_bytes`]: `kache_table_row_cache_bytes`); every kache in the process
+//! mirrors these at scrape time, like the cache they describe.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
 use super::printers::Printer;
@@ -31,10 +33,10 @@ fn cache() -> &'static moka::sync::Cache<Key, Arc<Row>> {
 pub fn row(printer: Printer, object: &Object) -> Arc<Row> {
     let key = (printer, object.uid.clone(), object.resource_version);
     if let Some(hit) = cache().get(&key) {
-        crate::metrics::table_rows(true);
+        HITS.fetch_add(1, Relaxed);
         return hit;
     }
-    crate::metrics::table_rows(false);
+    MISSES.fetch_add(1, Relaxed);
     let row = Arc::new(compute(printer, &object.raw));
     cache().insert(key, row.clone());
     row
@@ -44,6 +46,15 @@ pub fn row(printer: Printer, object: &Object) -> Arc<Row> {
 pub fn compute(printer: Printer, raw: &[u8]) -> Row {
     let value: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
     printer.row(&value)
+}
+
+/// Lookups answered from the cache and rows printed, since the process started.
+static HITS: AtomicU64 = AtomicU64::new(0);
+static MISSES: AtomicU64 = AtomicU64::new(0);
+
+/// (hits, misses) so far.
+pub fn lookups() -> (u64, u64) {
+    (HITS.load(Relaxed), MISSES.load(Relaxed))
 }
 
 /// The bytes the cache holds now (after its pending inserts and evictions, which moka applies lazily):

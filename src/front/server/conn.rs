@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 
 use super::parse_error::{EmptyErrors, GoErrors, MAX_HEADER_FIELDS};
 use super::{ConnInfo, Handler, Limits, TlsConfig, request};
+use crate::metrics::Metrics;
 
 /// Room hyper's own HTTP/1.1 read buffer leaves above our header and URL limits, so requests slightly over
 /// them reach our check (and get a Status) instead of hyper's bare 431.
@@ -32,6 +33,7 @@ pub(super) struct ConnCtx {
     pub info: ConnInfo,
     pub handler: Arc<dyn Handler>,
     pub limits: Arc<Limits>,
+    pub metrics: Metrics,
 }
 
 /// The protocol builder shared by all connections.
@@ -110,6 +112,7 @@ where
         info: ctx.info,
         handler: ctx.handler,
         limits: ctx.limits,
+        metrics: ctx.metrics,
         activity: activity.clone(),
         empty_errors,
     });

@@ -21,13 +21,15 @@ use crate::codec::status::ApiError;
 use crate::front::body::{Body, BoxError};
 use crate::front::respond::status as status_response;
 use crate::front::route::{Route, Verb};
-use crate::metrics::{self, Limit, Source};
+use crate::metrics::{Limit, Metrics, Source};
 
 /// Per-connection state shared by its requests.
 pub(super) struct RequestCtx {
     pub info: ConnInfo,
     pub handler: Arc<dyn Handler>,
     pub limits: Arc<Limits>,
+    /// The kache's metrics: requests and limit refusals are counted there.
+    pub metrics: Metrics,
     pub activity: Arc<Activity>,
     /// Empty 400/414/431 responses of the service, which the connection's writer must not rewrite.
     pub empty_errors: EmptyErrors,
@@ -40,7 +42,7 @@ pub(super) async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let guard = ctx.activity.begin();
     let limits = &ctx.limits;
-    if let Some(rejection) = check_limits(&req, limits) {
+    if let Some(rejection) = check_limits(&req, limits, &ctx.metrics) {
         return Ok(ServedBody::wrap(rejection, guard, None));
     }
 
@@ -69,7 +71,7 @@ pub(super) async fn handle(
     };
     if let (Some(r), Some(verb)) = (route_resource, metric_verb) {
         let source = resp.extensions().get::<Source>().copied().unwrap_or(Source::Memory);
-        metrics::request(verb, &r.gvr, resp.status().as_u16(), source, started.elapsed());
+        ctx.metrics.request(verb, &r.gvr, resp.status().as_u16(), source, started.elapsed());
     }
     if parse_error::is_rewritable_status(resp.status().as_u16()) && resp.body().size_hint().exact() == Some(0)
     {
@@ -134,10 +136,10 @@ pub(crate) fn is_upgrade<B>(req: &Request<B>) -> bool {
 }
 
 /// Checks the URL, head and declared body size against the limits; the answer when one is exceeded.
-fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<Response<Body>> {
+fn check_limits(req: &Request<Incoming>, limits: &Limits, metrics: &Metrics) -> Option<Response<Body>> {
     let url_len = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if url_len > limits.max_url_bytes {
-        metrics::limit_rejected(Limit::Headers);
+        metrics.limit_rejected(Limit::Headers);
         return Some(status_response(&ApiError::Unknown {
             code: StatusCode::URI_TOO_LONG.as_u16(),
             message: format!("Request URI too long: {url_len} bytes, limit is {}", limits.max_url_bytes),
@@ -151,7 +153,7 @@ fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<Response<Bod
     if head_len > limits.max_header_bytes.saturating_add(parse_error::GO_HEAD_SLACK)
         || req.headers().len() > parse_error::MAX_HEADER_FIELDS
     {
-        metrics::limit_rejected(Limit::Headers);
+        metrics.limit_rejected(Limit::Headers);
         return Some(go_error(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
     }
     let declared = req
@@ -161,7 +163,7 @@ fn check_limits(req: &Request<Incoming>, limits: &Limits) -> Option<Response<Bod
         .or_else(|| req.headers().get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse::<u64>().ok());
     if let Some(len) = declared.filter(|&len| len > limits.max_body_bytes) {
         tracing::debug!(len, "request body over the limit");
-        metrics::limit_rejected(Limit::RequestBody);
+        metrics.limit_rejected(Limit::RequestBody);
         return Some(status_response(&body_too_large(limits.max_body_bytes)));
     }
     None

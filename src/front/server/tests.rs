@@ -101,7 +101,7 @@ async fn start(limits: Limits) -> Running {
         frames: std::sync::Mutex::new(Some(frames_rx)),
     });
     let (stop, stopped) = oneshot::channel::<()>();
-    let done = tokio::spawn(serve(listener, None, handler, limits, async {
+    let done = tokio::spawn(serve(listener, None, handler, limits, Default::default(), async {
         let _ = stopped.await;
     }));
     Running { addr, frames, gate, entered, stop: Some(stop), done }
@@ -442,7 +442,14 @@ async fn an_empty_400_from_the_service_is_passed_through() {
     }
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    tokio::spawn(serve(listener, None, Arc::new(Empty400), Limits::default(), std::future::pending()));
+    tokio::spawn(serve(
+        listener,
+        None,
+        Arc::new(Empty400),
+        Limits::default(),
+        Default::default(),
+        std::future::pending(),
+    ));
     let mut c = h1(addr).await;
     let (status, body) = text(c.send_request(get("/x")).await.expect("response")).await;
     assert_eq!((status, body.as_str()), (StatusCode::BAD_REQUEST, ""));

@@ -1,7 +1,6 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::metrics::install;
 
 /// A scripted source: whatever the test puts in.
 #[derive(Default)]
@@ -52,11 +51,11 @@ fn value(text: &str, series: &str) -> Option<f64> {
 
 #[test]
 fn refresh_exports_store_and_reflector_state() {
-    let handle = install();
+    let handle = Metrics::new();
     let fake = Fake::default();
     let gvr = Gvr::new("stats.example.com", "v1", "widgets");
     fake.resources.lock().expect("test lock").push(snapshot(gvr.clone(), true, "watching", 12));
-    refresh(&fake);
+    refresh(&handle, &fake);
     let text = handle.render();
     let gr = "group=\"stats.example.com\",resource=\"widgets\"";
     assert_eq!(value(&text, &format!("kache_store_objects{{{gr}}}")), Some(12.0), "{text}");
@@ -79,7 +78,7 @@ fn refresh_exports_store_and_reflector_state() {
 
     // The resource goes away: its gauges drop to zero, its state reads stopped.
     fake.resources.lock().expect("test lock").clear();
-    refresh(&fake);
+    refresh(&handle, &fake);
     let text = handle.render();
     assert_eq!(value(&text, &format!("kache_store_objects{{{gr}}}")), Some(0.0), "{text}");
     assert_eq!(value(&text, &format!("kache_reflector_state{{{gr},state=\"watching\"}}")), Some(0.0));
@@ -89,9 +88,9 @@ fn refresh_exports_store_and_reflector_state() {
 
 #[test]
 fn export_store_stats_sets_one_resource() {
-    let handle = install();
+    let handle = Metrics::new();
     let stats = StoreStats { objects: 9, ..StoreStats::default() };
-    export_store_stats("exported.apps", &stats);
+    export_store_stats(&handle, "exported.apps", &stats);
     let text = handle.render();
     assert_eq!(
         value(&text, "kache_store_objects{group=\"apps\",resource=\"exported\"}"),
@@ -124,25 +123,14 @@ fn a_filtered_mirror_names_its_selection_in_its_check() {
     assert_eq!(checks, vec![("informer-sync-pods[fieldSelector=spec.nodeName=node-1]".to_owned(), Ok(()))]);
 }
 
-#[tokio::test]
-async fn kache_stats_runs_added_checks_in_order() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    let upstream = crate::upstream::Upstream::plain("http://127.0.0.1:9").expect("plain upstream");
-    let registry = Registry::new(upstream, crate::reflector::ReflectorConfig::default());
-    let discovered = Arc::new(AtomicBool::new(false));
-    let flag = discovered.clone();
-    let stats = KacheStats::new(registry).with_check("discovery", move || {
-        if flag.load(Ordering::Relaxed) { Ok(()) } else { Err("first discovery pending".into()) }
-    });
-    let checks = crate::metrics::readiness(&stats);
-    assert_eq!(
-        checks,
-        vec![
-            ("ping".to_owned(), Ok(())),
-            ("discovery".to_owned(), Err("first discovery pending".to_owned()))
-        ]
-    );
-    discovered.store(true, Ordering::Relaxed);
-    assert_eq!(crate::metrics::readiness(&stats)[1], ("discovery".to_owned(), Ok(())));
+#[test]
+fn two_instances_refresh_independently() {
+    let (a, b) = (Metrics::new(), Metrics::new());
+    let fake = Fake::default();
+    let gvr = Gvr::new("", "v1", "twins");
+    fake.resources.lock().expect("test lock").push(snapshot(gvr, true, "watching", 3));
+    refresh(&a, &fake);
+    let series = "kache_store_objects{group=\"\",resource=\"twins\"}";
+    assert_eq!(value(&a.render(), series), Some(3.0));
+    assert_eq!(value(&b.render(), series), None, "{}", b.render());
 }

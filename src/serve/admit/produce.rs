@@ -21,6 +21,7 @@
 //! One pool per process, not per server: the cores are the process's.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::{Bytes, BytesMut};
@@ -29,7 +30,6 @@ use http_body_util::{BodyExt as _, StreamBody};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::front::body::{Body, BoxError};
-use crate::metrics::serving as m;
 
 /// A batch ends once it has produced this many bytes: large enough that handing a batch to the blocking
 /// pool costs little beside producing it (~1 ms of indenting or compressing), small enough that heavy
@@ -104,14 +104,14 @@ where
     I: Iterator<Item = Bytes> + Send + 'static,
 {
     let permit = {
-        let _waiting = Gauge::up(m::heavy_bodies_waiting);
+        let _waiting = Gauge::up(&WAITING);
         permits().clone().acquire_owned().await.expect("the producer semaphore is never closed")
     };
     // The permit moves into the batch: if the body is dropped meanwhile, the batch still finishes (it is
     // bounded) before another may start, so at most `producers()` batches ever run.
     let joined = tokio::task::spawn_blocking(move || {
         let _permit: OwnedSemaphorePermit = permit;
-        let _producing = Gauge::up(m::heavy_bodies_producing);
+        let _producing = Gauge::up(&PRODUCING);
         let (mut out, mut bytes) = (Vec::new(), 0);
         while bytes < BATCH_BYTES {
             match chunks.next() {
@@ -128,19 +128,29 @@ where
     joined.map_err(|e| -> BoxError { format!("producing a response body failed: {e}").into() })
 }
 
+/// Heavy bodies waiting for a producer permit, and batches running: process-wide like the pool they queue
+/// for, read at scrape time (`kache_heavy_bodies_waiting`, `kache_heavy_bodies_producing`).
+static WAITING: AtomicU64 = AtomicU64::new(0);
+static PRODUCING: AtomicU64 = AtomicU64::new(0);
+
+/// (waiting, producing) now.
+pub fn heavy_bodies() -> (u64, u64) {
+    (WAITING.load(Ordering::Relaxed), PRODUCING.load(Ordering::Relaxed))
+}
+
 /// A gauge raised while this lives.
-struct Gauge(fn(i64));
+struct Gauge(&'static AtomicU64);
 
 impl Gauge {
-    fn up(g: fn(i64)) -> Self {
-        g(1);
+    fn up(g: &'static AtomicU64) -> Self {
+        g.fetch_add(1, Ordering::Relaxed);
         Self(g)
     }
 }
 
 impl Drop for Gauge {
     fn drop(&mut self) {
-        (self.0)(-1)
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

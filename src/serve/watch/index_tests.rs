@@ -199,7 +199,7 @@ proptest! {
             let open = |indexed: bool| -> Vec<Watcher> {
                 selections
                     .iter()
-                    .map(|s| Watcher::new(store.clone(), spec(s.filter(), indexed), token.clone()))
+                    .map(|s| Watcher::new(&crate::metrics::Metrics::default(), store.clone(), spec(s.filter(), indexed), token.clone()))
                     .collect()
             };
             let (by_index, by_scan) = (open(true), open(false));
@@ -245,8 +245,18 @@ fn node_filter(node: &'static str) -> Filter {
 #[tokio::test(start_paused = true)]
 async fn a_pod_moving_off_a_node_reaches_that_nodes_watcher_as_deleted() {
     let (store, mut writer) = synced_with(64);
-    let n0 = Watcher::new(store.clone(), spec(node_filter("n0"), true), CancellationToken::new());
-    let n1 = Watcher::new(store.clone(), spec(node_filter("n1"), true), CancellationToken::new());
+    let n0 = Watcher::new(
+        &crate::metrics::Metrics::default(),
+        store.clone(),
+        spec(node_filter("n0"), true),
+        CancellationToken::new(),
+    );
+    let n1 = Watcher::new(
+        &crate::metrics::Metrics::default(),
+        store.clone(),
+        spec(node_filter("n1"), true),
+        CancellationToken::new(),
+    );
     assert_eq!(store.index_rings(), 2);
     writer.apply([(EventType::Modified, pod("ns0", "a", 3, "n1", "web"))]);
     drop(writer);
@@ -265,9 +275,24 @@ async fn events_of_other_nodes_neither_wake_nor_cut_off_a_node_watcher() {
     // Rings of 4 (the shared ring's capacity bounds the index rings'): an unpolled watcher 5 signals behind
     // on its ring is cut off.
     let (store, mut writer) = synced_with(4);
-    let mut idle = Watcher::new(store.clone(), spec(node_filter("n0"), true), CancellationToken::new());
-    let mut busy = Watcher::new(store.clone(), spec(node_filter("n1"), true), CancellationToken::new());
-    let mut all = Watcher::new(store.clone(), spec(node_filter("n1"), false), CancellationToken::new());
+    let mut idle = Watcher::new(
+        &crate::metrics::Metrics::default(),
+        store.clone(),
+        spec(node_filter("n0"), true),
+        CancellationToken::new(),
+    );
+    let mut busy = Watcher::new(
+        &crate::metrics::Metrics::default(),
+        store.clone(),
+        spec(node_filter("n1"), true),
+        CancellationToken::new(),
+    );
+    let mut all = Watcher::new(
+        &crate::metrics::Metrics::default(),
+        store.clone(),
+        spec(node_filter("n1"), false),
+        CancellationToken::new(),
+    );
     assert_eq!(store.subscribers(), 3);
     for rv in 3..13 {
         writer.apply([(EventType::Modified, pod("ns0", "b", rv, "n1", "web"))]);
@@ -285,6 +310,7 @@ async fn events_of_other_nodes_neither_wake_nor_cut_off_a_node_watcher() {
 async fn an_indexed_watchers_bookmarks_carry_the_stores_revision() {
     let (store, mut writer) = synced_with(64);
     let mut w = Watcher::new(
+        &crate::metrics::Metrics::default(),
         store.clone(),
         WatchSpec { bookmarks: true, ..spec(node_filter("n0"), true) },
         CancellationToken::new(),
@@ -315,6 +341,11 @@ async fn a_store_without_the_indexed_field_keeps_field_watchers_on_the_shared_ri
     let (store, mut writer) = Store::new(info, StoreConfig::default());
     writer.replace([], 1);
     let filter = Filter { field: Some("n0".into()), ..Filter::default() };
-    let _w = Watcher::new(store.clone(), spec(filter, true), CancellationToken::new());
+    let _w = Watcher::new(
+        &crate::metrics::Metrics::default(),
+        store.clone(),
+        spec(filter, true),
+        CancellationToken::new(),
+    );
     assert_eq!((store.index_rings(), store.subscribers()), (0, 1));
 }

@@ -39,6 +39,7 @@ use hyper::body::Frame;
 use tokio_util::sync::CancellationToken;
 
 use crate::front::body::{Body, BoxError};
+use crate::metrics::Metrics;
 use crate::store::Store;
 
 pub use bookmark::DEFAULT_BOOKMARK_INTERVAL;
@@ -98,8 +99,13 @@ impl WatchConfig {
 }
 
 /// The streaming 200 response of one watcher. Subscribes to the store immediately.
-pub fn respond(store: Arc<Store>, spec: WatchSpec, shutdown: CancellationToken) -> Response<Body> {
-    respond_watcher(Watcher::new(store, spec, shutdown))
+pub fn respond(
+    metrics: &Metrics,
+    store: Arc<Store>,
+    spec: WatchSpec,
+    shutdown: CancellationToken,
+) -> Response<Body> {
+    respond_watcher(Watcher::new(metrics, store, spec, shutdown))
 }
 
 /// The streaming 200 response of a watcher already built.

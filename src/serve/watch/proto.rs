@@ -14,6 +14,7 @@ use bytes::Bytes;
 use super::frame::{FrameType, rewrite_resource_version, top_level_member};
 use crate::codec::proto as pb;
 use crate::codec::status::ApiError;
+use crate::metrics::Metrics;
 use crate::resource::Gvr;
 use crate::serve::protobuf::ProtoTarget;
 use crate::store::{Event, Object};
@@ -23,6 +24,8 @@ use crate::store::{Event, Object};
 pub struct ProtoWatch {
     pub target: ProtoTarget,
     pub gvr: Gvr,
+    /// The kache's metrics (`kache_protobuf_transcode_failures_total`).
+    pub metrics: Metrics,
 }
 
 // === impl ProtoWatch ===
@@ -30,7 +33,7 @@ pub struct ProtoWatch {
 impl ProtoWatch {
     /// The frame of `object` as an event of type `kind`; empty when it cannot be transcoded.
     pub fn object_frame(&self, kind: FrameType, object: &Object) -> Bytes {
-        self.frame(kind.as_str(), self.target.message(object, &self.gvr))
+        self.frame(kind.as_str(), self.target.message(object, &self.gvr, &self.metrics))
     }
 
     /// The shared frame of a store event as is, in the full view: built once per event.
@@ -51,12 +54,12 @@ impl ProtoWatch {
             Some(range) => rewrite_resource_version(&prev.raw, range, rv),
             None => prev.raw.to_vec(),
         };
-        self.frame(FrameType::Deleted.as_str(), self.target.message_of_json(&raw, &self.gvr))
+        self.frame(FrameType::Deleted.as_str(), self.target.message_of_json(&raw, &self.gvr, &self.metrics))
     }
 
     /// The BOOKMARK frame of a bookmark object given as JSON.
     pub fn bookmark_frame(&self, json: &[u8]) -> Bytes {
-        self.frame(FrameType::Bookmark.as_str(), self.target.message_of_json(json, &self.gvr))
+        self.frame(FrameType::Bookmark.as_str(), self.target.message_of_json(json, &self.gvr, &self.metrics))
     }
 
     fn frame(&self, event_type: &str, message: Option<Bytes>) -> Bytes {
@@ -68,7 +71,7 @@ impl ProtoWatch {
     /// Whether every object of `objects` can be transcoded (transcoding them now, into their cells):
     /// checked before a watch starts, so that one that cannot be served is forwarded instead.
     pub fn ready<'a>(&self, objects: impl IntoIterator<Item = &'a Arc<Object>>) -> bool {
-        objects.into_iter().all(|o| self.target.message(o, &self.gvr).is_some())
+        objects.into_iter().all(|o| self.target.message(o, &self.gvr, &self.metrics).is_some())
     }
 }
 

@@ -12,6 +12,7 @@ use super::stream::{Start, WatchSpec, Watcher};
 use super::{WatchConfig, over_limit, respond_watcher};
 use crate::codec::status::ApiError;
 use crate::front::{self, body::Body};
+use crate::metrics::Metrics;
 use crate::options::params::ListOptions;
 use crate::serve::protobuf::ProtoTarget;
 use crate::store::{Object, Store};
@@ -37,6 +38,8 @@ pub struct WatchRequest {
     pub proto: Option<ProtoTarget>,
     /// Whether an error Status before the stream starts is written in protobuf (the error's own negotiation).
     pub proto_errors: bool,
+    /// The kache's metrics (the watcher counts itself in `kache_watchers`).
+    pub metrics: Metrics,
 }
 
 /// A protobuf watch whose initial state or replayed history holds an object that cannot be transcoded:
@@ -68,7 +71,7 @@ pub fn try_serve_watch(
         };
         return Ok(error_response(&e, req.proto_errors));
     }
-    let watcher = Watcher::new(req.store, spec, shutdown);
+    let watcher = Watcher::new(&req.metrics, req.store, spec, shutdown);
     if !watcher.proto_ready() {
         return Err(Untranscodable);
     }
@@ -93,7 +96,11 @@ pub fn resolve(req: &WatchRequest, cfg: &WatchConfig) -> Result<WatchSpec, ApiEr
         bookmark_interval: cfg.bookmark_interval,
         wait_timeout: cfg.wait_timeout,
         indexed: cfg.indexed,
-        proto: req.proto.clone().map(|target| ProtoWatch { target, gvr: req.store.info().gvr.clone() }),
+        proto: req.proto.clone().map(|target| ProtoWatch {
+            target,
+            gvr: req.store.info().gvr.clone(),
+            metrics: req.metrics.clone(),
+        }),
     })
 }
 
@@ -182,6 +189,7 @@ mod tests {
             view: WatchView::Full,
             proto: None,
             proto_errors: false,
+            metrics: Metrics::default(),
         }
     }
 

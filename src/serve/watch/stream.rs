@@ -29,6 +29,7 @@ use super::frame::{self, FrameType, WatchView};
 use super::proto::ProtoWatch;
 use super::shared::{self, Variant};
 use super::stats::{self, ActiveGuard, EndReason};
+use crate::metrics::{Metrics, WatcherGuard};
 use crate::store::{Cursor, Event, IndexGuard, Key, Signal, Snapshot, Store, Subscription};
 
 /// Initial events are sent in frames of about this size (one object may exceed it). The apiserver does not
@@ -143,7 +144,9 @@ pub struct Watcher {
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     _active: ActiveGuard,
     /// This watcher in the resource's `kache_watchers`; closing it as slow counts there too.
-    metrics: crate::metrics::WatcherGuard,
+    metrics: WatcherGuard,
+    /// The kache's metrics (`apiserver_watch_list_duration_seconds`).
+    recorder: Metrics,
     /// When the watch started (`apiserver_watch_list_duration_seconds` runs to its initial-events-end).
     started: Instant,
 }
@@ -152,10 +155,10 @@ pub struct Watcher {
 
 impl Watcher {
     /// Subscribes to the store now (before any history or snapshot read, see the module invariants).
-    pub fn new(store: Arc<Store>, spec: WatchSpec, shutdown: CancellationToken) -> Self {
+    pub fn new(recorder: &Metrics, store: Arc<Store>, spec: WatchSpec, shutdown: CancellationToken) -> Self {
         let key = if spec.indexed { spec.filter.index_key() } else { None };
         let Subscription { rx, capacity: ring_capacity, index } = store.subscribe_indexed(key);
-        let metrics = crate::metrics::WatcherGuard::new(store.info());
+        let metrics = WatcherGuard::new(recorder, store.info());
         let now = Instant::now();
         // `timeoutSeconds` is client input: an absurd value must not overflow the clock.
         let deadline = now.checked_add(spec.timeout.min(MAX_LIFETIME)).unwrap_or(now);
@@ -188,6 +191,7 @@ impl Watcher {
             store,
             _active: ActiveGuard::new(),
             metrics,
+            recorder: recorder.clone(),
             started: now,
         };
         watcher.start(spec.start);
@@ -387,7 +391,7 @@ impl Watcher {
                 }
                 self.table_headers = false;
                 stats::record_bookmark();
-                crate::metrics::watch_list_done(self.store.info(), self.started.elapsed());
+                self.recorder.watch_list_done(self.store.info(), self.started.elapsed());
                 // The apiserver re-queues a watch-list watcher for the next dispatcher tick.
                 let now = Instant::now();
                 self.bookmarked = snapshot.rv;

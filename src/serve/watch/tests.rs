@@ -133,7 +133,7 @@ async fn drain(w: &mut Watcher) -> Vec<Ev> {
 }
 
 fn watcher(store: &Arc<Store>, spec: WatchSpec) -> Watcher {
-    Watcher::new(store.clone(), spec, CancellationToken::new())
+    Watcher::new(&crate::metrics::Metrics::default(), store.clone(), spec, CancellationToken::new())
 }
 
 // --- start modes ---
@@ -421,7 +421,12 @@ async fn relist_reset_ends_the_stream() {
 async fn shutdown_ends_streams_cleanly() {
     let (store, _writer) = synced();
     let token = CancellationToken::new();
-    let mut w = Watcher::new(store.clone(), spec(Start::Resume { rv: None }), token.clone());
+    let mut w = Watcher::new(
+        &crate::metrics::Metrics::default(),
+        store.clone(),
+        spec(Start::Resume { rv: None }),
+        token.clone(),
+    );
     let reader = tokio::spawn(async move { drain(&mut w).await });
     tokio::task::yield_now().await;
     token.cancel();
@@ -622,7 +627,12 @@ async fn partial_object_metadata_view() {
 async fn response_is_a_streaming_json_200() {
     use http_body_util::BodyExt;
     let (store, mut writer) = synced();
-    let mut response = respond(store.clone(), spec(Start::Resume { rv: None }), CancellationToken::new());
+    let mut response = respond(
+        &crate::metrics::Metrics::default(),
+        store.clone(),
+        spec(Start::Resume { rv: None }),
+        CancellationToken::new(),
+    );
     assert_eq!(response.status(), http::StatusCode::OK);
     assert_eq!(response.headers()[http::header::CONTENT_TYPE], "application/json");
     // As on every apiserver response (the real apiserver's watches carry it: tests/it/real_apiserver.rs).

@@ -96,11 +96,10 @@ async fn a_stalled_body_holds_no_permit() {
 /// a body whose turn has not come (every producer busy).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gauges_show_bodies_producing_and_waiting() {
-    let handle = crate::metrics::install();
+    // The same figures a kache's scrape mirrors (app reads `heavy_bodies()` into its SharedCounters).
     let value = |name: &str| -> f64 {
-        let text = handle.render();
-        let line = text.lines().find(|l| l.split_whitespace().next() == Some(name));
-        line.and_then(|l| l.split_whitespace().last()).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        let (waiting, producing) = heavy_bodies();
+        (if name == "kache_heavy_bodies_waiting" { waiting } else { producing }) as f64
     };
     let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
     let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
@@ -130,7 +129,7 @@ async fn the_gauges_show_bodies_producing_and_waiting() {
         started_rx
     });
     let started_rx = tokio::time::timeout(GUARD, rx).await.expect("no hang").expect("joined");
-    assert!(value("kache_heavy_bodies_producing") >= 1.0, "{}", handle.render());
+    assert!(value("kache_heavy_bodies_producing") >= 1.0, "{:?}", heavy_bodies());
     // The last body asks for a producer as soon as its task is first polled.
     tokio::time::timeout(GUARD, async {
         while value("kache_heavy_bodies_waiting") < 1.0 {

@@ -1,6 +1,7 @@
 //! The metrics listener (`--metrics-listen`, default [`DEFAULT_METRICS_LISTEN`]): `/metrics`, `/healthz`,
 //! `/livez`, `/readyz` (and `/<endpoint>/<check>`). A tiny hyper server, separate from the API listener so
-//! scrapes and probes never queue behind client traffic and need no credentials.
+//! scrapes and probes never queue behind client traffic and need no credentials. It renders one kache's
+//! [`Metrics`] after refreshing them from its [`StatsSource`]; the checks are `metrics::health`'s.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -17,16 +18,12 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::health::{self, CheckResult, HealthResponse, PING};
-use super::labels::Limit;
-use super::recorder::MetricsHandle;
-use super::stats::{StatsSource, ready_checks, refresh};
 use crate::codec::gzip;
 use crate::front::body::{self, Body};
 use crate::front::negotiate::accepts_gzip;
-
-/// Where the metrics listener binds by default: loopback only, so nothing is exposed unless asked for.
-pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9090";
+pub use crate::metrics::DEFAULT_METRICS_LISTEN;
+use crate::metrics::health::{self, CheckResult, HealthResponse};
+use crate::metrics::{Limit, Metrics, StatsSource, liveness, readiness, refresh};
 /// Concurrent connections to the metrics listener (Prometheus, kubelet probes, a human with curl).
 const MAX_CONNECTIONS: usize = 64;
 /// A client must send its request headers within this time.
@@ -39,18 +36,18 @@ const TEXT_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
 
 /// What the handlers share.
 struct Shared {
-    handle: MetricsHandle,
+    metrics: Metrics,
     source: Arc<dyn StatsSource>,
 }
 
 /// Serves the metrics and health endpoints on `listener` until `shutdown` is cancelled.
 pub async fn serve_metrics(
     listener: TcpListener,
-    handle: MetricsHandle,
+    metrics: Metrics,
     source: Arc<dyn StatsSource>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let shared = Arc::new(Shared { handle, source });
+    let shared = Arc::new(Shared { metrics, source });
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -69,7 +66,7 @@ pub async fn serve_metrics(
             },
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            super::record::limit_rejected(Limit::Connections);
+            shared.metrics.limit_rejected(Limit::Connections);
             drop(stream);
             continue;
         };
@@ -104,10 +101,10 @@ fn route(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     let (endpoint, check) = (parts.next().unwrap_or(""), parts.next());
     match (endpoint, check) {
         ("metrics", None) => {
-            refresh(&*shared.source);
+            refresh(&shared.metrics, &*shared.source);
             let accept =
                 req.headers().get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("");
-            exposition(shared.handle.render(), accept)
+            exposition(shared.metrics.render(), accept)
         }
         ("healthz" | "livez", check) => health_response(endpoint, &liveness(), check, query),
         ("readyz", check) => health_response(endpoint, &readiness(&*shared.source), check, query),
@@ -127,19 +124,6 @@ fn exposition(text: String, accept_encoding: &str) -> Response<Body> {
         headers.insert(header::CONTENT_ENCODING, header::HeaderValue::from_static("gzip"));
     }
     resp
-}
-
-/// Liveness: the process answers. Upstream trouble never fails it (a restart would not fix the upstream).
-fn liveness() -> Vec<CheckResult> {
-    vec![(PING.to_owned(), Ok(()))]
-}
-
-/// Readiness: ping, the source's extra checks, then one check per configured resource.
-pub fn readiness(source: &dyn StatsSource) -> Vec<CheckResult> {
-    let mut checks = liveness();
-    checks.extend(source.extra_ready_checks());
-    checks.extend(ready_checks(&source.resources()));
-    checks
 }
 
 fn health_response(

@@ -4,8 +4,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::*;
-use crate::metrics::install;
-use crate::metrics::stats::tests::{Fake, snapshot};
+use crate::metrics::test_source::{Fake, snapshot};
 use crate::resource::Gvr;
 
 struct Running {
@@ -20,7 +19,7 @@ async fn start() -> Running {
     let addr = listener.local_addr().expect("bound address");
     let source = Arc::new(Fake::default());
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(serve_metrics(listener, install(), source.clone(), shutdown.clone()));
+    let task = tokio::spawn(serve_metrics(listener, Metrics::new(), source.clone(), shutdown.clone()));
     Running { addr, source, shutdown, task }
 }
 
