@@ -423,22 +423,16 @@ impl StatsSource for KacheStats {
     }
 
     fn watch(&self) -> WatchCounters {
-        let s = crate::serve::watch::stats();
-        let index = crate::store::index_stats();
-        WatchCounters {
-            started: s.started,
-            active: s.active,
-            events_sent: s.events_sent,
-            bookmarks_sent: s.bookmarks_sent,
-            closed_slow: s.closed_slow,
-            closed_reset: s.closed_reset,
-            expired: s.expired,
-            too_large: s.too_large,
-            rejected: s.rejected,
-            indexed_watchers: index.watchers,
-            index_rings: index.rings,
-            index_full: index.full,
+        // The index figures, summed over this kache's stores (the fan-out counters are its Metrics' own).
+        let mut w = WatchCounters::default();
+        for index in self.registry.resources().iter().filter_map(|r| r.store.as_ref()).map(|s| s.index) {
+            for (sum, n) in w.indexed_watchers.iter_mut().zip(index.watchers) {
+                *sum += n;
+            }
+            w.index_rings += index.rings;
+            w.index_full += index.full;
         }
+        w
     }
 
     fn shared(&self) -> SharedCounters {

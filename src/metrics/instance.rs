@@ -6,6 +6,7 @@ use metrics::{Counter, Gauge, Histogram, Label};
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use super::labels::AsResource;
+use super::mirror::WatchCells;
 use super::recorder::Recorder;
 use super::resource::{Interner, MAX_RESOURCES, ResourceMetrics};
 
@@ -22,6 +23,8 @@ struct Inner {
     recorder: Recorder,
     handle: PrometheusHandle,
     resources: Interner,
+    /// The watch fan-out's counters, kept by the watchers.
+    watch: WatchCells,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -45,7 +48,8 @@ impl Metrics {
         let recorder = Recorder::new();
         let handle = recorder.handle();
         let resources = Interner::new(&recorder, MAX_RESOURCES);
-        let metrics = Self { inner: Arc::new(Inner { recorder, handle, resources }) };
+        let metrics =
+            Self { inner: Arc::new(Inner { recorder, handle, resources, watch: WatchCells::default() }) };
         metrics.register_fixed_series();
         metrics
     }
@@ -73,6 +77,11 @@ impl Metrics {
         f: impl FnOnce(&ResourceMetrics) -> T,
     ) -> T {
         self.inner.resources.with(r.group(), r.resource(), f)
+    }
+
+    /// The watch fan-out's counters of this kache (its watchers count into them).
+    pub fn watch_cells(&self) -> &WatchCells {
+        &self.inner.watch
     }
 
     /// Every resource that has handles, for refreshing gauges of resources that went away.

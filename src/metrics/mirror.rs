@@ -3,6 +3,8 @@
 //! the plain structs below through its [`StatsSource`](super::StatsSource), so `metrics` depends on none of
 //! the modules that keep them.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 use super::instance::Metrics;
 use super::labels::FreshnessOutcome;
 use super::names::*;
@@ -32,6 +34,45 @@ pub struct WatchCounters {
     pub index_rings: u64,
     /// Watchers that got the shared ring because their store's index rings were all taken.
     pub index_full: u64,
+}
+
+/// One kache's watch fan-out counters, kept by its watchers (`serve::watch`) through [`Metrics::watch_cells`]
+/// and mirrored at scrape time. Plain atomics: a watcher counts each event it writes, which must stay cheap.
+#[derive(Debug, Default)]
+pub struct WatchCells {
+    pub started: AtomicU64,
+    pub active: AtomicU64,
+    pub events_sent: AtomicU64,
+    pub bookmarks_sent: AtomicU64,
+    pub closed_slow: AtomicU64,
+    pub closed_reset: AtomicU64,
+    pub expired: AtomicU64,
+    pub too_large: AtomicU64,
+    pub rejected: AtomicU64,
+}
+
+// === impl WatchCells ===
+
+impl WatchCells {
+    /// `into` with its fan-out fields replaced by these counters (the index fields are the store's).
+    pub fn fill(&self, into: &mut WatchCounters) {
+        into.started = self.started.load(Relaxed);
+        into.active = self.active.load(Relaxed);
+        into.events_sent = self.events_sent.load(Relaxed);
+        into.bookmarks_sent = self.bookmarks_sent.load(Relaxed);
+        into.closed_slow = self.closed_slow.load(Relaxed);
+        into.closed_reset = self.closed_reset.load(Relaxed);
+        into.expired = self.expired.load(Relaxed);
+        into.too_large = self.too_large.load(Relaxed);
+        into.rejected = self.rejected.load(Relaxed);
+    }
+
+    /// The fan-out counters alone (index fields zero).
+    pub fn snapshot(&self) -> WatchCounters {
+        let mut counters = WatchCounters::default();
+        self.fill(&mut counters);
+        counters
+    }
 }
 
 /// The consistent-read freshness counters (`kache_freshness_*`).

@@ -50,7 +50,7 @@ pub use labels::{
     GzipEviction, Limit, Served, Source, UpstreamErrorReason,
 };
 pub use logging::{DEFAULT_LOG_LEVEL, LogError, LogFormat, init_tracing};
-pub use mirror::{FreshnessCounters, SharedCounters, WatchCounters};
+pub use mirror::{FreshnessCounters, SharedCounters, WatchCells, WatchCounters};
 pub use resource::{MAX_RESOURCES, OTHER_RESOURCE, ResourceMetrics, WatcherGuard};
 pub use stats::{
     REFLECTOR_STATES, ResourceSnapshot, StatsSource, check_name, export_store_stats, liveness, readiness,

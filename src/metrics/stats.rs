@@ -62,7 +62,8 @@ pub trait StatsSource: Send + Sync {
         None
     }
 
-    /// The watch fan-out's counters.
+    /// The watch index's figures (the `index_*` and `indexed_watchers` fields; the fan-out counters are the
+    /// instance's own [`WatchCells`](super::WatchCells), filled in by [`refresh`]).
     fn watch(&self) -> WatchCounters {
         WatchCounters::default()
     }
@@ -93,7 +94,8 @@ fn set_store_gauges(m: &ResourceMetrics, stats: &StoreStats) {
 /// Refreshes every per-resource gauge from `source`. Resources that are no longer cached drop to zero (their
 /// series stay, so a stopped resource reads as empty and unsynced rather than frozen at its last value).
 pub fn refresh(metrics: &Metrics, source: &dyn StatsSource) -> Vec<ResourceSnapshot> {
-    let watch = source.watch();
+    let mut watch = source.watch();
+    metrics.watch_cells().fill(&mut watch);
     metrics.mirror_watch(&watch);
     metrics.mirror_shared(&source.shared());
     metrics.mirror_freshness(source.freshness().as_ref(), watch.too_large);

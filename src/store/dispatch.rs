@@ -87,6 +87,8 @@ pub struct Dispatcher {
     dispatched: AtomicU64,
     /// The bound on all rings' slots ([`MAX_INDEX_SLOTS`]; smaller in tests).
     max_slots: usize,
+    /// The index's figures (`kache_watch_index_*`).
+    cells: IndexCells,
 }
 
 /// A watcher's receiver of signals, and its place in the index while it lives.
@@ -104,13 +106,7 @@ pub struct IndexGuard {
     key: IndexKey,
 }
 
-// === process-wide gauges (mirrored into metrics at scrape time) ===
-
-static WATCHERS_BY_KIND: [AtomicU64; KINDS] = [const { AtomicU64::new(0) }; KINDS];
-static RINGS: AtomicU64 = AtomicU64::new(0);
-static FULL: AtomicU64 = AtomicU64::new(0);
-
-/// A copy of the index's process-wide figures.
+/// The index's figures of one store (summed over a kache's stores at scrape time).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IndexStats {
     /// Indexed watchers now, by [`IndexKind`] (name, field, namespace).
@@ -122,12 +118,12 @@ pub struct IndexStats {
     pub full: u64,
 }
 
-pub fn index_stats() -> IndexStats {
-    IndexStats {
-        watchers: std::array::from_fn(|i| WATCHERS_BY_KIND[i].load(Ordering::Relaxed)),
-        rings: RINGS.load(Ordering::Relaxed),
-        full: FULL.load(Ordering::Relaxed),
-    }
+/// The live counters behind [`IndexStats`].
+#[derive(Debug, Default)]
+struct IndexCells {
+    watchers: [AtomicU64; KINDS],
+    rings: AtomicU64,
+    full: AtomicU64,
 }
 
 // === impl IndexKind ===
@@ -160,7 +156,18 @@ impl Dispatcher {
             indexed: AtomicUsize::new(0),
             dispatched: AtomicU64::new(0),
             max_slots: MAX_INDEX_SLOTS,
+            cells: IndexCells::default(),
         })
+    }
+
+    /// This store's index figures.
+    pub fn index_stats(&self) -> IndexStats {
+        let c = &self.cells;
+        IndexStats {
+            watchers: std::array::from_fn(|i| c.watchers[i].load(Ordering::Relaxed)),
+            rings: c.rings.load(Ordering::Relaxed),
+            full: c.full.load(Ordering::Relaxed),
+        }
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Rings> {
@@ -191,17 +198,17 @@ impl Dispatcher {
                     let (tx, rx) = broadcast::channel(capacity);
                     map.insert(key.value.clone(), Ring { tx, watchers: 1 });
                     rings.slots += capacity;
-                    RINGS.fetch_add(1, Ordering::Relaxed);
+                    self.cells.rings.fetch_add(1, Ordering::Relaxed);
                     Some(rx)
                 }
                 None => {
-                    FULL.fetch_add(1, Ordering::Relaxed);
+                    self.cells.full.fetch_add(1, Ordering::Relaxed);
                     None
                 }
             };
             if let Some(rx) = rx {
                 self.indexed.fetch_add(1, Ordering::Relaxed);
-                WATCHERS_BY_KIND[key.kind as usize].fetch_add(1, Ordering::Relaxed);
+                self.cells.watchers[key.kind as usize].fetch_add(1, Ordering::Relaxed);
                 let index = IndexGuard { dispatcher: self.clone(), key };
                 return Subscription { rx, capacity, index: Some(index) };
             }
@@ -315,11 +322,11 @@ impl Drop for IndexGuard {
         if gone {
             map.remove(&self.key.value);
             rings.slots -= d.ring_capacity[self.key.kind as usize];
-            RINGS.fetch_sub(1, Ordering::Relaxed);
+            d.cells.rings.fetch_sub(1, Ordering::Relaxed);
         }
         drop(rings);
         d.indexed.fetch_sub(1, Ordering::Relaxed);
-        WATCHERS_BY_KIND[self.key.kind as usize].fetch_sub(1, Ordering::Relaxed);
+        d.cells.watchers[self.key.kind as usize].fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -344,14 +351,13 @@ mod bound_tests {
         let mut dispatcher = Dispatcher::new(4096, None);
         let one_ring = dispatcher.ring_capacity[IndexKind::Namespace as usize];
         Arc::get_mut(&mut dispatcher).expect("not shared yet").max_slots = one_ring;
-        let full_before = index_stats().full;
 
         let first = dispatcher.subscribe(namespace("a"));
         assert!(first.index.is_some(), "the first ring fits");
         let second = dispatcher.subscribe(namespace("b"));
         assert!(second.index.is_none(), "a second ring would pass the bound");
         assert_eq!(second.capacity, 4096, "the shared ring");
-        assert!(index_stats().full > full_before, "counted");
+        assert_eq!(dispatcher.index_stats().full, 1, "counted");
         let again = dispatcher.subscribe(namespace("a"));
         assert!(again.index.is_some(), "an existing ring is shared without new slots");
         assert_eq!(dispatcher.rings(), 1);

@@ -33,7 +33,6 @@ pub use config::{
 };
 pub use dispatch::{
     INDEX_RING_CAPACITY, IndexGuard, IndexKey, IndexKind, IndexStats, MAX_INDEX_SLOTS, Subscription,
-    index_stats,
 };
 pub use log::{Cursor, Log};
 pub use object::{Key, Labels, Object, ProtoCells, make_key, proto_bytes_held};

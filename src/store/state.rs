@@ -173,6 +173,8 @@ pub struct StoreStats {
     pub relists: u64,
     /// Resource-version advances without a change (bookmarks).
     pub progress_updates: u64,
+    /// The watch index's figures.
+    pub index: super::dispatch::IndexStats,
 }
 
 impl StoreStats {
@@ -454,6 +456,7 @@ impl Store {
             unknown_deletes: load(&self.counters.unknown_deletes),
             relists: load(&self.counters.relists),
             progress_updates: load(&self.counters.progress),
+            index: self.dispatch.index_stats(),
         }
     }
 }

@@ -1,5 +1,5 @@
-//! Tests that must have the process to themselves: they assert process-wide state (kache's metrics are
-//! one recorder per process; the heap is one per process) that the other tests of the binary, running on
+//! Tests that must have the process to themselves: they assert process-wide state (the few metrics of
+//! structures the process shares by design; the heap is one per process) that the other tests of the binary, running on
 //! other threads, would move.
 //!
 //! The pattern: a plain `#[test] fn x()` calls [`run_in_own_process`] with the full name of an

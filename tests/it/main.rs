@@ -43,8 +43,8 @@
 //! state another test changes. Every test binds its own ephemeral ports, uses its own temporary directories
 //! (the real apiservers: `target/real-apiserver/<test's own name>`), sets no environment variable and never
 //! changes the current directory; kache installs no tracing subscriber in tests. Each kache has its own
-//! metrics (`Kache::metrics`), but some counters they mirror are process-wide (the watch fan-out's
-//! counters, the Table row cache, the heavy-body producers), and so are the generic Table columns kache
+//! metrics (`Kache::metrics`), but some counters they mirror are process-wide by design (the Table row
+//! cache, the heavy-body producers, held protobuf bytes), and so are the generic Table columns kache
 //! learns from an upstream, so a test that asserts exact values of those, that every metric moved at all,
 //! or that a resource's columns are not learned yet, runs alone in a child process of this binary
 //! (`common::alone::run_in_own_process`, the parent test fails when the child fails or did not run): the

@@ -527,7 +527,7 @@ pub mod blackbox {
         while env.pods_store().subscribers() < 2 {
             tokio::task::yield_now().await;
         }
-        let slow_before = kache::serve::watch::stats().closed_slow;
+        let slow_before = kache::serve::watch::stats(env.kache.metrics()).closed_slow;
         // The per-resource series move too (they stayed at zero once; a test keeps them honest).
         let metrics = env.kache.metrics().clone();
         let metric = |name: &str| {
@@ -578,7 +578,10 @@ pub mod blackbox {
         assert!(text.ends_with("0\r\n\r\n"), "the chunked body ends cleanly");
         println!("stalled watcher: {events} of {total} events before it was closed");
         assert!(events < total, "the stalled watcher was cut off ({events} of {total} events)");
-        assert!(kache::serve::watch::stats().closed_slow > slow_before, "counted as a slow watcher");
+        assert!(
+            kache::serve::watch::stats(env.kache.metrics()).closed_slow > slow_before,
+            "counted as a slow watcher"
+        );
         assert!(metric("kache_slow_watchers_closed_total") > slow_metric, "kache_slow_watchers_closed_total");
         assert!(
             metric("apiserver_terminated_watchers_total") > terminated,
@@ -986,7 +989,7 @@ mod kube_client {
         for i in 0..20 {
             env.create_pod("default", &format!("before-{i}"), if i % 2 == 0 { "web" } else { "db" });
         }
-        let watches_before = kache::serve::watch::stats().started;
+        let watches_before = kache::serve::watch::stats(env.kache.metrics()).started;
         let client =
             Client::try_from(kube::Config::new(env.kache.url().parse().expect("url"))).expect("client");
         let (reader, writer) = reflector::store::<Pod>();
@@ -1021,7 +1024,10 @@ mod kube_client {
                 "kube-rs cache never reached the sim's state:\n got {got:?}\nwant {want:?}"
             );
         }
-        assert!(kache::serve::watch::stats().started > watches_before, "the watch was served from memory");
+        assert!(
+            kache::serve::watch::stats(env.kache.metrics()).started > watches_before,
+            "the watch was served from memory"
+        );
         consumer.abort();
         env.stop().await;
     }

@@ -133,10 +133,10 @@ pub fn watcher_body(watcher: Watcher) -> Body {
 }
 
 /// Whether a new watcher of `store` would exceed the per-resource cap (counted as a rejection when so).
-pub fn over_limit(store: &Store, cfg: &WatchConfig) -> bool {
+pub fn over_limit(store: &Store, cfg: &WatchConfig, metrics: &Metrics) -> bool {
     let over = store.subscribers() >= cfg.max_watchers_per_resource;
     if over {
-        stats::record_rejected();
+        stats::record_rejected(metrics);
     }
     over
 }

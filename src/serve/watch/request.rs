@@ -64,7 +64,7 @@ pub fn try_serve_watch(
         Ok(spec) => spec,
         Err(e) => return Ok(error_response(&e, req.proto_errors)),
     };
-    if over_limit(&req.store, cfg) {
+    if over_limit(&req.store, cfg, &req.metrics) {
         let e = ApiError::TooManyRequests {
             message: format!("too many watchers of {}, please try again later", req.store.info().gvr),
             retry_after: OVER_LIMIT_RETRY_AFTER,

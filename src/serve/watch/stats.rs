@@ -1,54 +1,15 @@
-//! Process-wide watch counters (exported as metrics by `metrics`).
+//! The watch fan-out's counters: kept in the kache's own [`Metrics`] ([`WatchCells`]) and exported by it.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
-static STARTED: AtomicU64 = AtomicU64::new(0);
-static ACTIVE: AtomicU64 = AtomicU64::new(0);
-static CLOSED_SLOW: AtomicU64 = AtomicU64::new(0);
-static CLOSED_RESET: AtomicU64 = AtomicU64::new(0);
-static EXPIRED: AtomicU64 = AtomicU64::new(0);
-static TOO_LARGE: AtomicU64 = AtomicU64::new(0);
-static REJECTED: AtomicU64 = AtomicU64::new(0);
-static EVENTS: AtomicU64 = AtomicU64::new(0);
-static BOOKMARKS: AtomicU64 = AtomicU64::new(0);
+use crate::metrics::{Metrics, WatchCells, WatchCounters};
 
-/// A copy of the counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct WatchStats {
-    /// Watch streams opened since start.
-    pub started: u64,
-    /// Watch streams currently open.
-    pub active: u64,
-    /// Watchers closed because they fell behind the store's broadcast ring (slow clients); the
-    /// counterpart of `apiserver_terminated_watchers_total`.
-    pub closed_slow: u64,
-    /// Watchers closed because the store was rebuilt from a relist.
-    pub closed_reset: u64,
-    /// Watches answered with 410 Expired (resourceVersion older than the history).
-    pub expired: u64,
-    /// Watches answered with 504 (the store did not reach the requested resourceVersion in time).
-    pub too_large: u64,
-    /// Watches refused because the resource had too many watchers.
-    pub rejected: u64,
-    /// ADDED/MODIFIED/DELETED events sent.
-    pub events_sent: u64,
-    /// BOOKMARK events sent.
-    pub bookmarks_sent: u64,
-}
+/// A copy of one kache's watch counters (the fan-out fields of [`WatchCounters`]).
+pub type WatchStats = WatchCounters;
 
-/// The current counters.
-pub fn stats() -> WatchStats {
-    WatchStats {
-        started: STARTED.load(Relaxed),
-        active: ACTIVE.load(Relaxed),
-        closed_slow: CLOSED_SLOW.load(Relaxed),
-        closed_reset: CLOSED_RESET.load(Relaxed),
-        expired: EXPIRED.load(Relaxed),
-        too_large: TOO_LARGE.load(Relaxed),
-        rejected: REJECTED.load(Relaxed),
-        events_sent: EVENTS.load(Relaxed),
-        bookmarks_sent: BOOKMARKS.load(Relaxed),
-    }
+/// The current watch counters of the kache that owns `metrics`.
+pub fn stats(metrics: &Metrics) -> WatchStats {
+    metrics.watch_cells().snapshot()
 }
 
 /// How a watcher ended, for the counters.
@@ -62,43 +23,66 @@ pub(crate) enum EndReason {
     Normal,
 }
 
-pub(crate) fn record_end(reason: EndReason) {
+pub(crate) fn record_end(metrics: &Metrics, reason: EndReason) {
+    let cells = metrics.watch_cells();
     let counter = match reason {
-        EndReason::Slow => &CLOSED_SLOW,
-        EndReason::Reset => &CLOSED_RESET,
-        EndReason::Expired => &EXPIRED,
-        EndReason::TooLarge => &TOO_LARGE,
+        EndReason::Slow => &cells.closed_slow,
+        EndReason::Reset => &cells.closed_reset,
+        EndReason::Expired => &cells.expired,
+        EndReason::TooLarge => &cells.too_large,
         EndReason::Normal => return,
     };
     counter.fetch_add(1, Relaxed);
 }
 
-pub(crate) fn record_rejected() {
-    REJECTED.fetch_add(1, Relaxed);
+pub(crate) fn record_rejected(metrics: &Metrics) {
+    metrics.watch_cells().rejected.fetch_add(1, Relaxed);
 }
 
-pub(crate) fn record_events(n: u64) {
-    EVENTS.fetch_add(n, Relaxed);
+pub(crate) fn record_events(metrics: &Metrics, n: u64) {
+    metrics.watch_cells().events_sent.fetch_add(n, Relaxed);
 }
 
-pub(crate) fn record_bookmark() {
-    BOOKMARKS.fetch_add(1, Relaxed);
+pub(crate) fn record_bookmark(metrics: &Metrics) {
+    metrics.watch_cells().bookmarks_sent.fetch_add(1, Relaxed);
 }
 
 /// Counts a watcher as active while alive.
 #[derive(Debug)]
-pub(crate) struct ActiveGuard(());
+pub(crate) struct ActiveGuard(Metrics);
 
 impl ActiveGuard {
-    pub(crate) fn new() -> Self {
-        STARTED.fetch_add(1, Relaxed);
-        ACTIVE.fetch_add(1, Relaxed);
-        Self(())
+    pub(crate) fn new(metrics: &Metrics) -> Self {
+        let cells: &WatchCells = metrics.watch_cells();
+        cells.started.fetch_add(1, Relaxed);
+        cells.active.fetch_add(1, Relaxed);
+        Self(metrics.clone())
     }
 }
 
 impl Drop for ActiveGuard {
     fn drop(&mut self) {
-        ACTIVE.fetch_sub(1, Relaxed);
+        self.0.watch_cells().active.fetch_sub(1, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_belong_to_one_kache() {
+        let (a, b) = (Metrics::new(), Metrics::new());
+        {
+            let _watcher = ActiveGuard::new(&a);
+            record_events(&a, 3);
+            record_bookmark(&a);
+            record_end(&a, EndReason::Slow);
+            record_end(&a, EndReason::Normal);
+            assert_eq!(stats(&a).active, 1);
+        }
+        let s = stats(&a);
+        assert_eq!((s.started, s.active, s.events_sent, s.bookmarks_sent, s.closed_slow), (1, 0, 3, 1, 1));
+        assert_eq!(stats(&b), WatchStats::default(), "another kache's counters did not move");
     }
 }

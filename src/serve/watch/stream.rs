@@ -189,7 +189,7 @@ impl Watcher {
             shutdown: Box::pin(shutdown.clone().cancelled_owned()),
             token: shutdown,
             store,
-            _active: ActiveGuard::new(),
+            _active: ActiveGuard::new(recorder),
             metrics,
             recorder: recorder.clone(),
             started: now,
@@ -296,7 +296,7 @@ impl Watcher {
                     match frame {
                         Some(frame) => {
                             self.phase = Phase::Replay { events, unchecked };
-                            stats::record_events(1);
+                            stats::record_events(&self.recorder, 1);
                             return Some(frame);
                         }
                         None => self.enter_live(None),
@@ -372,11 +372,11 @@ impl Watcher {
         }
         let exhausted = out.len() < INITIAL_FRAME_BYTES;
         if !exhausted {
-            stats::record_events(count);
+            stats::record_events(&self.recorder, count);
             self.phase = Phase::Initial { snapshot, cursor: last, end_bookmark };
             return Some(out.freeze());
         }
-        stats::record_events(count);
+        stats::record_events(&self.recorder, count);
         match (&self.bookmark, end_bookmark) {
             (Some(shape), true) => {
                 match &self.proto {
@@ -390,7 +390,7 @@ impl Watcher {
                     None => shape.put_frame_headers(&mut out, snapshot.rv, true, self.table_headers),
                 }
                 self.table_headers = false;
-                stats::record_bookmark();
+                stats::record_bookmark(&self.recorder);
                 self.recorder.watch_list_done(self.store.info(), self.started.elapsed());
                 // The apiserver re-queues a watch-list watcher for the next dispatcher tick.
                 let now = Instant::now();
@@ -470,7 +470,7 @@ impl Watcher {
             }
         };
         self.table_headers = false;
-        stats::record_bookmark();
+        stats::record_bookmark(&self.recorder);
         self.bookmarked = self.position;
         self.last_bookmark = Some(now);
         self.progress_due = None;
@@ -525,7 +525,7 @@ impl Watcher {
             match signal {
                 Signal::Event(event) => {
                     if let Some(frame) = self.on_event(&event) {
-                        stats::record_events(1);
+                        stats::record_events(&self.recorder, 1);
                         return Some(frame);
                     }
                 }
@@ -647,7 +647,7 @@ impl Watcher {
     }
 
     fn finish(&mut self, reason: EndReason) -> Option<Bytes> {
-        stats::record_end(reason);
+        stats::record_end(&self.recorder, reason);
         if reason == EndReason::Slow {
             self.metrics.slow_closed();
         }

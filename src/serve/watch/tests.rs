@@ -133,7 +133,12 @@ async fn drain(w: &mut Watcher) -> Vec<Ev> {
 }
 
 fn watcher(store: &Arc<Store>, spec: WatchSpec) -> Watcher {
-    Watcher::new(&crate::metrics::Metrics::default(), store.clone(), spec, CancellationToken::new())
+    watcher_in(&Metrics::default(), store, spec)
+}
+
+/// A watcher counting into `metrics` (tests that read the watch counters own their instance).
+fn watcher_in(metrics: &Metrics, store: &Arc<Store>, spec: WatchSpec) -> Watcher {
+    Watcher::new(metrics, store.clone(), spec, CancellationToken::new())
 }
 
 // --- start modes ---
@@ -202,8 +207,8 @@ async fn start_anywhere_sends_only_live_events() {
 #[tokio::test(start_paused = true)]
 async fn too_old_rv_gets_410_then_end() {
     let (store, _writer) = synced();
-    let before = stats().expired;
-    let mut w = watcher(&store, spec(Start::Resume { rv: Some(3) }));
+    let metrics = Metrics::new();
+    let mut w = watcher_in(&metrics, &store, spec(Start::Resume { rv: Some(3) }));
     let chunk = w.next_frame().await.expect("error event");
     assert_eq!(
         &chunk[..],
@@ -215,7 +220,7 @@ async fn too_old_rv_gets_410_then_end() {
         .as_bytes()
     );
     assert!(w.next_frame().await.is_none());
-    assert!(stats().expired > before);
+    assert_eq!(stats(&metrics).expired, 1, "counted once, in this kache's metrics");
 }
 
 #[tokio::test(start_paused = true)]
@@ -356,9 +361,9 @@ async fn transition_and_metadata_frames_are_shared_too() {
 async fn slow_watcher_is_closed_while_fast_watcher_gets_everything() {
     let (store, mut writer) = store_with(8);
     writer.replace([], 1);
-    let before = stats().closed_slow;
-    let mut fast = watcher(&store, spec(Start::Resume { rv: None }));
-    let mut slow = watcher(&store, spec(Start::Resume { rv: None }));
+    let metrics = Metrics::new();
+    let mut fast = watcher_in(&metrics, &store, spec(Start::Resume { rv: None }));
+    let mut slow = watcher_in(&metrics, &store, spec(Start::Resume { rv: None }));
     assert!(slow.next_frame().now_or_never_pending(), "idle watcher waits");
     let mut got = Vec::new();
     for rv in 2..=40 {
@@ -373,7 +378,7 @@ async fn slow_watcher_is_closed_while_fast_watcher_gets_everything() {
     let rest = drain(&mut slow).await;
     assert!(rest.iter().all(|e| e.kind == "ADDED"), "no ERROR on slow close: {rest:?}");
     assert!(rest.len() < 39);
-    assert!(stats().closed_slow > before);
+    assert_eq!(stats(&metrics).closed_slow, 1, "counted once, in this kache's metrics");
 }
 
 /// A resuming watcher that falls further behind the live ring than it holds while it still replays
@@ -385,9 +390,9 @@ async fn replaying_watcher_that_fell_behind_the_ring_is_closed_early() {
     for rv in 2..=1000 {
         writer.apply([(EventType::Added, pod("ns", &format!("p{rv}"), rv, "x"))]);
     }
-    let before = stats().closed_slow;
-    let mut w = watcher(&store, spec(Start::Resume { rv: Some(1) }));
-    let mut keeping_up = watcher(&store, spec(Start::Resume { rv: Some(1) }));
+    let metrics = Metrics::new();
+    let mut w = watcher_in(&metrics, &store, spec(Start::Resume { rv: Some(1) }));
+    let mut keeping_up = watcher_in(&metrics, &store, spec(Start::Resume { rv: Some(1) }));
     assert_eq!(take(&mut w, 1).await, [ev("ADDED", Some("p2"), 2)]);
     assert_eq!(take(&mut keeping_up, 1).await, [ev("ADDED", Some("p2"), 2)]);
     for rv in 1001..=1008 {
@@ -400,7 +405,7 @@ async fn replaying_watcher_that_fell_behind_the_ring_is_closed_early() {
     let rest = drain(&mut w).await;
     assert!(rest.len() <= 64, "{} more events replayed for nothing", rest.len());
     assert!(rest.iter().all(|e| e.kind == "ADDED"), "no ERROR on slow close");
-    assert!(stats().closed_slow > before);
+    assert_eq!(stats(&metrics).closed_slow, 1, "counted once, in this kache's metrics");
 }
 
 #[tokio::test(start_paused = true)]
