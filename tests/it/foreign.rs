@@ -182,17 +182,9 @@ fn metric(text: &str, name: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
-/// The counter is process-wide and other tests answer 504s, so this runs alone in a child process.
-#[test]
-fn the_504_counter_stays_0_under_foreign_writes_and_counts_what_kache_answers() {
-    common::alone::run_in_own_process(
-        "foreign::the_504_counter_stays_0_under_foreign_writes_and_counts_what_kache_answers_in_own_process",
-    );
-}
-
+/// The counter is this kache's own (its `Metrics`), so other tests' 504s do not move it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "run alone by the_504_counter_stays_0_under_foreign_writes_and_counts_what_kache_answers"]
-async fn the_504_counter_stays_0_under_foreign_writes_and_counts_what_kache_answers_in_own_process() {
+async fn the_504_counter_stays_0_under_foreign_writes_and_counts_what_kache_answers() {
     let sim = Sim::builder()
         .bookmark_interval(APISERVER_BOOKMARK_PERIOD)
         .wait_timeout(TEST_BLOCK_TIMEOUT)
