@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::labels::{GzipCacheResult, GzipEviction};
+use super::labels::{BodyCacheResult, GzipCacheResult, GzipEviction};
 use super::names::*;
 use super::recorder::{counter, gauge, histogram, label};
 
@@ -29,6 +29,22 @@ pub fn gzip_cache_size(bytes: i64, entries: i64) {
 /// An entry left the gzip cache.
 pub fn gzip_evicted(reason: GzipEviction) {
     counter(GZIP_CACHE_EVICTIONS_TOTAL, vec![label("reason", reason.as_str())]).increment(1);
+}
+
+/// How the list body cache answered one request.
+pub fn body_cache(result: BodyCacheResult) {
+    counter(LIST_BODY_CACHE_TOTAL, vec![label("result", result.as_str())]).increment(1);
+}
+
+/// The list body cache's size changed by `bytes` and `entries`.
+pub fn body_cache_size(bytes: i64, entries: i64) {
+    gauge(LIST_BODY_CACHE_BYTES, vec![]).increment(bytes as f64);
+    gauge(LIST_BODY_CACHE_ENTRIES, vec![]).increment(entries as f64);
+}
+
+/// An entry left the list body cache.
+pub fn body_cache_evicted(reason: GzipEviction) {
+    counter(LIST_BODY_CACHE_EVICTIONS_TOTAL, vec![label("reason", reason.as_str())]).increment(1);
 }
 
 /// A whole-list compression started (1) or ended (-1, with its duration).
@@ -56,12 +72,18 @@ pub(crate) fn register_fixed_series() {
     }
     for r in GzipEviction::ALL {
         counter(GZIP_CACHE_EVICTIONS_TOTAL, vec![label("reason", r.as_str())]).increment(0);
+        counter(LIST_BODY_CACHE_EVICTIONS_TOTAL, vec![label("reason", r.as_str())]).increment(0);
+    }
+    for r in BodyCacheResult::ALL {
+        counter(LIST_BODY_CACHE_TOTAL, vec![label("result", r.as_str())]).increment(0);
     }
     for g in [
         MEMORY_READS_IN_FLIGHT,
         MEMORY_READ_BYTES_IN_FLIGHT,
         GZIP_CACHE_BYTES,
         GZIP_CACHE_ENTRIES,
+        LIST_BODY_CACHE_BYTES,
+        LIST_BODY_CACHE_ENTRIES,
         COMPRESSIONS_IN_FLIGHT,
         HEAVY_BODIES_WAITING,
         HEAVY_BODIES_PRODUCING,
