@@ -36,14 +36,13 @@ for n in "${counts[@]}"; do
   murl="http://127.0.0.1:$mport"
   for _ in $(seq 1200); do
     objs=$(metric "$murl" 'kache_store_objects{group="",resource="pods"}' 2>/dev/null || true)
-    synced=$(metric "$murl" 'kache_resource_synced{group="",resource="pods"}' 2>/dev/null || true)
-    [ "${synced:-0}" = 1 ] && [ "${objs:-x}" = "$n" ] && break
+    [ "${objs:-x}" = "$n" ] && break
     sleep 0.1
   done
   sleep "$SETTLE"
   rss=$(awk '/VmRSS/ { print $2 * 1024 }' "/proc/$kache/status")
   live=$(metric "$murl" 'kache_store_bytes{group="",resource="pods",kind="live"}')
-  json=$(curl -s -o /dev/null -w '%{size_download}' "http://127.0.0.1:$port/api/v1/pods?resourceVersion=0")
+  json=$(curl -s -A kache-rss -o /dev/null -w '%{size_download}' "http://127.0.0.1:$port/api/v1/pods?resourceVersion=0")
   awk -v n="$n" -v r="$rss" -v l="${live:-0}" -v j="$json" 'BEGIN {
     m = 1048576; printf "%8d %12.1f %14.1f %14.1f %10s %10s\n", n, r/m, l/m, j/m,
       (l > 0 ? sprintf("%.2f", r/l) : "-"), (j > 1000 ? sprintf("%.2f", r/j) : "-") }'

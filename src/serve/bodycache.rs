@@ -120,6 +120,7 @@ impl BodyCache {
             items,
             parts: Vec::with_capacity(len / crate::codec::list::LIST_CHUNK_BYTES + 2),
             len: 0,
+            expected: len,
         });
         Recording { inner: chunks, sink }
     }
@@ -212,10 +213,24 @@ struct Sink {
     items: usize,
     parts: Vec<Bytes>,
     len: usize,
+    /// The body's announced length: reached, the body is complete (hyper stops polling a body whose
+    /// Content-Length has been sent, so the end of the iterator may never be seen).
+    expected: usize,
+}
+
+// === impl Sink ===
+
+impl Sink {
+    fn publish(self) {
+        let Self { cache, key, rv, items, parts, len, expected } = self;
+        if len == expected {
+            cache.publish(key, rv, CachedBody { chunks: parts.into(), len, items });
+        }
+    }
 }
 
 /// A list body's chunks, passed through unchanged while refcounted clones are kept; published to the cache
-/// when the last chunk has been produced (a body dropped before its end is not cached).
+/// when the announced length has been produced (a body dropped before its end is not cached).
 pub struct Recording<I> {
     inner: I,
     sink: Option<Sink>,
@@ -227,15 +242,20 @@ impl<I: Iterator<Item = Bytes>> Iterator for Recording<I> {
     fn next(&mut self) -> Option<Bytes> {
         match self.inner.next() {
             Some(chunk) => {
-                if let Some(sink) = &mut self.sink {
+                let complete = self.sink.as_mut().is_some_and(|sink| {
                     sink.len += chunk.len();
                     sink.parts.push(chunk.clone());
+                    sink.len >= sink.expected
+                });
+                if complete && let Some(sink) = self.sink.take() {
+                    sink.publish();
                 }
                 Some(chunk)
             }
             None => {
-                if let Some(Sink { cache, key, rv, items, parts, len }) = self.sink.take() {
-                    cache.publish(key, rv, CachedBody { chunks: parts.into(), len, items });
+                // An empty body, or one shorter than announced (never published).
+                if let Some(sink) = self.sink.take() {
+                    sink.publish();
                 }
                 None
             }
