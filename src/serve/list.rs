@@ -104,9 +104,9 @@ pub async fn serve_list(
         let stats = ListStats { fetched: items.len(), returned: items.len() };
         let resp = match q.proto {
             Some(target) => {
-                respond_proto(info, target, &meta, &items, q.response, None, None, q.budget).await?
+                respond_proto(info, target, &meta, &items, q.response, Reuse::default(), q.budget).await?
             }
-            None => respond(info, &meta, items, q.response, None, None, q.view, q.budget).await?,
+            None => respond(info, &meta, items, q.response, Reuse::default(), q.view, q.budget).await?,
         };
         return Ok((resp, stats));
     }
@@ -154,14 +154,20 @@ pub async fn serve_list(
     let stats = ListStats { fetched: snapshot.objects.len(), returned: page.items.len() };
     let record =
         body_cache.map(|c| Record { cache: c.clone(), key: key.clone(), rv, items: page.items.len() });
-    let cache = q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str()));
+    let reuse = Reuse { gzip: q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str())), record };
     let resp = match q.proto {
-        Some(target) => {
-            respond_proto(info, target, &meta, &page.items, q.response, cache, record, q.budget).await?
-        }
-        None => respond(info, &meta, page.items, q.response, cache, record, q.view, q.budget).await?,
+        Some(target) => respond_proto(info, target, &meta, &page.items, q.response, reuse, q.budget).await?,
+        None => respond(info, &meta, page.items, q.response, reuse, q.view, q.budget).await?,
     };
     Ok((resp, stats))
+}
+
+/// How a list's body may be shared: its compressed form through the gzip cache, its plain form recorded in
+/// the body cache.
+#[derive(Default)]
+pub struct Reuse<'a> {
+    pub gzip: Option<(&'a GzipCache, &'a str)>,
+    pub record: Option<Record>,
 }
 
 /// Where a list body streamed as is is recorded for the next lists of the same snapshot.
@@ -290,11 +296,11 @@ pub async fn respond(
     meta: &listcodec::ListMeta,
     items: Vec<Arc<Object>>,
     opts: ResponseOptions,
-    cache: Option<(&GzipCache, &str)>,
-    record: Option<Record>,
+    reuse: Reuse<'_>,
     view: View,
     budget: Option<&Arc<ReadBudget>>,
 ) -> Result<Response<Body>, NotServed> {
+    let Reuse { gzip: cache, record } = reuse;
     let chunks = listcodec::ListChunks::with_view(info, meta, items, view);
     // Tables are built whole (as the apiserver does: their age cells are rendered per response) rather than
     // sized twice, and charged to the budget like any list.
@@ -330,10 +336,10 @@ async fn respond_proto(
     meta: &listcodec::ListMeta,
     items: &[Arc<Object>],
     opts: ResponseOptions,
-    cache: Option<(&GzipCache, &str)>,
-    record: Option<Record>,
+    reuse: Reuse<'_>,
     budget: Option<&Arc<ReadBudget>>,
 ) -> Result<Response<Body>, NotServed> {
+    let Reuse { gzip: cache, record } = reuse;
     let Some(chunks) = protobuf::ProtoListChunks::new(target, &info.gvr, meta, items) else {
         return Err(NotServed::Forward("not transcodable to protobuf"));
     };
