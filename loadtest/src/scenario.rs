@@ -196,6 +196,10 @@ pub struct WatchSpec {
     /// kache's indexed watch dispatch (`--watch-index`); `false` measures the unindexed fan-out.
     #[serde(default = "yes")]
     pub watch_index: bool,
+    /// The watchers ask for protobuf (`Accept: application/vnd.kubernetes.protobuf`, length-prefixed
+    /// `WatchEvent` frames) instead of JSON lines.
+    #[serde(default)]
+    pub protobuf: bool,
 }
 
 /// What a watcher of the watch scenario selects.

@@ -125,7 +125,7 @@ async fn run_one(
         let sender = connect_h2(&authority).await?;
         for j in first..(first + per_conn).min(spec.watchers) {
             let uri = format!("{}{}", kache.url, layout.watch_uri(j, &rv));
-            set.spawn(watcher(sender.clone(), uri, shared.clone(), stop_rx.clone()));
+            set.spawn(watcher(sender.clone(), uri, spec.protobuf, shared.clone(), stop_rx.clone()));
         }
     }
     tokio::time::timeout(ESTABLISH_TIMEOUT, est_rx.wait_for(|n| *n >= spec.watchers))
@@ -234,6 +234,7 @@ struct Layout {
     /// Written pods (the scoped modes: pod `p` is on node or in namespace `p % values`).
     pods: usize,
     index: bool,
+    protobuf: bool,
 }
 
 // === impl Layout ===
@@ -251,11 +252,23 @@ impl Layout {
             WatchScope::Writer | WatchScope::Cluster => writer::WRITER_PODS,
             WatchScope::Node | WatchScope::Namespace => values.min(MAX_SCOPED_PODS),
         };
-        Self { scope: spec.scope, watchers: spec.watchers, values, pods, index: spec.watch_index }
+        Self {
+            scope: spec.scope,
+            watchers: spec.watchers,
+            values,
+            pods,
+            index: spec.watch_index,
+            protobuf: spec.protobuf,
+        }
     }
 
     fn describe(&self) -> String {
-        let dispatch = if self.index { "" } else { ", unindexed" };
+        let dispatch = match (self.index, self.protobuf) {
+            (true, false) => "",
+            (false, false) => ", unindexed",
+            (true, true) => ", protobuf",
+            (false, true) => ", unindexed, protobuf",
+        };
         match self.scope {
             WatchScope::Writer => format!("{} watchers{dispatch}", self.watchers),
             WatchScope::Cluster => format!("{} cluster-wide watchers{dispatch}", self.watchers),
@@ -417,12 +430,14 @@ async fn connect_h2(authority: &str) -> anyhow::Result<SendRequest<Empty<Bytes>>
 async fn watcher(
     mut sender: SendRequest<Empty<Bytes>>,
     uri: String,
+    protobuf: bool,
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) {
     let mut stopping = stop.clone();
     let fail = |e: String| shared.errors.lock().unwrap_or_else(|p| p.into_inner()).push(e);
-    let req = match Request::get(&uri).body(Empty::new()) {
+    let accept = if protobuf { PROTOBUF } else { "application/json" };
+    let req = match Request::get(&uri).header(::http::header::ACCEPT, accept).body(Empty::new()) {
         Ok(r) => r,
         Err(e) => return fail(e.to_string()),
     };
@@ -445,12 +460,15 @@ async fn watcher(
                     let Ok(data) = f.into_data() else { continue };
                     buf.extend_from_slice(&data);
                     let mut n = 0;
-                    http::drain_lines(&mut buf, |line| {
-                        if let Some(d) = writer::latency_of(line) {
-                            local.push(d);
-                            n += 1;
-                        }
-                    });
+                    let mut record = |d: Option<Duration>| if let Some(d) = d {
+                        local.push(d);
+                        n += 1;
+                    };
+                    if protobuf {
+                        drain_frames(&mut buf, |frame| record(writer::latency_of_proto(frame)));
+                    } else {
+                        http::drain_lines(&mut buf, |line| record(writer::latency_of(line)));
+                    }
                     shared.delivered.fetch_add(n, Relaxed);
                     if local.len() >= LOCAL_SAMPLES {
                         flush(&shared, &mut local).await;
@@ -474,9 +492,59 @@ async fn watcher(
     flush(&shared, &mut local).await;
 }
 
+/// The protobuf media type a protobuf watcher accepts (kache answers `;stream=watch` frames).
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// Calls `f` with each whole length-prefixed frame (a 4-byte big-endian length, then a `WatchEvent`) at the
+/// start of `buf` and removes it; a partial frame stays for the next read.
+fn drain_frames(buf: &mut BytesMut, mut f: impl FnMut(&[u8])) {
+    while let Some(len) = buf.get(..4).map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]) as usize) {
+        if buf.len() < 4 + len {
+            break;
+        }
+        let frame = buf.split_to(4 + len);
+        f(&frame[4..]);
+    }
+}
+
 async fn flush(shared: &Shared, local: &mut Vec<Duration>) {
     let mut h = shared.hist.lock().await;
     for d in local.drain(..) {
         record(&mut h, d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A protobuf watch frame of a pod carrying the send-time annotation, as a map entry of its ObjectMeta.
+    fn frame(sent: &str) -> Vec<u8> {
+        let mut entry = vec![0x0a, writer::SENT_AT.len() as u8];
+        entry.extend_from_slice(writer::SENT_AT.as_bytes());
+        entry.extend_from_slice(&[0x12, sent.len() as u8]);
+        entry.extend_from_slice(sent.as_bytes());
+        let mut event = b"\x0a\x08MODIFIED\x12\x00k8s\0".to_vec();
+        event.extend_from_slice(&[0x62, entry.len() as u8]);
+        event.extend_from_slice(&entry);
+        let mut out = (event.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(&event);
+        out
+    }
+
+    #[test]
+    fn protobuf_frames_are_split_across_reads_and_carry_their_send_time() {
+        let mut wire = frame("1700000000000000001");
+        wire.extend_from_slice(&frame("1700000000000000002"));
+        let mut buf = BytesMut::new();
+        let mut seen = Vec::new();
+        // Fed in 5-byte reads: frames are only handed over whole.
+        for piece in wire.chunks(5) {
+            buf.extend_from_slice(piece);
+            drain_frames(&mut buf, |f| seen.push(writer::parse_sent_at_proto(f)));
+        }
+        assert_eq!(seen, vec![Some(1_700_000_000_000_000_001), Some(1_700_000_000_000_000_002)]);
+        assert!(buf.is_empty());
+        assert_eq!(writer::parse_sent_at_proto(b"no annotation"), None);
     }
 }

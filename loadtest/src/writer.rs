@@ -35,6 +35,31 @@ pub fn parse_sent_at(line: &[u8]) -> Option<u128> {
     std::str::from_utf8(&digits[..end]).ok()?.parse().ok()
 }
 
+/// The send time carried by a protobuf watch frame, if it has one: the annotation is a map entry of the
+/// object's `ObjectMeta`, its key (field 1) then its value (field 2, tag `0x12`, a one-byte length for the
+/// digits of a nanosecond time).
+pub fn parse_sent_at_proto(frame: &[u8]) -> Option<u128> {
+    let key = SENT_AT.as_bytes();
+    let start = memchr::memmem::find(frame, key)? + key.len();
+    let (&tag, rest) = frame[start..].split_first()?;
+    let (&len, rest) = rest.split_first()?;
+    if tag != 0x12 || len >= 0x80 {
+        return None;
+    }
+    let digits = rest.get(..usize::from(len))?;
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+/// Delivery latency of a protobuf watch frame received now.
+pub fn latency_of_proto(frame: &[u8]) -> Option<Duration> {
+    latency_since(parse_sent_at_proto(frame)?)
+}
+
+fn latency_since(sent: u128) -> Option<Duration> {
+    let nanos = now_nanos().saturating_sub(sent);
+    Some(Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)))
+}
+
 /// Delivery latency of an event line received now.
 pub fn latency_of(line: &[u8]) -> Option<Duration> {
     let sent = parse_sent_at(line)?;

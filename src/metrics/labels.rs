@@ -108,6 +108,13 @@ pub enum Limit {
     HeavyBodies,
 }
 
+/// How the list body cache answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BodyCacheResult {
+    Hit,
+    Miss,
+}
+
 /// How the gzip cache answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GzipCacheResult {
@@ -173,6 +180,7 @@ label_values!(Limit {
     TokenReviews => "token_reviews", ReadBytes => "read_bytes", HeavyBodies => "heavy_bodies",
 });
 label_values!(GzipCacheResult { Hit => "hit", Coalesced => "coalesced", Miss => "miss", Bypass => "bypass" });
+label_values!(BodyCacheResult { Hit => "hit", Miss => "miss" });
 label_values!(GzipEviction { Replaced => "replaced", Idle => "idle", Size => "size" });
 label_values!(Encoding { Json => "json", Protobuf => "protobuf", Cbor => "cbor", Other => "other" });
 label_values!(Served { Memory => "memory", Forwarded => "forwarded" });

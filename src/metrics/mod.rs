@@ -46,8 +46,8 @@ mod stats;
 pub use health::{CheckResult, HealthResponse};
 pub use instance::Metrics;
 pub use labels::{
-    AsResource, AuthDecision, AuthResult, Encoding, ForwardKind, FreshnessOutcome, GzipCacheResult,
-    GzipEviction, Limit, Served, Source, UpstreamErrorReason,
+    AsResource, AuthDecision, AuthResult, BodyCacheResult, Encoding, ForwardKind, FreshnessOutcome,
+    GzipCacheResult, GzipEviction, Limit, Served, Source, UpstreamErrorReason,
 };
 pub use logging::{DEFAULT_LOG_LEVEL, LogError, LogFormat, init_tracing};
 pub use mirror::{FreshnessCounters, SharedCounters, WatchCells, WatchCounters};

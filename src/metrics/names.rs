@@ -101,6 +101,10 @@ pub const GZIP_CACHE_BYTES: &str = "kache_gzip_cache_bytes";
 pub const GZIP_CACHE_ENTRIES: &str = "kache_gzip_cache_entries";
 pub const GZIP_CACHE_TOTAL: &str = "kache_gzip_cache_total";
 pub const GZIP_CACHE_EVICTIONS_TOTAL: &str = "kache_gzip_cache_evictions_total";
+pub const LIST_BODY_CACHE_BYTES: &str = "kache_list_body_cache_bytes";
+pub const LIST_BODY_CACHE_ENTRIES: &str = "kache_list_body_cache_entries";
+pub const LIST_BODY_CACHE_TOTAL: &str = "kache_list_body_cache_total";
+pub const LIST_BODY_CACHE_EVICTIONS_TOTAL: &str = "kache_list_body_cache_evictions_total";
 pub const COMPRESSIONS_IN_FLIGHT: &str = "kache_compressions_in_flight";
 pub const COMPRESSION_SECONDS: &str = "kache_compression_seconds";
 pub const HEAVY_BODIES_WAITING: &str = "kache_heavy_bodies_waiting";
@@ -381,6 +385,26 @@ pub const ALL: &[MetricDef] = &[
         GZIP_CACHE_EVICTIONS_TOTAL,
         &["reason"],
         "Entries dropped from the gzip cache: replaced (a newer snapshot), idle (unused for the idle time), size (over the byte or entry bound).",
+    ),
+    gauge(
+        LIST_BODY_CACHE_BYTES,
+        &[],
+        "Uncompressed bytes held by the body cache of full lists (bounded: 96 MiB).",
+    ),
+    gauge(
+        LIST_BODY_CACHE_ENTRIES,
+        &[],
+        "Entries (resource, namespace, view, encoding) in the body cache of full lists.",
+    ),
+    counter(
+        LIST_BODY_CACHE_TOTAL,
+        &["result"],
+        "Uncompressed full lists looked up in the body cache: hit (sent from the cached body of the same snapshot), miss (assembled from the store and recorded).",
+    ),
+    counter(
+        LIST_BODY_CACHE_EVICTIONS_TOTAL,
+        &["reason"],
+        "Entries dropped from the body cache: replaced (a newer snapshot), idle (unused for the idle time), size (over the byte or entry bound).",
     ),
     gauge(
         COMPRESSIONS_IN_FLIGHT,

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::instance::Metrics;
-use super::labels::{GzipCacheResult, GzipEviction};
+use super::labels::{BodyCacheResult, GzipCacheResult, GzipEviction};
 use super::names::*;
 use super::recorder::label;
 
@@ -34,6 +34,22 @@ impl Metrics {
         self.counter(GZIP_CACHE_EVICTIONS_TOTAL, vec![label("reason", reason.as_str())]).increment(1);
     }
 
+    /// How the list body cache answered one whole list.
+    pub fn body_cache(&self, result: BodyCacheResult) {
+        self.counter(LIST_BODY_CACHE_TOTAL, vec![label("result", result.as_str())]).increment(1);
+    }
+
+    /// The list body cache's size changed by `bytes` and `entries`.
+    pub fn body_cache_size(&self, bytes: i64, entries: i64) {
+        self.gauge(LIST_BODY_CACHE_BYTES, vec![]).increment(bytes as f64);
+        self.gauge(LIST_BODY_CACHE_ENTRIES, vec![]).increment(entries as f64);
+    }
+
+    /// An entry left the list body cache.
+    pub fn body_cache_evicted(&self, reason: GzipEviction) {
+        self.counter(LIST_BODY_CACHE_EVICTIONS_TOTAL, vec![label("reason", reason.as_str())]).increment(1);
+    }
+
     /// A whole-list compression started (1) or ended (-1, with its duration).
     pub fn compression(&self, delta: i64, took: Option<Duration>) {
         self.gauge(COMPRESSIONS_IN_FLIGHT, vec![]).increment(delta as f64);
@@ -49,12 +65,18 @@ impl Metrics {
         }
         for r in GzipEviction::ALL {
             self.counter(GZIP_CACHE_EVICTIONS_TOTAL, vec![label("reason", r.as_str())]).increment(0);
+            self.counter(LIST_BODY_CACHE_EVICTIONS_TOTAL, vec![label("reason", r.as_str())]).increment(0);
+        }
+        for r in BodyCacheResult::ALL {
+            self.counter(LIST_BODY_CACHE_TOTAL, vec![label("result", r.as_str())]).increment(0);
         }
         for g in [
             MEMORY_READS_IN_FLIGHT,
             MEMORY_READ_BYTES_IN_FLIGHT,
             GZIP_CACHE_BYTES,
             GZIP_CACHE_ENTRIES,
+            LIST_BODY_CACHE_BYTES,
+            LIST_BODY_CACHE_ENTRIES,
             COMPRESSIONS_IN_FLIGHT,
             HEAVY_BODIES_WAITING,
             HEAVY_BODIES_PRODUCING,

@@ -13,6 +13,7 @@ use crate::front::body::{self, Body};
 use crate::metrics::Metrics;
 use crate::resource::ResourceInfo;
 use crate::serve::admit::{self, ReadBudget};
+use crate::serve::bodycache::{BodyCache, CachedBody};
 use crate::serve::gzcache::GzipCache;
 use crate::serve::protobuf::{self, ProtoTarget};
 use crate::serve::read::{ContinueAt, ListPlan, Match, ReadAt, Rv, plan_list, plan_single};
@@ -40,6 +41,8 @@ pub struct ListQuery<'a> {
     pub block_timeout: std::time::Duration,
     /// Compressed bodies of hot full lists.
     pub gzip_cache: Option<&'a GzipCache>,
+    /// Uncompressed bodies of hot full lists.
+    pub body_cache: Option<&'a Arc<BodyCache>>,
     /// The byte budget of lists in flight (`None`: unlimited).
     pub budget: Option<&'a Arc<ReadBudget>>,
     /// Full objects, or the PartialObjectMetadata view.
@@ -103,8 +106,8 @@ pub async fn serve_list(
         let meta = listcodec::ListMeta { resource_version: resolved.snapshot.rv, ..Default::default() };
         let stats = ListStats { fetched: items.len(), returned: items.len() };
         let resp = match q.proto {
-            Some(target) => respond_proto(info, target, &meta, &items, q, None).await?,
-            None => respond(info, &meta, items, q.response, None, q.view, q.budget).await?,
+            Some(target) => respond_proto(info, target, &meta, &items, q, Reuse::default()).await?,
+            None => respond(info, &meta, items, q.response, Reuse::default(), q.view, q.budget).await?,
         };
         return Ok((resp, stats));
     }
@@ -118,6 +121,24 @@ pub async fn serve_list(
     };
     let Resolved { snapshot, rv } =
         resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes).await?;
+    // A whole resource or namespace at a current snapshot: its body (compressed, or as sent) can be reused.
+    // (Tables are never cached: their ages move with the clock.)
+    let cacheable = limit == 0
+        && !q.has_selector
+        && q.cont.is_none()
+        && !matches!(at, ReadAt::Exact(_))
+        && !matches!(q.view, View::Table(_));
+    let encoding = if q.proto.is_some() { "protobuf" } else { "json" };
+    let key = format!("{}|{}|{:?}|{encoding}", info.gvr, q.namespace.unwrap_or(""), q.view);
+    // Sent as is (neither gzipped nor indented): from the body cache when this snapshot's body is there.
+    let plain = !q.response.gzip && !q.response.pretty;
+    let body_cache = q.body_cache.filter(|_| cacheable && plain);
+    if let Some(hit) = body_cache.and_then(|c| c.get(&key, rv)) {
+        let stats = ListStats { fetched: snapshot.objects.len(), returned: hit.items };
+        let content_type =
+            if q.proto.is_some() { crate::codec::proto::MEDIA_TYPE } else { "application/json" };
+        return Ok((respond_cached(hit, content_type, q.budget)?, stats));
+    }
     let req = ScanRequest {
         namespace: q.namespace,
         start: start_key.as_deref(),
@@ -132,21 +153,62 @@ pub async fn serve_list(
     let meta =
         listcodec::ListMeta { resource_version: rv, continue_token, remaining_item_count: page.remaining };
     let stats = ListStats { fetched: snapshot.objects.len(), returned: page.items.len() };
-    // A whole resource or namespace at a current snapshot: its compressed form can be reused.
-    // (Tables are never cached: their ages move with the clock.)
-    let cacheable = limit == 0
-        && !q.has_selector
-        && q.cont.is_none()
-        && !matches!(at, ReadAt::Exact(_))
-        && !matches!(q.view, View::Table(_));
-    let encoding = if q.proto.is_some() { "protobuf" } else { "json" };
-    let key = format!("{}|{}|{:?}|{encoding}", info.gvr, q.namespace.unwrap_or(""), q.view);
-    let cache = q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str()));
+    let record =
+        body_cache.map(|c| Record { cache: c.clone(), key: key.clone(), rv, items: page.items.len() });
+    let reuse = Reuse { gzip: q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str())), record };
     let resp = match q.proto {
-        Some(target) => respond_proto(info, target, &meta, &page.items, q, cache).await?,
-        None => respond(info, &meta, page.items, q.response, cache, q.view, q.budget).await?,
+        Some(target) => respond_proto(info, target, &meta, &page.items, q, reuse).await?,
+        None => respond(info, &meta, page.items, q.response, reuse, q.view, q.budget).await?,
     };
     Ok((resp, stats))
+}
+
+/// How a list's body may be shared: its compressed form through the gzip cache, its plain form recorded in
+/// the body cache.
+#[derive(Default)]
+pub struct Reuse<'a> {
+    pub gzip: Option<(&'a GzipCache, &'a str)>,
+    pub record: Option<Record>,
+}
+
+/// Where a list body streamed as is is recorded for the next lists of the same snapshot.
+pub struct Record {
+    pub cache: Arc<BodyCache>,
+    pub key: String,
+    pub rv: u64,
+    pub items: usize,
+}
+
+// === impl Record ===
+
+impl Record {
+    /// The body of `chunks` (`len` bytes) as sent, recorded on its way out.
+    pub fn body<I>(self, len: usize, chunks: I) -> Body
+    where
+        I: Iterator<Item = Bytes> + Send + Sync + 'static,
+    {
+        body::stream_iter(self.cache.record(self.key, self.rv, len, self.items, chunks))
+    }
+}
+
+/// A list sent from the body cache, charged to `budget` until its body ends.
+fn respond_cached(
+    hit: CachedBody,
+    content_type: &'static str,
+    budget: Option<&Arc<ReadBudget>>,
+) -> Result<Response<Body>, NotServed> {
+    let charge = budget.map(|b| b.try_charge(hit.len)).transpose().map_err(|_| NotServed::Overloaded)?;
+    let resp = Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, HeaderValue::from_static(content_type))
+        .header(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"))
+        .header(header::CONTENT_LENGTH, hit.len)
+        .body(body::stream_iter(hit.iter()))
+        .expect("static headers are valid");
+    Ok(match charge {
+        Some(charge) => admit::hold(resp, charge),
+        None => resp,
+    })
 }
 
 /// Counting a namespace's objects stops here: past it, the read is big either way.
@@ -237,10 +299,11 @@ pub async fn respond(
     meta: &listcodec::ListMeta,
     items: Vec<Arc<Object>>,
     opts: ResponseOptions,
-    cache: Option<(&GzipCache, &str)>,
+    reuse: Reuse<'_>,
     view: View,
     budget: Option<&Arc<ReadBudget>>,
 ) -> Result<Response<Body>, NotServed> {
+    let Reuse { gzip: cache, record } = reuse;
     let chunks = listcodec::ListChunks::with_view(info, meta, items, view);
     // Tables are built whole (as the apiserver does: their age cells are rendered per response) rather than
     // sized twice, and charged to the budget like any list.
@@ -260,7 +323,7 @@ pub async fn respond(
         // Small: whether the indented form crosses the gzip threshold decides compression, so build it whole.
         respond_bytes(chunks.collect(), opts)
     } else {
-        respond_streamed(chunks, len, opts, cache, meta.resource_version, budget).await?
+        respond_streamed(chunks, len, opts, cache, record, meta.resource_version, budget).await?
     };
     Ok(match charge {
         Some(charge) => admit::hold(resp, charge),
@@ -276,13 +339,14 @@ async fn respond_proto(
     meta: &listcodec::ListMeta,
     items: &[Arc<Object>],
     q: &ListQuery<'_>,
-    cache: Option<(&GzipCache, &str)>,
+    reuse: Reuse<'_>,
 ) -> Result<Response<Body>, NotServed> {
+    let Reuse { gzip: cache, record } = reuse;
     let Some(chunks) = protobuf::ProtoListChunks::new(target, &info.gvr, q.metrics, meta, items) else {
         return Err(NotServed::Forward("not transcodable to protobuf"));
     };
     let cache = cache.map(|(cache, key)| protobuf::ListCache { cache, key: key.to_owned() });
-    protobuf::list_response(chunks, q.response, cache, meta.resource_version, q.budget).await
+    protobuf::list_response(chunks, q.response, cache, record, meta.resource_version, q.budget).await
 }
 
 /// A list body larger than the gzip threshold (or not pretty), never whole in memory unless compressed.
@@ -291,6 +355,7 @@ async fn respond_streamed(
     len: usize,
     opts: ResponseOptions,
     cache: Option<(&GzipCache, &str)>,
+    record: Option<Record>,
     rv: u64,
     budget: Option<&Arc<ReadBudget>>,
 ) -> Result<Response<Body>, NotServed> {
@@ -324,7 +389,11 @@ async fn respond_streamed(
     } else if opts.pretty {
         (builder, admit::offloaded(pretty::PrettyChunks::new(chunks)))
     } else {
-        (builder.header(header::CONTENT_LENGTH, len), body::stream_iter(chunks))
+        let body = match record {
+            Some(record) => record.body(len, chunks),
+            None => body::stream_iter(chunks),
+        };
+        (builder.header(header::CONTENT_LENGTH, len), body)
     };
     let body = match slot {
         Some(slot) => body::guarded(body, slot),

@@ -4,6 +4,7 @@
 //! forwards it; consistent reads are proven fresh by [`crate::fresh`], which owns the upstream probes.
 
 pub mod admit;
+pub mod bodycache;
 pub mod crd_fields;
 pub mod gzcache;
 pub mod list;

@@ -26,7 +26,7 @@ use crate::metrics::Metrics;
 use crate::resource::{Gvr, ResourceInfo};
 use crate::serve::admit::{self, ReadBudget};
 use crate::serve::gzcache::GzipCache;
-use crate::serve::list::{NotServed, ResponseOptions};
+use crate::serve::list::{NotServed, Record, ResponseOptions};
 use crate::serve::watch::frame::top_level_member;
 use crate::store::Object;
 
@@ -250,6 +250,7 @@ pub async fn list_response(
     chunks: ProtoListChunks,
     opts: ResponseOptions,
     cache: Option<ListCache<'_>>,
+    record: Option<Record>,
     rv: u64,
     budget: Option<&Arc<ReadBudget>>,
 ) -> Result<Response<Body>, NotServed> {
@@ -271,7 +272,11 @@ pub async fn list_response(
             None => (builder, admit::offloaded(gzip::GzipChunks::new(chunks))),
         }
     } else {
-        (builder.header(header::CONTENT_LENGTH, len), body::stream_iter(chunks))
+        let body = match record {
+            Some(record) => record.body(len, chunks),
+            None => body::stream_iter(chunks),
+        };
+        (builder.header(header::CONTENT_LENGTH, len), body)
     };
     let resp = builder.body(body).expect("static headers are valid");
     Ok(match charge {

@@ -23,6 +23,7 @@ use crate::options::coverage::Requested;
 use crate::options::params::{self, ListOptions, RvMatch};
 use crate::reflector::Registry;
 use crate::serve::admit::{DEFAULT_MAX_READ_BYTES_IN_FLIGHT, ReadBudget};
+use crate::serve::bodycache::BodyCache;
 use crate::serve::crd_fields::CrdFields;
 use crate::serve::gzcache::GzipCache;
 use crate::serve::list::{GetQuery, ListQuery, NotServed, ResponseOptions, serve_get, serve_list};
@@ -51,6 +52,7 @@ pub(crate) struct Reads {
     registry: Arc<Registry>,
     freshness: Arc<Freshness>,
     gzip_cache: GzipCache,
+    body_cache: Arc<BodyCache>,
     /// Bytes of memory-served lists in flight (`--max-read-bytes-inflight`).
     read_budget: Arc<ReadBudget>,
     /// Custom resources' selectable fields, from the cached CRDs.
@@ -78,6 +80,7 @@ impl Reads {
             registry,
             freshness,
             gzip_cache: GzipCache::default().with_metrics(metrics.clone()),
+            body_cache: Arc::new(BodyCache::default().with_metrics(metrics.clone())),
             read_budget: Arc::new(
                 ReadBudget::new(DEFAULT_MAX_READ_BYTES_IN_FLIGHT).with_metrics(metrics.clone()),
             ),
@@ -294,6 +297,7 @@ impl Reads {
             min_rv,
             block_timeout: self.config.block_timeout,
             gzip_cache: Some(&self.gzip_cache),
+            body_cache: Some(&self.body_cache),
             budget: Some(&self.read_budget),
             view,
             proto,

@@ -257,6 +257,12 @@ async fn every_documented_metric_moves_in_own_process() {
     })
     .await;
     let _ = common::get_with(&url, &odd, &protobuf).await;
+    // A whole list twice at one snapshot: recorded by the list body cache, then sent from it; the list after
+    // the next write replaces the entry.
+    let whole = format!("{pods}?resourceVersion=0");
+    let first = common::get(&url, &whole).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(common::get(&url, &whole).await.body, first.body);
     // A second event after it, so the history (reset by the relist) spans some time again.
     sim.create("pods", Some("default"), pod("after-odd")).expect("pod");
     common::eventually("kache has the last pod", Duration::from_secs(30), || {
@@ -267,10 +273,16 @@ async fn every_documented_metric_moves_in_own_process() {
         }
     })
     .await;
+    assert_eq!(common::get(&url, &whole).await.status, 200);
 
     // Scraped as Prometheus does (store and reflector gauges are refreshed at each scrape).
     let scrape = common::get(&kache.metrics_url().expect("a metrics listener"), "/metrics").await;
     let text = String::from_utf8_lossy(&scrape.body).into_owned();
+    let hits = text.lines().find_map(|l| l.strip_prefix("kache_list_body_cache_total{result=\"hit\"} "));
+    assert!(
+        hits.and_then(|v| v.parse::<f64>().ok()).is_some_and(|v| v > 0.0),
+        "a list body cache hit: {hits:?}"
+    );
     let mut still = Vec::new();
     for def in names::ALL {
         let covered = COVERED_ELSEWHERE.iter().any(|(n, _)| *n == def.name);

@@ -259,6 +259,38 @@ async fn gets_and_lists_match_the_sim_in_every_resource_version_mode() {
     f.sim.shutdown().await;
 }
 
+/// Whole lists are sent from the list body cache when the snapshot was listed before: the repeated list is
+/// the sim's bytes still, in each encoding and view, and a write moves every later list to the new snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_whole_lists_are_the_sims_bytes_before_and_after_a_write() {
+    let f = Fixture::start().await;
+    f.caught_up(&pods(), PODS).await;
+    let cases = [
+        (PODS, PROTOBUF),
+        ("/api/v1/namespaces/ns-1/pods", CLIENT_GO_ACCEPT),
+        (PODS, META_LIST_ACCEPT),
+        (PODS, "application/json"),
+    ];
+    let mut before = Vec::new();
+    for (path, accept) in cases {
+        let first = f.same(&format!("{path}?resourceVersion=0"), accept).await;
+        let again = f.same(&format!("{path}?resourceVersion=0"), accept).await;
+        assert_eq!(first.body, again.body, "GET {path} ({accept}) twice at one snapshot");
+        assert_eq!(again.headers["content-length"], again.body.len().to_string().as_str());
+        before.push(again.body);
+    }
+    let pod = common::pod("ns-1", "written-later", &[("app", "app-1")], "node-1");
+    f.sim.create("pods", Some("ns-1"), pod).expect("pod");
+    f.caught_up(&pods(), PODS).await;
+    for ((path, accept), old) in cases.into_iter().zip(before) {
+        let now = f.same(&format!("{path}?resourceVersion=0"), accept).await;
+        assert_ne!(now.body, old, "GET {path} ({accept}) after a write is the new snapshot's list");
+        f.same(&format!("{path}?resourceVersion=0"), accept).await;
+    }
+    f.kache.shutdown().await;
+    f.sim.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kache_protobuf_decodes_to_its_json() {
     let f = Fixture::start().await;
