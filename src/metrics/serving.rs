@@ -49,6 +49,11 @@ pub fn heavy_bodies_producing(delta: i64) {
     gauge(HEAVY_BODIES_PRODUCING, vec![]).increment(delta as f64);
 }
 
+/// A heavy-body producer thread started (1) or ended (-1); `priority` is "lowered" or "normal".
+pub fn heavy_body_threads(priority: &'static str, delta: i64) {
+    gauge(HEAVY_BODY_THREADS, vec![label("priority", priority)]).increment(delta as f64);
+}
+
 /// Registers the fixed label sets at zero.
 pub(crate) fn register_fixed_series() {
     for r in GzipCacheResult::ALL {
@@ -56,6 +61,9 @@ pub(crate) fn register_fixed_series() {
     }
     for r in GzipEviction::ALL {
         counter(GZIP_CACHE_EVICTIONS_TOTAL, vec![label("reason", r.as_str())]).increment(0);
+    }
+    for p in ["lowered", "normal"] {
+        gauge(HEAVY_BODY_THREADS, vec![label("priority", p)]).increment(0.0);
     }
     for g in [
         MEMORY_READS_IN_FLIGHT,
