@@ -190,7 +190,15 @@ fn a_pool_counts_its_threads_and_survives_a_panicking_job() {
     let panicking: pool::Job = Box::new(|| panic!("an iterator bug"));
     assert!(p.submit(panicking).is_ok());
     let tx2 = tx.clone();
-    assert!(p.submit(Box::new(move || tx2.send(pool::own_nice()).expect("receiver alive"))).is_ok());
+    // The queue holds one job per thread (the permits keep callers within it): the next job is taken once
+    // the thread has picked up the first.
+    let mut next: pool::Job = Box::new(move || tx2.send(pool::own_nice()).expect("receiver alive"));
+    let deadline = std::time::Instant::now() + GUARD;
+    while let Err(back) = p.submit(next) {
+        assert!(std::time::Instant::now() < deadline, "the thread never took the first job");
+        next = back;
+        std::thread::yield_now();
+    }
     let nice = rx.recv_timeout(GUARD).expect("the thread outlived the panicking job");
     assert_eq!(nice, (base + pool::NICE).min(19));
     // The thread counted itself before running its first job; other pools (the process's) only add.
