@@ -439,6 +439,8 @@ impl StatsSource for KacheStats {
         use crate::codec::table::{cache, generic};
         let (table_row_hits, table_row_misses) = cache::lookups();
         let (heavy_bodies_waiting, heavy_bodies_producing) = crate::serve::admit::heavy_bodies();
+        let (heavy_body_threads_lowered, heavy_body_threads_normal) =
+            crate::serve::admit::heavy_body_threads();
         SharedCounters {
             table_row_hits,
             table_row_misses,
@@ -447,6 +449,8 @@ impl StatsSource for KacheStats {
             protobuf_bytes: crate::store::proto_bytes_held(),
             heavy_bodies_waiting,
             heavy_bodies_producing,
+            heavy_body_threads_lowered,
+            heavy_body_threads_normal,
         }
     }
 }

@@ -2,7 +2,9 @@
 //! gzip), watches, writes through kache, sim churn, reconnect storms of every watcher, and upstream faults
 //! (every upstream connection cut; the upstream refusing with 503 for a while) — with kache's resident
 //! memory and CPU sampled into a series. Flat memory is the bar: the figure compares the median RSS of the
-//! last tenth of the run with that of the second tenth (after the first storm and fault warmed every cache).
+//! last tenth of the run with that of the second tenth (after the first storm and fault warmed every cache),
+//! over every sample and over the samples taken outside storms and faults (the steady state, without what
+//! in-flight reads pin); sampling stops at the deadline, before the run winds down (see [`samples`]).
 //!
 //! `kache-loadtest soak --minutes 30`; the smoke run includes it for a few seconds.
 //!
@@ -12,6 +14,7 @@
 //! ```
 
 mod fault;
+mod samples;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -26,15 +29,13 @@ use tokio::task::JoinSet;
 
 use crate::ctx::{Ctx, SYNC_TIMEOUT};
 use crate::http::{self as lhttp, Client, HttpError};
-use crate::procs::{Bins, cpu_time, rss_bytes, start_kache, start_sim};
-use crate::results::{Latency, RunReport, Series, Table, fmt_num, histogram, median, record};
+use crate::procs::{Bins, start_kache, start_sim};
+use crate::results::{Latency, RunReport, Table, fmt_num, histogram, record};
 use crate::scenario::Cluster;
 use crate::writer::{self, WRITER_NAMESPACE};
 use fault::FaultProxy;
+use samples::Disturbances;
 
-/// Growth of the end-of-run RSS over the early plateau that still counts as flat: allocator noise and the
-/// sim's churn replacing objects of different sizes move RSS by a few percent.
-const FLAT_GOAL_PCT: f64 = 10.0;
 /// Error messages kept per operation.
 const ERRORS_KEPT: usize = 3;
 
@@ -82,6 +83,9 @@ pub struct Spec {
     pub fault_every: Duration,
     pub refuse_for: Duration,
     pub sample_every: Duration,
+    /// How long after a storm or a fault the samples still show its reads in flight (relists, resumes,
+    /// retries) rather than the steady state.
+    pub settle: Duration,
 }
 
 impl Spec {
@@ -97,6 +101,9 @@ impl Spec {
             fault_every: Duration::from_secs(90),
             refuse_for: Duration::from_secs(10),
             sample_every: Duration::from_secs(5),
+            // 200 watchers resuming or relisting 20k pods drain within a few seconds on an idle machine;
+            // a loaded one takes several times that.
+            settle: Duration::from_secs(30),
         }
     }
 
@@ -113,6 +120,7 @@ impl Spec {
             fault_every: Duration::from_millis(1500),
             refuse_for: Duration::from_millis(500),
             sample_every: Duration::from_millis(250),
+            settle: Duration::from_millis(300),
         }
     }
 }
@@ -181,8 +189,16 @@ pub async fn run(ctx: &Ctx, spec: &Spec, report: &mut RunReport) -> anyhow::Resu
     let (stop_tx, stop_rx) = watch::channel(false);
     let (storm_tx, storm_rx) = watch::channel(0u64);
 
-    let sampler =
-        tokio::spawn(sample(kache.pid, kache.metrics_url.clone(), t0, spec.sample_every, stop_rx.clone()));
+    // The sampler stops at the deadline by itself: what follows (readers draining, watchers stopping,
+    // shutdown) is not the steady state the figure is about.
+    let sampler = tokio::spawn(samples::sample(
+        kache.pid,
+        kache.metrics_url.clone(),
+        t0,
+        spec.sample_every,
+        deadline,
+        stop_rx.clone(),
+    ));
     let mut watchers = JoinSet::new();
     for w in 0..spec.watchers {
         let ns = (w % 2 == 0).then(|| format!("ns-{}", w % spec.cluster.namespaces.max(1)));
@@ -199,6 +215,8 @@ pub async fn run(ctx: &Ctx, spec: &Spec, report: &mut RunReport) -> anyhow::Resu
 
     // Storms and faults on their own clocks until the deadline.
     let (mut storms, mut cuts, mut refusals) = (0u64, 0u64, 0u64);
+    let mut disturbances = Disturbances::default();
+    let since = |at: Instant| at.duration_since(t0).as_secs_f64();
     let mut next_storm = t0 + spec.storm_every;
     let mut next_fault = t0 + spec.fault_every;
     loop {
@@ -210,17 +228,20 @@ pub async fn run(ctx: &Ctx, spec: &Spec, report: &mut RunReport) -> anyhow::Resu
         if next == next_storm {
             storms += 1;
             storm_tx.send_replace(storms);
+            disturbances.add(since(next), since(next), spec.settle);
             next_storm += spec.storm_every;
         } else {
             if (cuts + refusals).is_multiple_of(2) {
                 cuts += 1;
                 faults.cut();
+                disturbances.add(since(next), since(next), spec.settle);
             } else {
                 refusals += 1;
                 faults.refuse(true);
                 tokio::time::sleep(spec.refuse_for.min(deadline.saturating_duration_since(Instant::now())))
                     .await;
                 faults.refuse(false);
+                disturbances.add(since(next), since(Instant::now()), spec.settle);
             }
             next_fault += spec.fault_every;
         }
@@ -301,200 +322,8 @@ pub async fn run(ctx: &Ctx, spec: &Spec, report: &mut RunReport) -> anyhow::Resu
         report.error(format!("{} watch: {e}", spec.name));
     }
     report.tables.push(table);
-    summarise_samples(spec, &samples, report);
+    samples::summarise(spec, &samples, &disturbances, report);
     Ok(())
-}
-
-/// One sample of kache's process.
-#[derive(Debug, Clone, Copy)]
-struct Sample {
-    at: f64,
-    rss_mib: f64,
-    cpu_pct: f64,
-    /// kache's own gauges at the same moment ([`GAUGES`], summed over labels), in MiB or count.
-    gauges: [f64; GAUGES.len()],
-}
-
-/// kache's gauges sampled beside RSS, to tell a leak (RSS grows, these do not) from a cache filling to its
-/// bound (one of these grows, then stops) from allocator warm-up (RSS plateaus). (metric, label, is bytes)
-const GAUGES: [(&str, &str, bool); 7] = [
-    ("kache_store_bytes", "store", true),
-    ("kache_gzip_cache_bytes", "gzip cache", true),
-    ("kache_memory_read_bytes_in_flight", "reads in flight", true),
-    ("kache_table_row_cache_bytes", "Table rows", true),
-    ("kache_history_events", "history events", false),
-    ("kache_retained_snapshots", "retained snapshots", false),
-    ("kache_watchers", "watchers", false),
-];
-
-/// Samples kache's RSS and CPU (% of one core since the previous sample) and its [`GAUGES`] until stopped.
-async fn sample(
-    pid: u32,
-    metrics_url: Option<String>,
-    t0: Instant,
-    every: Duration,
-    mut stop: watch::Receiver<bool>,
-) -> Vec<Sample> {
-    let client = lhttp::client(1);
-    let mut out = Vec::new();
-    let mut tick = tokio::time::interval(every);
-    let mut last: Option<(Instant, Duration)> = None;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                let (Ok(rss), Ok(cpu)) = (rss_bytes(pid), cpu_time(pid)) else { continue };
-                let now = Instant::now();
-                let gauges = scrape(&client, metrics_url.as_deref()).await;
-                if let Some((at, was)) = last {
-                    let wall = now.duration_since(at).as_secs_f64().max(1e-6);
-                    out.push(Sample {
-                        at: now.duration_since(t0).as_secs_f64(),
-                        rss_mib: rss as f64 / 1024.0 / 1024.0,
-                        cpu_pct: cpu.saturating_sub(was).as_secs_f64() / wall * 100.0,
-                        gauges,
-                    });
-                }
-                last = Some((now, cpu));
-            }
-            _ = stop.changed() => return out,
-        }
-    }
-}
-
-/// kache's [`GAUGES`] from its /metrics (bytes in MiB), each summed over its label sets; NaN when absent.
-async fn scrape(client: &Client, metrics_url: Option<&str>) -> [f64; GAUGES.len()] {
-    let mut out = [f64::NAN; GAUGES.len()];
-    let Some(base) = metrics_url else { return out };
-    let url = format!("{base}/metrics");
-    let send = lhttp::Send { keep_body: true, ..lhttp::Send::default() };
-    let Ok(got) = lhttp::request(client, http::Method::GET, &url, &send).await else { return out };
-    let Some(body) = got.body else { return out };
-    out = parse_gauges(&String::from_utf8_lossy(&body));
-    out
-}
-
-/// Sums each of [`GAUGES`] over its label sets in a Prometheus text exposition.
-fn parse_gauges(text: &str) -> [f64; GAUGES.len()] {
-    let mut out = [f64::NAN; GAUGES.len()];
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        for (i, (name, _, bytes)) in GAUGES.iter().enumerate() {
-            let Some(rest) = line.strip_prefix(name) else { continue };
-            if !(rest.starts_with('{') || rest.starts_with(' ')) {
-                continue;
-            }
-            let Some(v) = rest.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else { continue };
-            let v = if *bytes { v / 1024.0 / 1024.0 } else { v };
-            out[i] = if out[i].is_nan() { v } else { out[i] + v };
-        }
-    }
-    out
-}
-
-/// Medians of the early plateau and of the end, the growth between them, the slope of the second half, CPU.
-fn summarise_samples(spec: &Spec, samples: &[Sample], report: &mut RunReport) {
-    let n = samples.len();
-    let tenth = |i: usize| &samples[(n * i / 10).min(n)..(n * (i + 1) / 10).min(n)];
-    let rss = |s: &[Sample]| median(&s.iter().map(|s| s.rss_mib).collect::<Vec<_>>());
-    let (early, end) = (rss(tenth(1)), rss(tenth(9)));
-    let growth = if early > 0.0 { (end - early) / early * 100.0 } else { 0.0 };
-    let half = &samples[n / 2..];
-    let slope = slope_per_hour(half);
-    let cpu: Vec<f64> = samples.iter().map(|s| s.cpu_pct).collect();
-    let peak = samples.iter().map(|s| s.rss_mib).fold(0.0, f64::max);
-    report.figure(
-        format!("Soak ({}): RSS growth, last tenth over second tenth", spec.name),
-        growth,
-        "%",
-        Some(FLAT_GOAL_PCT),
-        format!(
-            "median VmRSS {} MiB (second tenth) → {} MiB (last tenth), peak {} MiB, {n} samples every {} ms",
-            fmt_num(early),
-            fmt_num(end),
-            fmt_num(peak),
-            spec.sample_every.as_millis()
-        ),
-    );
-    report.figure(
-        format!("Soak ({}): RSS slope over the second half", spec.name),
-        slope,
-        "MiB/h",
-        None,
-        "least-squares fit of VmRSS against time".into(),
-    );
-    report.figure(
-        format!("Soak ({}): kache CPU", spec.name),
-        median(&cpu),
-        "% of a core (median)",
-        None,
-        format!("p99 of samples {} %", fmt_num(quantile(&cpu, 0.99))),
-    );
-    let series = |plot: &str, title: &str, y: &str| Series {
-        plot: plot.into(),
-        title: title.into(),
-        x_label: "seconds".into(),
-        y_label: y.into(),
-        log_x: false,
-        log_y: false,
-        name: spec.name.clone(),
-        points: vec![],
-    };
-    let mem = series("soak-memory", "kache resident memory during the soak", "VmRSS (MiB)");
-    let cpu_s = series("soak-cpu", "kache CPU during the soak", "% of one core");
-    let mut bytes_series = series("soak-gauges", "kache's memory gauges beside VmRSS during the soak", "MiB");
-    let mut count_series = series("soak-counts", "kache's counts during the soak", "count");
-    for s in samples {
-        report.point(&mem, s.at, s.rss_mib);
-        report.point(&cpu_s, s.at, s.cpu_pct);
-        bytes_series.name = "VmRSS".into();
-        report.point(&bytes_series, s.at, s.rss_mib);
-        for ((_, label, bytes), v) in GAUGES.iter().zip(s.gauges).filter(|(_, v)| v.is_finite()) {
-            let target = if *bytes { &mut bytes_series } else { &mut count_series };
-            target.name = (*label).into();
-            report.point(target, s.at, v);
-        }
-    }
-    // The same as a table: a gauge that rises and stops is a cache filling to its bound; RSS rising while
-    // every gauge is flat is a leak or allocator retention; RSS levelling off is allocator warm-up.
-    let mut table = Table::new(
-        format!("Soak ({}): VmRSS and kache's gauges, median per tenth of the run", spec.name),
-        &std::iter::once("tenth")
-            .chain(std::iter::once("VmRSS MiB"))
-            .chain(GAUGES.iter().map(|(_, label, _)| *label))
-            .collect::<Vec<_>>(),
-    );
-    for t in 0..10 {
-        let part = tenth(t);
-        if part.is_empty() {
-            continue;
-        }
-        let mut row = vec![format!("{}", t + 1), fmt_num(rss(part))];
-        for g in 0..GAUGES.len() {
-            row.push(fmt_num(median(&part.iter().map(|s| s.gauges[g]).collect::<Vec<_>>())));
-        }
-        table.row(row);
-    }
-    report.tables.push(table);
-}
-
-/// Least-squares slope of RSS against time, in MiB per hour.
-fn slope_per_hour(s: &[Sample]) -> f64 {
-    if s.len() < 2 {
-        return 0.0;
-    }
-    let n = s.len() as f64;
-    let (mx, my) = (s.iter().map(|p| p.at).sum::<f64>() / n, s.iter().map(|p| p.rss_mib).sum::<f64>() / n);
-    let cov: f64 = s.iter().map(|p| (p.at - mx) * (p.rss_mib - my)).sum();
-    let var: f64 = s.iter().map(|p| (p.at - mx).powi(2)).sum();
-    if var == 0.0 { 0.0 } else { cov / var * 3600.0 }
-}
-
-fn quantile(v: &[f64], q: f64) -> f64 {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if s.is_empty() {
-        return 0.0;
-    }
-    s.sort_by(f64::total_cmp);
-    s[((s.len() - 1) as f64 * q).round() as usize]
 }
 
 // === readers ===
@@ -763,32 +592,5 @@ mod tests {
         let line = br#"{"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"a","resourceVersion":"42"},"spec":{"x":{"resourceVersion":"7"}}}}"#;
         assert_eq!(event_rv(line), Some("42"));
         assert_eq!(event_rv(br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":""}}}"#), None);
-    }
-
-    #[test]
-    fn gauges_are_summed_over_labels_and_bytes_read_in_mib() {
-        let text = "# HELP kache_store_bytes x\n# TYPE kache_store_bytes gauge\n\
-                    kache_store_bytes{resource=\"pods\"} 2097152\n\
-                    kache_store_bytes{resource=\"nodes\"} 1048576\n\
-                    kache_store_bytes_other 99\n\
-                    kache_watchers 7\n";
-        let g = parse_gauges(text);
-        assert_eq!(g[0], 3.0, "store bytes summed, in MiB");
-        assert_eq!(g[6], 7.0, "a count as is");
-        assert!(g[1].is_nan(), "absent");
-    }
-
-    #[test]
-    fn slope_of_a_line() {
-        let s: Vec<Sample> = (0..10)
-            .map(|i| Sample {
-                at: i as f64 * 360.0,
-                rss_mib: 100.0 + i as f64,
-                cpu_pct: 0.0,
-                gauges: [0.0; GAUGES.len()],
-            })
-            .collect();
-        assert!((slope_per_hour(&s) - 10.0).abs() < 1e-9);
-        assert_eq!(slope_per_hour(&s[..1]), 0.0);
     }
 }

@@ -110,6 +110,9 @@ pub struct SharedCounters {
     /// Heavy bodies waiting for a producer permit, and batches running on the blocking pool.
     pub heavy_bodies_waiting: u64,
     pub heavy_bodies_producing: u64,
+    /// Heavy-body producer threads, at lowered and at normal OS priority.
+    pub heavy_body_threads_lowered: u64,
+    pub heavy_body_threads_normal: u64,
 }
 
 // === impl Metrics (mirrors) ===
@@ -141,6 +144,10 @@ impl Metrics {
         self.gauge(PROTOBUF_BYTES, vec![]).set(s.protobuf_bytes as f64);
         self.gauge(HEAVY_BODIES_WAITING, vec![]).set(s.heavy_bodies_waiting as f64);
         self.gauge(HEAVY_BODIES_PRODUCING, vec![]).set(s.heavy_bodies_producing as f64);
+        let threads = [("lowered", s.heavy_body_threads_lowered), ("normal", s.heavy_body_threads_normal)];
+        for (priority, n) in threads {
+            self.gauge(HEAVY_BODY_THREADS, vec![label("priority", priority)]).set(n as f64);
+        }
     }
 
     /// Mirrors the consistent-read freshness counters (`None`: this kache has no freshness prober).

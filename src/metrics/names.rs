@@ -109,6 +109,7 @@ pub const COMPRESSIONS_IN_FLIGHT: &str = "kache_compressions_in_flight";
 pub const COMPRESSION_SECONDS: &str = "kache_compression_seconds";
 pub const HEAVY_BODIES_WAITING: &str = "kache_heavy_bodies_waiting";
 pub const HEAVY_BODIES_PRODUCING: &str = "kache_heavy_bodies_producing";
+pub const HEAVY_BODY_THREADS: &str = "kache_heavy_body_threads";
 // --- protobuf served from memory (kache) ---
 pub const PROTOBUF_BYTES: &str = "kache_protobuf_bytes";
 pub const PROTOBUF_TRANSCODE_FAILURES_TOTAL: &str = "kache_protobuf_transcode_failures_total";
@@ -425,7 +426,12 @@ pub const ALL: &[MetricDef] = &[
     gauge(
         HEAVY_BODIES_PRODUCING,
         &[],
-        "Heavy response body batches being produced on the blocking pool (at most half the cores).",
+        "Heavy response body batches being produced on the producer threads (at most half the cores).",
+    ),
+    gauge(
+        HEAVY_BODY_THREADS,
+        &["priority"],
+        "Heavy-body producer threads running: priority=lowered (their nice value raised by 10, so requests on the runtime workers preempt them) or normal (lowering failed, or not Linux).",
     ),
     gauge(
         PROTOBUF_BYTES,

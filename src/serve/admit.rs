@@ -15,7 +15,7 @@
 
 mod produce;
 
-pub use produce::{BATCH_BYTES, collect, heavy_bodies, offloaded, producers};
+pub use produce::{BATCH_BYTES, collect, heavy_bodies, heavy_body_threads, offloaded, producers};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

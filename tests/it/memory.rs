@@ -209,3 +209,43 @@ async fn pretty_lists_beyond_the_heavy_body_limit_get_429() {
     first.into_body().collect().await.expect("body");
     assert_eq!(get(&kache.url(), pretty).await.status, StatusCode::OK);
 }
+
+/// The nice value in a `/proc/…/stat` line (field 19; the command name before it may hold spaces).
+#[cfg(target_os = "linux")]
+fn nice_of(stat: &str) -> i32 {
+    let after_name = &stat[stat.rfind(')').expect("stat has the command in parentheses") + 2..];
+    after_name.split(' ').nth(16).and_then(|n| n.parse().ok()).expect("the nice field")
+}
+
+/// Heavy bodies are produced on kache's own producer threads, at a lowered OS scheduling priority (nice
+/// raised by 10, so the runtime workers that serve small requests preempt them), and the body is unchanged.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn heavy_bodies_are_produced_on_lowered_priority_threads() {
+    let sim = start_sim().await;
+    seed_pods(&sim, &["a"], 300);
+    let kache = start_kache(&sim.url(), pods_only).await;
+    let path = "/api/v1/namespaces/a/pods?resourceVersion=0";
+    let compact = get(&kache.url(), path).await;
+    assert!(compact.body.len() > 128 << 10, "over the heavy-body threshold, so produced by the pool");
+    let pretty = get(&kache.url(), &format!("{path}&pretty=true")).await;
+    assert_eq!(pretty.status, StatusCode::OK);
+    let value: serde_json::Value = serde_json::from_slice(&compact.body).expect("json");
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&pretty.body).expect("json"), value);
+
+    // The threads spawned by this process's first heavy body inherit the nice value of the worker that
+    // spawned them (this process's), then raise their own.
+    let own = nice_of(&std::fs::read_to_string("/proc/thread-self/stat").expect("own stat"));
+    let mut producers = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").expect("tasks").flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.starts_with("kache-heavy-") {
+            let stat = std::fs::read_to_string(task.path().join("stat")).expect("thread stat");
+            producers.push((comm.trim().to_owned(), nice_of(&stat)));
+        }
+    }
+    assert!(!producers.is_empty(), "no heavy-body producer thread in this process");
+    for (name, nice) in &producers {
+        assert_eq!(*nice, (own + 10).min(19), "{name}'s nice value (this thread's: {own})");
+    }
+}

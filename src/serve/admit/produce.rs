@@ -6,9 +6,11 @@
 //! for the small requests queued behind them (measured: 40 heavy lists pushed small reads' p99 from 33 ms to
 //! 6.8 s on 2 cores). So heavy bodies are produced here instead:
 //!
-//! - **Never on a runtime worker**: each batch runs on the blocking pool; the worker only moves finished
-//!   bytes to the socket. Small requests find a worker free, and the OS scheduler favours those mostly idle
-//!   workers over the busy producer thread.
+//! - **Never on a runtime worker, and below it**: each batch runs on a producer thread of its own
+//!   ([`pool`]) whose OS scheduling priority is lowered (nice +10); the worker only moves finished bytes to
+//!   the socket. Small requests find a worker free, and when one wakes up the OS scheduler gives it the core
+//!   before the producer: heavy bodies use what light requests leave (measured on 2 cores beside 40 heavy
+//!   lists: see BENCHMARKS-harden.md).
 //! - **At most [`producers()`] batches at once in the process** (a fair, FIFO semaphore): the cores heavy
 //!   bodies may use together, whatever their number. Permits are taken per batch and released in between, so
 //!   the heavy bodies take turns, and a slow client, whose batch waits in its socket, holds no permit.
@@ -35,6 +37,8 @@ use crate::front::body::{Body, BoxError};
 /// pool costs little beside producing it (~1 ms of indenting or compressing), small enough that heavy
 /// bodies take turns often and each holds little.
 pub const BATCH_BYTES: usize = 128 * 1024;
+
+mod pool;
 
 /// Heavy-body batches running at once: half the cores (at least one), so heavy bodies never take every
 /// core from the requests behind them. The apiserver has no counterpart: it encodes on the request's
@@ -97,7 +101,7 @@ struct State<I> {
     ready: VecDeque<Bytes>,
 }
 
-/// Produces up to [`BATCH_BYTES`] from `chunks` on the blocking pool once a permit is free; the iterator
+/// Produces up to [`BATCH_BYTES`] from `chunks` on a producer thread once a permit is free; the iterator
 /// comes back unless it ended.
 async fn batch<I>(mut chunks: I) -> Result<(Option<I>, Vec<Bytes>), BoxError>
 where
@@ -109,29 +113,50 @@ where
     };
     // The permit moves into the batch: if the body is dropped meanwhile, the batch still finishes (it is
     // bounded) before another may start, so at most `producers()` batches ever run.
-    let joined = tokio::task::spawn_blocking(move || {
+    let (done, result) = tokio::sync::oneshot::channel();
+    submit(Box::new(move || {
         let _permit: OwnedSemaphorePermit = permit;
         let _producing = Gauge::up(&PRODUCING);
         let (mut out, mut bytes) = (Vec::new(), 0);
-        while bytes < BATCH_BYTES {
+        let produced = loop {
+            if bytes >= BATCH_BYTES {
+                break (Some(chunks), out);
+            }
             match chunks.next() {
                 Some(c) => {
                     bytes += c.len();
                     out.push(c);
                 }
-                None => return (None, out),
+                None => break (None, out),
             }
-        }
-        (Some(chunks), out)
-    })
-    .await;
-    joined.map_err(|e| -> BoxError { format!("producing a response body failed: {e}").into() })
+        };
+        let _ = done.send(produced);
+    }));
+    // A job that panicked (an iterator bug) drops `done`: the body ends with an error, the thread lives on.
+    result.await.map_err(|_| -> BoxError { "producing a response body failed".into() })
+}
+
+/// Runs `job` on a producer thread. The permit bounds the queued jobs to the pool's capacity, so a job comes
+/// back only if no producer thread could be started: the blocking pool then runs it at normal priority.
+fn submit(job: pool::Job) {
+    let unsent = match pool::Pool::get(producers()) {
+        Some(pool) => pool.submit(job).err(),
+        None => Some(job),
+    };
+    if let Some(job) = unsent {
+        tokio::task::spawn_blocking(job);
+    }
 }
 
 /// Heavy bodies waiting for a producer permit, and batches running: process-wide like the pool they queue
 /// for, read at scrape time (`kache_heavy_bodies_waiting`, `kache_heavy_bodies_producing`).
 static WAITING: AtomicU64 = AtomicU64::new(0);
 static PRODUCING: AtomicU64 = AtomicU64::new(0);
+
+/// (lowered, normal) producer threads now (`kache_heavy_body_threads{priority}`).
+pub fn heavy_body_threads() -> (u64, u64) {
+    pool::threads()
+}
 
 /// (waiting, producing) now.
 pub fn heavy_bodies() -> (u64, u64) {

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use http_body_util::BodyExt as _;
 
+#[cfg(target_os = "linux")]
+use super::pool;
 use super::*;
 
 /// Chunks of `size` bytes, `n` of them, each tagged with its index.
@@ -146,4 +148,54 @@ async fn the_gauges_show_bodies_producing_and_waiting() {
     let lens = tokio::time::timeout(GUARD, bodies.join_all()).await.expect("no hang");
     assert!(lens.into_iter().all(|l| l.expect("body") == 10));
     drop(started_rx);
+}
+
+/// Heavy bodies are produced on the dedicated producer threads, whose nice value is raised by
+/// [`pool::NICE`] so that the runtime workers preempt them (Linux).
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn chunks_are_produced_on_lowered_priority_producer_threads() {
+    let base = pool::own_nice();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let input = chunks(40, 8 * 1024).into_iter().inspect(move |_| {
+        let name = std::thread::current().name().map(str::to_owned);
+        log.lock().expect("not poisoned").push((name, pool::own_nice()));
+    });
+    let got = tokio::time::timeout(GUARD, offloaded(input).collect()).await.expect("no hang").expect("body");
+    assert_eq!(got.to_bytes().len(), 40 * 8 * 1024);
+    let seen = seen.lock().expect("not poisoned");
+    assert_eq!(seen.len(), 40);
+    for (name, nice) in seen.iter() {
+        assert!(name.as_deref().is_some_and(|n| n.starts_with("kache-heavy-")), "produced on {name:?}");
+        assert_eq!(*nice, (base + pool::NICE).min(19), "the producer's nice value (the caller's is {base})");
+    }
+}
+
+/// A pool's threads are counted for `kache_heavy_body_threads{priority="lowered"}`, survive a job that panics, and
+/// end with the pool.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_pool_counts_its_threads_and_survives_a_panicking_job() {
+    let lowered = || pool::threads().0;
+    let base = pool::own_nice();
+    let p = pool::Pool::start(1).expect("a thread starts");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let panicking: pool::Job = Box::new(|| panic!("an iterator bug"));
+    assert!(p.submit(panicking).is_ok());
+    let tx2 = tx.clone();
+    // The queue holds one job per thread (the permits keep callers within it): the next job is taken once
+    // the thread has picked up the first.
+    let mut next: pool::Job = Box::new(move || tx2.send(pool::own_nice()).expect("receiver alive"));
+    let deadline = std::time::Instant::now() + GUARD;
+    while let Err(back) = p.submit(next) {
+        assert!(std::time::Instant::now() < deadline, "the thread never took the first job");
+        next = back;
+        std::thread::yield_now();
+    }
+    let nice = rx.recv_timeout(GUARD).expect("the thread outlived the panicking job");
+    assert_eq!(nice, (base + pool::NICE).min(19));
+    // The thread counted itself before running its first job; other pools (the process's) only add.
+    assert!(lowered() >= 1, "counted among the lowered-priority threads");
+    drop(tx);
 }

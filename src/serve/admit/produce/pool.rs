@@ -1,0 +1,118 @@
+//! The heavy-body producer threads: dedicated, and at a lowered OS scheduling priority.
+//!
+//! Why not tokio's blocking pool: its threads run at the priority of everything else, so on a small machine
+//! a producer indenting or compressing a 100k-pod list competes as an equal with the runtime workers that
+//! answer small requests, and a small request that wakes up while the producer holds the core waits for the
+//! scheduler's next turn (measured: small reads' p99 2.7× idle beside 40 heavy lists on 2 cores). Nice
+//! values cannot be set on the blocking pool's threads, which also run unrelated blocking work. So heavy
+//! batches run here, on [`producers()`](super::producers) threads of their own whose nice value is raised
+//! by [`NICE`] (Linux: per thread, `setpriority(PRIO_PROCESS, tid, …)` through rustix, already in the dependency
+//! graph, as the workspace allows no `unsafe`; lowering one's own priority needs no privilege): a runtime worker that wakes up preempts a producer, and a producer still has the core
+//! whenever nothing else wants it, so heavy bodies slow down only while light requests run.
+//!
+//! Bounded: jobs are admitted by the producer permits (one per running or queued batch), so the queue never
+//! holds more than `producers()` jobs; its capacity is that, and a send never waits.
+//! `kache_heavy_body_threads{priority}` counts the threads, by whether lowering their priority succeeded.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How much the producers' nice value is raised above the process's (0 → 10): CFS weighs a nice-10 thread
+/// about 1/10 of a nice-0 one, so light requests on the runtime workers win the core when they want it,
+/// while producers still make progress beside a busy worker instead of starving (nice 19 would leave them
+/// ~1.5 %, and on a machine loaded by other work heavy lists would stall for good).
+pub const NICE: i32 = 10;
+
+/// A batch to run on a producer thread.
+pub type Job = Box<dyn FnOnce() + Send>;
+
+/// The process's producer threads (started on first use).
+pub struct Pool {
+    jobs: SyncSender<Job>,
+}
+
+// === impl Pool ===
+
+impl Pool {
+    /// The process's pool, with `threads` producers, started on first use.
+    pub fn get(threads: usize) -> Option<&'static Pool> {
+        static POOL: OnceLock<Option<Pool>> = OnceLock::new();
+        POOL.get_or_init(|| Pool::start(threads)).as_ref()
+    }
+
+    /// Starts `threads` producers; None if not one could be spawned (callers then use the blocking pool).
+    /// The threads end when the pool is dropped (the process's never is).
+    pub fn start(threads: usize) -> Option<Pool> {
+        let (jobs, rx) = sync_channel::<Job>(threads.max(1));
+        let rx = Arc::new(Mutex::new(rx));
+        let mut started = 0;
+        for i in 0..threads.max(1) {
+            let rx = rx.clone();
+            let spawned =
+                std::thread::Builder::new().name(format!("kache-heavy-{i}")).spawn(move || run(&rx));
+            match spawned {
+                Ok(_) => started += 1,
+                Err(e) => tracing::warn!(error = %e, "could not start a heavy-body producer thread"),
+            }
+        }
+        (started > 0).then_some(Pool { jobs })
+    }
+
+    /// Queues `job`; it comes back if the queue is full, which the producer permits rule out.
+    pub fn submit(&self, job: Job) -> Result<(), Job> {
+        self.jobs.try_send(job).map_err(|e| match e {
+            TrySendError::Full(job) | TrySendError::Disconnected(job) => job,
+        })
+    }
+}
+
+/// A producer thread: lowers its own priority, then runs jobs until the process ends. A job that panics
+/// is contained (its caller sees its result channel closed) so the thread lives on.
+fn run(jobs: &Mutex<Receiver<Job>>) {
+    let counter = if lower_own_priority() { &LOWERED } else { &NORMAL };
+    counter.fetch_add(1, Ordering::Relaxed);
+    loop {
+        // The lock is held only to receive; the job runs without it.
+        let job = match jobs.lock() {
+            Ok(rx) => rx.recv(),
+            Err(poisoned) => poisoned.into_inner().recv(),
+        };
+        let Ok(job) = job else { break };
+        let _ = catch_unwind(AssertUnwindSafe(job));
+    }
+    counter.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Producer threads running, by whether lowering their priority succeeded: process-wide like the pool,
+/// read at scrape time (`kache_heavy_body_threads{priority}`).
+static LOWERED: AtomicU64 = AtomicU64::new(0);
+static NORMAL: AtomicU64 = AtomicU64::new(0);
+
+/// (lowered, normal) producer threads now.
+pub fn threads() -> (u64, u64) {
+    (LOWERED.load(Ordering::Relaxed), NORMAL.load(Ordering::Relaxed))
+}
+
+/// Raises the calling thread's nice value by [`NICE`]; false where that is not possible.
+#[cfg(target_os = "linux")]
+fn lower_own_priority() -> bool {
+    // On Linux, PRIO_PROCESS with a thread id addresses that thread alone.
+    let tid = rustix::thread::gettid();
+    let Ok(now) = rustix::process::getpriority_process(Some(tid)) else { return false };
+    rustix::process::setpriority_process(Some(tid), (now + NICE).min(19)).is_ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_own_priority() -> bool {
+    false
+}
+
+/// The calling thread's nice value (tests: the producers run at a lowered priority).
+#[cfg(all(test, target_os = "linux"))]
+pub fn own_nice() -> i32 {
+    rustix::process::getpriority_process(Some(rustix::thread::gettid()))
+        .expect("one's own priority is readable")
+}
