@@ -31,7 +31,7 @@ use crate::upstream::{Upstream, UpstreamError};
 const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How often discovery runs again to pick up custom resources added later.
-pub const DEFAULT_REDISCOVERY_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_REDISCOVERY_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Where the upstream apiserver is and how to authenticate to it.
 #[derive(Clone, Debug)]
@@ -377,7 +377,7 @@ impl KacheStats {
         Self { registry, freshness: None, checks: Vec::new() }
     }
 
-    pub fn with_freshness(mut self, freshness: Arc<Freshness>) -> Self {
+    pub(crate) fn with_freshness(mut self, freshness: Arc<Freshness>) -> Self {
         self.freshness = Some(freshness);
         self
     }

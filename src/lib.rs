@@ -34,6 +34,14 @@
 //!   `app` and handed to each stage that records; `metrics` depends on no stage (scrape-time values come
 //!   through [`metrics::StatsSource`], which `app` implements; `front::metrics_server` serves them).
 //! - [`app`]: wires the parts together; `main` and the tests call [`app::run`].
+//!
+//! # Public surface
+//!
+//! kache is a binary. The library's modules are public for the code outside it that drives or measures
+//! kache: the integration tests (`tests/it`), the benches, the fuzz crate (which compiles the parsers by
+//! path), the load tool and `main.rs`. Inside a module an item is `pub` only when that outside code names
+//! it (or a `pub` signature needs it); everything else is `pub(crate)`. `scripts/pub-trim.py` applies the
+//! rule (`scripts/pub-trim.keep` lists the names the compiler required to stay `pub`).
 
 pub mod app;
 pub mod auth;

@@ -163,7 +163,7 @@ impl Requested {
     /// reach the upstream with its own credentials. Node usernames are not: the apiserver's choice
     /// between its node modes and legacy impersonation (which give the node different groups) depends on
     /// its per-requester history, so only the upstream knows which user the request runs as.
-    pub fn decidable_for_memory(&self) -> bool {
+    pub(crate) fn decidable_for_memory(&self) -> bool {
         node_name(&self.name).is_none()
     }
 

@@ -89,7 +89,7 @@ impl ClientLimits {
     }
 
     /// Takes one request token for `key` at `now`; `Err` is the 429 with the seconds until one is back.
-    pub fn check_rate(&self, key: &ClientKey, now: Instant) -> Result<(), ApiError> {
+    pub(crate) fn check_rate(&self, key: &ClientKey, now: Instant) -> Result<(), ApiError> {
         if self.settings.qps <= 0.0 {
             return Ok(());
         }
@@ -113,7 +113,7 @@ impl ClientLimits {
     }
 
     /// Opens a watch for `key`; `Err` is the 429 when the client already has `max_watches` open.
-    pub fn begin_watch(&self, key: &ClientKey) -> Result<Option<WatchSlot>, ApiError> {
+    pub(crate) fn begin_watch(&self, key: &ClientKey) -> Result<Option<WatchSlot>, ApiError> {
         if self.settings.max_watches == 0 {
             return Ok(None);
         }

@@ -42,13 +42,13 @@ pub use tls_reload::{DEFAULT_RELOAD_INTERVAL, ReloadingCert};
 pub use x509::{Subject, subject};
 
 /// Default TTL of an authenticated token review.
-pub const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(120);
 /// Default TTL of a rejected token (short: a token just issued should start working soon).
-pub const DEFAULT_TOKEN_FAILURE_TTL: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_TOKEN_FAILURE_TTL: Duration = Duration::from_secs(10);
 /// Default TTL of an allowing SubjectAccessReview (the apiserver's webhook authorizer default, 5 min).
-pub const DEFAULT_ALLOW_TTL: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_ALLOW_TTL: Duration = Duration::from_secs(300);
 /// Default TTL of a denying SubjectAccessReview (the webhook authorizer default, 30 s).
-pub const DEFAULT_DENY_TTL: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_DENY_TTL: Duration = Duration::from_secs(30);
 /// Default TokenReview budget per source address: 10 reviews/s, bursts of 50 (a client presents one token,
 /// reviewed once per `--auth-token-ttl`; only floods of distinct tokens reach this).
 pub const DEFAULT_REVIEWS_PER_ADDRESS: ClientLimitSettings =
@@ -199,7 +199,7 @@ pub struct Attributes {
 impl Attributes {
     /// The attributes the apiserver's RequestInfo gives a resource request. `/api/v1/namespaces/{name}`
     /// is in namespace `{name}`, as RequestInfo parses it.
-    pub fn from_request(r: &ResourceRequest) -> Self {
+    pub(crate) fn from_request(r: &ResourceRequest) -> Self {
         let name = r.name.clone().unwrap_or_default();
         let namespace = match &r.namespace {
             Some(ns) => ns.clone(),
@@ -219,7 +219,7 @@ impl Attributes {
 }
 
 /// The RBAC verb of a request.
-pub fn verb_name(verb: Verb) -> &'static str {
+pub(crate) fn verb_name(verb: Verb) -> &'static str {
     match verb {
         Verb::Get => "get",
         Verb::List => "list",
@@ -245,7 +245,7 @@ pub fn client_key(id: &Identity, conn: Option<&ConnInfo>) -> Option<ClientKey> {
 
 /// Which upstream client a forwarded request must use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ForwardVia {
+pub(crate) enum ForwardVia {
     /// kache's own upstream client (its credentials, if it has any, replace the client's).
     Kache,
     /// A client without kache's credentials: the client's own `Authorization` reaches the upstream.
@@ -304,7 +304,7 @@ impl Auth {
     }
 
     /// [`Auth::none`] keeping `settings`' other parts (per-client limits).
-    pub fn none_with(settings: AuthSettings) -> Self {
+    pub(crate) fn none_with(settings: AuthSettings) -> Self {
         let settings = AuthSettings { mode: AuthMode::None, ..settings };
         let entries = 1;
         let reviews = ClientLimits::new(ClientLimitSettings::default());
@@ -529,7 +529,7 @@ impl Auth {
     ///   user, or the user it impersonates once [`Auth::impersonate`] allowed it. An identity that headers
     ///   cannot carry exactly is refused (500), never narrowed or changed.
     /// - `--auth=none`: unchanged; kache's client decides (it strips client credentials when it has its own).
-    pub fn apply_to_forwarded(
+    pub(crate) fn apply_to_forwarded(
         &self,
         id: &Identity,
         headers: &mut HeaderMap,

@@ -59,7 +59,7 @@ impl ReloadingCert {
 
     /// Reloads when either file changed since the last successful load. `Ok(true)`: a new certificate is
     /// served from the next handshake on; `Err`: the files changed but do not load (the old one stays).
-    pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
+    pub(crate) fn reload_if_changed(&self) -> Result<bool, TlsError> {
         let now = [stamp_of(&self.cert), stamp_of(&self.key)];
         let mut stamp = self.stamp.lock().unwrap_or_else(|e| e.into_inner());
         if *stamp == now {

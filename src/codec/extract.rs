@@ -33,7 +33,7 @@ pub use watch::{
 };
 
 /// The annotation on the bookmark that ends a watch's initial events (`sendInitialEvents=true`).
-pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
+pub(crate) const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 
 /// Why upstream bytes could not be ingested. The reflector counts and logs these; they never reach a
 /// client.

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 /// Appends `s` as a JSON string literal (with quotes), escaped exactly like Go's `encoding/json`
 /// (HTML escaping on, Go ≥ 1.22 `\b`/`\f` short escapes).
-pub fn write_json_str(out: &mut String, s: &str) {
+pub(crate) fn write_json_str(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {

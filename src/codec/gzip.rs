@@ -11,7 +11,7 @@ use flate2::write::GzEncoder;
 pub const GZIP_THRESHOLD_BYTES: usize = 128 * 1024;
 
 /// Whether a body of `len` bytes is compressed when the client accepts gzip.
-pub fn should_compress(len: usize) -> bool {
+pub(crate) fn should_compress(len: usize) -> bool {
     len > GZIP_THRESHOLD_BYTES
 }
 
@@ -48,7 +48,7 @@ mod tests {
 
 /// Compresses a stream of chunks on the fly into one gzip member (level 1), yielding compressed output as
 /// it accumulates, so a large list is never held whole in either form.
-pub struct GzipChunks<I> {
+pub(crate) struct GzipChunks<I> {
     inner: I,
     encoder: Option<GzEncoder<Vec<u8>>>,
 }

@@ -25,7 +25,7 @@ pub struct ListMeta {
 }
 
 /// Writes the list header up to and including `"items":[`.
-pub fn list_header(kind: &str, api_version: &str, meta: &ListMeta) -> BytesMut {
+pub(crate) fn list_header(kind: &str, api_version: &str, meta: &ListMeta) -> BytesMut {
     let mut out = BytesMut::with_capacity(256);
     out.put_slice(b"{\"kind\":");
     write_json_string(&mut out, kind);
@@ -46,11 +46,11 @@ pub fn list_header(kind: &str, api_version: &str, meta: &ListMeta) -> BytesMut {
 }
 
 /// The list trailer, with the newline Go's `json.Encoder.Encode` appends to compact output.
-pub const LIST_TRAILER: &[u8] = b"]}\n";
+pub(crate) const LIST_TRAILER: &[u8] = b"]}\n";
 
 /// Appends one item in list form: without `kind`/`apiVersion` for built-in types (as the apiserver's typed
 /// lists), with them for custom resources.
-pub fn put_item(out: &mut BytesMut, object: &Object, with_type_meta: bool) {
+pub(crate) fn put_item(out: &mut BytesMut, object: &Object, with_type_meta: bool) {
     if with_type_meta || object.body_offset <= 1 {
         out.put_slice(&object.raw);
     } else {
@@ -73,7 +73,7 @@ pub enum View {
 }
 
 /// The type meta of one `PartialObjectMetadata` item, up to its `metadata` value.
-pub const PARTIAL_OBJECT_HEAD: &[u8] =
+pub(crate) const PARTIAL_OBJECT_HEAD: &[u8] =
     b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":";
 
 /// The stored bytes of an object's `metadata` value.
@@ -83,7 +83,7 @@ fn metadata_bytes(object: &Object) -> &[u8] {
 
 /// Appends one object as a `PartialObjectMetadata`, from the stored bytes of its `metadata` (never decoded;
 /// custom resources' members are permuted into `ObjectMeta` order, see [`super::meta_view`]).
-pub fn put_partial(out: &mut BytesMut, object: &Object) {
+pub(crate) fn put_partial(out: &mut BytesMut, object: &Object) {
     out.put_slice(PARTIAL_OBJECT_HEAD);
     out.put_slice(&super::meta_view::view_metadata(metadata_bytes(object), is_typed(object)));
     out.put_u8(b'}');
@@ -91,7 +91,7 @@ pub fn put_partial(out: &mut BytesMut, object: &Object) {
 
 /// Whether the object's bytes are a typed object's (`kind` and `apiVersion` first, as the apiserver encodes
 /// built-in types); unstructured objects (custom resources) start with the sorted `apiVersion`.
-pub fn is_typed(object: &Object) -> bool {
+pub(crate) fn is_typed(object: &Object) -> bool {
     object.raw.starts_with(b"{\"kind\":")
 }
 
@@ -181,7 +181,7 @@ impl ListChunks {
     }
 
     /// The exact number of bytes the chunks will add up to.
-    pub fn total_len(&self) -> usize {
+    pub(crate) fn total_len(&self) -> usize {
         let header = self.header.as_ref().map_or(0, BytesMut::len);
         let items: usize = match self.view {
             View::Full => self.items.iter().map(|o| item_len(o, self.with_type_meta)).sum(),
@@ -260,7 +260,7 @@ fn item_len(object: &Object, with_type_meta: bool) -> usize {
 }
 
 /// Writes `s` as a JSON string with Go's escaping (`<`, `>`, `&` as `\u003c`… like encoding/json).
-pub fn write_json_string(out: &mut BytesMut, s: &str) {
+pub(crate) fn write_json_string(out: &mut BytesMut, s: &str) {
     out.put_u8(b'"');
     let bytes = s.as_bytes();
     let mut start = 0;

@@ -45,13 +45,13 @@ pub fn canonical(meta: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Length of the view's metadata.
-pub fn canonical_len(meta: &[u8]) -> usize {
+pub(crate) fn canonical_len(meta: &[u8]) -> usize {
     canonical(meta).map_or(meta.len(), |v| v.len())
 }
 
 /// The view's metadata for an object stored as `typed` (built-in: `kind` and `apiVersion` lead its bytes, its
 /// metadata is a typed `ObjectMeta` already in struct order, copied without a scan) or unstructured.
-pub fn view_metadata(meta: &[u8], typed: bool) -> Cow<'_, [u8]> {
+pub(crate) fn view_metadata(meta: &[u8], typed: bool) -> Cow<'_, [u8]> {
     if typed {
         return Cow::Borrowed(meta);
     }

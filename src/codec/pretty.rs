@@ -17,7 +17,7 @@ pub fn indent(input: &[u8]) -> Vec<u8> {
 /// only its position (depth, string and escape state), so a streamed response needs one output buffer per
 /// input chunk, never the whole document.
 #[derive(Clone, Debug, Default)]
-pub struct Indenter {
+pub(crate) struct Indenter {
     depth: usize,
     in_string: bool,
     escaped: bool,
@@ -84,7 +84,7 @@ impl Indenter {
 
 /// Pretty-prints a stream of compact JSON chunks chunk by chunk: each output chunk is the indented form of
 /// one input chunk, so memory stays bounded by the largest chunk (a list's chunks are ~64 KiB or one object).
-pub struct PrettyChunks<I> {
+pub(crate) struct PrettyChunks<I> {
     inner: I,
     indenter: Indenter,
 }

@@ -18,7 +18,7 @@ use crate::front::body::{Body, BoxError};
 
 /// The largest frame the adapter builds: large enough that a list is relayed in a handful of writes, small
 /// enough to stay a bounded per-response buffer.
-pub const MAX_COALESCED: usize = 64 * 1024;
+pub(crate) const MAX_COALESCED: usize = 64 * 1024;
 
 pin_project_lite::pin_project! {
     struct Coalesce {
@@ -32,7 +32,7 @@ pin_project_lite::pin_project! {
 }
 
 /// Wraps `body` so that data frames already available are passed on joined, up to `max` bytes per frame.
-pub fn coalesced(body: Body, max: usize) -> Body {
+pub(crate) fn coalesced(body: Body, max: usize) -> Body {
     Coalesce { inner: body, max: max.max(1), held: None, done: false }.boxed()
 }
 

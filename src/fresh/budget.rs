@@ -13,31 +13,31 @@ use std::time::{Duration, Instant};
 /// Fixed cost of a forwarded read (one upstream round trip and its handling; the apiserver answers a
 /// small get in ~5 ms on a real cluster, 6.5 ms measured direct). Where kache has measured its
 /// probes (a `limit=1` list: one round trip), the measured figure replaces this guess ([`ProbeCost`]).
-pub const FORWARD_BASE: Duration = Duration::from_millis(5);
+pub(crate) const FORWARD_BASE: Duration = Duration::from_millis(5);
 /// Throughput of a forwarded read: what the apiserver serialises from its watch cache per second. Measured
 /// on the real 1.36 apiserver (BENCHMARKS-real.md): a 500-object page of 1.1 MB in 30 ms, a 21.5 MiB list in
 /// 560 ms, both ~40 MB/s (a 30 MB list took 279 ms on a faster machine).
-pub const FORWARD_BYTES_PER_SEC: f64 = 40e6;
+pub(crate) const FORWARD_BYTES_PER_SEC: f64 = 40e6;
 /// Throughput of a read served from memory (a 21.5 MiB list in 56 ms over TLS, same run: ~400 MB/s).
-pub const MEMORY_BYTES_PER_SEC: f64 = 400e6;
+pub(crate) const MEMORY_BYTES_PER_SEC: f64 = 400e6;
 /// A probe is sent for a read only when serving it from memory instead of forwarding saves at least this
 /// many probes' worth of time: a probe costs about what a small forwarded read costs (the apiserver serves a
 /// consistent get from etcd, `CacheDelegator.Get`, and a consistent `limit=1` list from its cache after
 /// asking etcd for its revision), so for gets and small lists probing can only add latency, and a margin
 /// keeps a read whose probe finds the store behind (then forwarded) within a small factor of direct.
-pub const PROBE_PAYOFF: u32 = 2;
+pub(crate) const PROBE_PAYOFF: u32 = 2;
 /// Advances of the store looked at to estimate its rate (retained snapshots: one per event or bookmark).
-pub const ACTIVITY_SAMPLES: usize = 8;
+pub(crate) const ACTIVITY_SAMPLES: usize = 8;
 /// A wait is bounded by this many expected gaps (plus slack): an advance that did not come by then is not
 /// coming soon, and the read is forwarded.
-pub const GAPS_TO_WAIT: u32 = 3;
+pub(crate) const GAPS_TO_WAIT: u32 = 3;
 /// Event propagation from the upstream to the store (watch frame, decode, publish: about a millisecond on a
 /// local network).
-pub const PROPAGATION_SLACK: Duration = Duration::from_millis(1);
+pub(crate) const PROPAGATION_SLACK: Duration = Duration::from_millis(1);
 
 /// How recently and how often the store advanced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Activity {
+pub(crate) struct Activity {
     /// Mean time between the last [`ACTIVITY_SAMPLES`] advances; `None` with fewer than two.
     pub gap: Option<Duration>,
     /// Time since the last advance.
@@ -46,7 +46,7 @@ pub struct Activity {
 
 impl Activity {
     /// From the times of the store's most recent advances (any order), seen at `now`.
-    pub fn from_times(times: impl IntoIterator<Item = Instant>, now: Instant) -> Self {
+    pub(crate) fn from_times(times: impl IntoIterator<Item = Instant>, now: Instant) -> Self {
         let (mut n, mut first, mut last) = (0u32, None::<Instant>, None::<Instant>);
         for t in times {
             n += 1;
@@ -63,13 +63,13 @@ impl Activity {
 
     /// When the next advance is expected: the mean gap, but at least the time already passed since the
     /// last one (a resource that went quiet is not expected to move within its old gap).
-    pub fn expected_next(&self) -> Option<Duration> {
+    pub(crate) fn expected_next(&self) -> Option<Duration> {
         self.gap.map(|g| g.max(self.since_last))
     }
 }
 
 /// The estimated cost of forwarding a read of `bytes` bytes.
-pub fn forward_cost(bytes: usize) -> Duration {
+pub(crate) fn forward_cost(bytes: usize) -> Duration {
     FORWARD_BASE + transfer(bytes, FORWARD_BYTES_PER_SEC)
 }
 
@@ -81,7 +81,7 @@ fn transfer(bytes: usize, per_sec: f64) -> Duration {
 /// costs (`probe`, measured): only when serving from memory saves [`PROBE_PAYOFF`] probes over forwarding.
 /// (Forwarding and probing share the round trip; what differs is the body, sent at the apiserver's
 /// throughput or at memory speed.)
-pub fn probe_pays(bytes: usize, probe: Duration) -> bool {
+pub(crate) fn probe_pays(bytes: usize, probe: Duration) -> bool {
     let saved = transfer(bytes, FORWARD_BYTES_PER_SEC).saturating_sub(transfer(bytes, MEMORY_BYTES_PER_SEC));
     saved >= probe.saturating_mul(PROBE_PAYOFF)
 }
@@ -89,7 +89,7 @@ pub fn probe_pays(bytes: usize, probe: Duration) -> bool {
 /// The cost of a probe round trip, as measured: an exponentially weighted mean of the probes' durations,
 /// [`FORWARD_BASE`] until the first one is measured. Lock-free (microseconds in an atomic).
 #[derive(Debug)]
-pub struct ProbeCost(std::sync::atomic::AtomicU64);
+pub(crate) struct ProbeCost(std::sync::atomic::AtomicU64);
 
 impl Default for ProbeCost {
     fn default() -> Self {
@@ -120,7 +120,7 @@ impl ProbeCost {
 
 /// How long a read of `bytes` bytes should wait for the store's next advance; zero means forward at once.
 /// `waiters` readers of the same resource already wait for the same proof; `max` is the configured bound.
-pub fn wait_budget(activity: Activity, bytes: usize, waiters: usize, max: Duration) -> Duration {
+pub(crate) fn wait_budget(activity: Activity, bytes: usize, waiters: usize, max: Duration) -> Duration {
     let Some(expected) = activity.expected_next() else { return Duration::ZERO };
     let worth = forward_cost(bytes).saturating_mul(1 + waiters.min(1000) as u32).min(max);
     if expected + PROPAGATION_SLACK > worth {

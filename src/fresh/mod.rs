@@ -58,14 +58,14 @@ use slot::{Slot, Waiting};
 /// The longest a consistent read waits for the store to reach the probed revision, however much waiting
 /// seems to pay off. The apiserver waits up to 3 s (`blockTimeout`) but it can request progress from etcd
 /// every 100 ms; kache cannot, so it waits only where [`budget`] expects an advance.
-pub const DEFAULT_CONSISTENT_WAIT: Duration = Duration::from_millis(500);
+pub(crate) const DEFAULT_CONSISTENT_WAIT: Duration = Duration::from_millis(500);
 /// Upper bound on concurrent consistent reads that fell back upstream.
-pub const DEFAULT_FALLBACK_CONCURRENCY: usize = 32;
+pub(crate) const DEFAULT_FALLBACK_CONCURRENCY: usize = 32;
 /// A probe that takes longer than this fails (and the read falls back).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// What a proof costs the readers waiting for it (the pre-deadline bookmark comes 1–2 s into the proof
 /// watch): a read whose forwarding costs more, counting every reader waiting for the same proof, is proven.
-pub const PROOF_COST: Duration = Duration::from_secs(2);
+pub(crate) const PROOF_COST: Duration = Duration::from_secs(2);
 /// A read is only proven when forwarding it costs at least this fraction of a proof (a multi-megabyte list):
 /// a proof delays its readers by ~1–2 s, which small reads, however many, should not pay.
 const PROOF_MIN_FRACTION: u32 = 10;
@@ -204,7 +204,7 @@ pub struct Freshness {
 
 /// The query string (`fieldSelector=…&labelSelector=…`) of a resource mirrored filtered, `None` when it is
 /// mirrored whole.
-pub type SelectionLookup = Arc<dyn Fn(&Gvr) -> Option<String> + Send + Sync>;
+pub(crate) type SelectionLookup = Arc<dyn Fn(&Gvr) -> Option<String> + Send + Sync>;
 
 // === impl Freshness ===
 
@@ -225,7 +225,7 @@ impl Freshness {
 
     /// Tells proofs which resources are mirrored filtered: a filtered store is proven quiet by a watch of its
     /// own selection, which other selections' events (other nodes' pods) do not interrupt. Set once.
-    pub fn set_selection_lookup(&self, lookup: SelectionLookup) {
+    pub(crate) fn set_selection_lookup(&self, lookup: SelectionLookup) {
         let _ = self.selection.set(lookup);
     }
 
@@ -239,12 +239,12 @@ impl Freshness {
     }
 
     /// The highest revision the upstream is known to have reached.
-    pub fn known_revision(&self) -> u64 {
+    pub(crate) fn known_revision(&self) -> u64 {
         self.known.load(Relaxed)
     }
 
     /// Records a revision the upstream has reached (from one of its own answers, never from a client).
-    pub fn observe(&self, rv: u64) {
+    pub(crate) fn observe(&self, rv: u64) {
         self.known.fetch_max(rv, Relaxed);
     }
 
@@ -252,7 +252,7 @@ impl Freshness {
     /// resourceVersion to serve at (≥ the probed revision and ≥ `min_rv`, e.g. the last write through kache).
     /// `bytes` is the size of the read (what forwarding it would cost); `watch` marks a consistent watch,
     /// which forwarding would pin upstream for its whole life.
-    pub async fn ensure(
+    pub(crate) async fn ensure(
         &self,
         store: &Arc<Store>,
         arrived: Instant,
@@ -363,7 +363,7 @@ impl Freshness {
     }
 
     /// A permit for one fallback (forwarded consistent read); `None` when too many are in flight.
-    pub fn try_fallback(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    pub(crate) fn try_fallback(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
         self.fallbacks.clone().try_acquire_owned().ok()
     }
 

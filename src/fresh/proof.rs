@@ -23,9 +23,9 @@ use crate::upstream::Upstream;
 
 /// The proof watch's `timeoutSeconds`: its pre-deadline bookmark comes after ~1–2 s (1.9 s
 /// measured on a 1.36 apiserver for a 3 s watch opened right after a consistent read).
-pub const PROOF_WATCH_SECONDS: u64 = 3;
+pub(crate) const PROOF_WATCH_SECONDS: u64 = 3;
 /// A proof watch that has not decided by then has failed (the stream should have ended at 3 s).
-pub const PROOF_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const PROOF_TIMEOUT: Duration = Duration::from_secs(5);
 /// A proof reads only bookmarks; a frame longer than this is an event.
 const MAX_FRAME: usize = 1 << 20;
 

@@ -24,7 +24,7 @@ pub fn empty() -> Body {
 }
 
 /// A body streaming the buffers an iterator produces, one frame each, as hyper asks for them.
-pub fn stream_iter<I>(chunks: I) -> Body
+pub(crate) fn stream_iter<I>(chunks: I) -> Body
 where
     I: Iterator<Item = Bytes> + Send + Sync + 'static,
 {

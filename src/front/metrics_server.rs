@@ -41,7 +41,7 @@ struct Shared {
 }
 
 /// Serves the metrics and health endpoints on `listener` until `shutdown` is cancelled.
-pub async fn serve_metrics(
+pub(crate) async fn serve_metrics(
     listener: TcpListener,
     metrics: Metrics,
     source: Arc<dyn StatsSource>,

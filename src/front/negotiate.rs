@@ -9,7 +9,7 @@
 use crate::codec::status::ApiError;
 
 /// Maximum Accept clauses examined; real clients send a handful. Bounds work on hostile headers.
-pub const MAX_ACCEPT_CLAUSES: usize = 64;
+pub(crate) const MAX_ACCEPT_CLAUSES: usize = 64;
 
 /// The outcome of negotiation for one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,7 +249,7 @@ fn negotiate_inner(accept: Option<&str>) -> Option<(Negotiated, bool)> {
 /// `DefaultEndpointRestrictions`: no `as=`/`g=`/`v=` transformation, no `sv=`). When it cannot — a header
 /// asking only for a Table or a metadata view — the apiserver writes the error with `WriteRawJSON`
 /// (indented, no trailing newline) and its own status code.
-pub fn error_negotiable(accept: Option<&str>) -> bool {
+pub(crate) fn error_negotiable(accept: Option<&str>) -> bool {
     let header = accept.unwrap_or("");
     if header.is_empty() {
         return true;
@@ -313,7 +313,7 @@ pub fn accepts_gzip(accept_encoding: &str) -> bool {
 
 /// `isPrettyPrint`: a non-empty `pretty` query parameter decides (`strconv.ParseBool`, invalid is
 /// false); otherwise User-Agents of humans (curl, Wget, browsers) get indented JSON.
-pub fn wants_pretty(pretty_param: Option<bool>, user_agent: Option<&str>) -> bool {
+pub(crate) fn wants_pretty(pretty_param: Option<bool>, user_agent: Option<&str>) -> bool {
     if let Some(p) = pretty_param {
         return p;
     }

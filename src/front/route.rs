@@ -87,7 +87,7 @@ impl Route {
 
     /// Whether the request may legitimately run without bound (watch, proxy, exec, attach, port-forward,
     /// log): the non-watch request timeout does not apply to it.
-    pub fn is_long_running(&self) -> bool {
+    pub(crate) fn is_long_running(&self) -> bool {
         self.resource().is_some_and(ResourceRequest::is_long_running)
     }
 }
@@ -96,13 +96,13 @@ impl Route {
 
 impl ResourceRequest {
     /// See [`Route::is_long_running`].
-    pub fn is_long_running(&self) -> bool {
+    pub(crate) fn is_long_running(&self) -> bool {
         matches!(self.verb, Verb::Watch | Verb::Proxy)
             || self.subresource.as_deref().is_some_and(|s| LONG_RUNNING_SUBRESOURCES.contains(&s))
     }
 
     /// Whether the verb changes state upstream (create, update, patch, delete, deletecollection).
-    pub fn is_write(&self) -> bool {
+    pub(crate) fn is_write(&self) -> bool {
         self.verb.is_write()
     }
 }
@@ -127,7 +127,7 @@ impl Verb {
     }
 
     /// Whether the verb changes state upstream.
-    pub fn is_write(self) -> bool {
+    pub(crate) fn is_write(self) -> bool {
         matches!(self, Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection)
     }
 

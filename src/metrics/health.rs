@@ -16,7 +16,7 @@ pub struct HealthResponse {
 }
 
 /// The always-passing liveness check every endpoint starts with.
-pub const PING: &str = "ping";
+pub(crate) const PING: &str = "ping";
 
 /// Evaluates `checks` for the endpoint `name` (`healthz`, `livez`, `readyz`) with the request's raw query.
 pub fn root(name: &str, checks: &[CheckResult], query: Option<&str>) -> HealthResponse {

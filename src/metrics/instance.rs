@@ -61,7 +61,7 @@ impl Metrics {
 
     /// Folds histogram samples into their buckets. Rendering does it too; `app` also runs it periodically
     /// so unscraped histograms keep bounded memory (the exporter holds raw samples until then).
-    pub fn run_upkeep(&self) {
+    pub(crate) fn run_upkeep(&self) {
         self.inner.handle.run_upkeep();
     }
 
@@ -80,7 +80,7 @@ impl Metrics {
     }
 
     /// The watch fan-out's counters of this kache (its watchers count into them).
-    pub fn watch_cells(&self) -> &WatchCells {
+    pub(crate) fn watch_cells(&self) -> &WatchCells {
         &self.inner.watch
     }
 

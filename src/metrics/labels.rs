@@ -310,7 +310,7 @@ const MAX_NAME_LEN: usize = 253;
 
 /// Whether a group or resource name may become a label value: the characters Kubernetes allows in them
 /// (lower-case DNS names). Anything else came from a malformed request and is reported as `other`.
-pub fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     name.len() <= MAX_NAME_LEN
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
 }

@@ -47,7 +47,7 @@ impl Metrics {
     }
 
     /// A streaming list (sendInitialEvents=true) sent its initial-events-end bookmark after `elapsed`.
-    pub fn watch_list_done<R: AsResource + ?Sized>(&self, resource: &R, elapsed: Duration) {
+    pub(crate) fn watch_list_done<R: AsResource + ?Sized>(&self, resource: &R, elapsed: Duration) {
         self.with_resource(resource, |m| m.watch_list_done(elapsed));
     }
 
@@ -68,12 +68,12 @@ impl Metrics {
     }
 
     /// An error talking to the upstream.
-    pub fn upstream_error(&self, reason: UpstreamErrorReason) {
+    pub(crate) fn upstream_error(&self, reason: UpstreamErrorReason) {
         self.counter(UPSTREAM_ERRORS_TOTAL, vec![label("reason", reason.as_str())]).increment(1);
     }
 
     /// An authentication/authorization decision, from the cache or not.
-    pub fn auth_cache(&self, result: AuthResult, decision: AuthDecision) {
+    pub(crate) fn auth_cache(&self, result: AuthResult, decision: AuthDecision) {
         let labels = vec![label("result", result.as_str()), label("decision", decision.as_str())];
         self.counter(AUTH_CACHE_TOTAL, labels).increment(1);
     }
@@ -84,7 +84,7 @@ impl Metrics {
     }
 
     /// A request or connection refused by a limit.
-    pub fn limit_rejected(&self, limit: Limit) {
+    pub(crate) fn limit_rejected(&self, limit: Limit) {
         self.counter(LIMIT_REJECTIONS_TOTAL, vec![label("limit", limit.as_str())]).increment(1);
     }
 
@@ -96,7 +96,7 @@ impl Metrics {
 
     /// A filtered mirror and its selector (`kache_mirror_selector`, 1 while it is configured); its
     /// `kache_mirror_uncovered_total` series exist (at zero) from then on.
-    pub fn mirror_selector<R: AsResource + ?Sized>(&self, resource: &R, selector: &str) {
+    pub(crate) fn mirror_selector<R: AsResource + ?Sized>(&self, resource: &R, selector: &str) {
         self.with_resource(resource, |m| {
             let mut labels = m.labels(&[]);
             labels.push(metrics::Label::new("selector", selector.to_owned()));
@@ -109,14 +109,14 @@ impl Metrics {
 
     /// A read of a filtered mirror forwarded because the mirror's selection does not cover it; `verb` is one of
     /// `get`, `list`, `watch`.
-    pub fn mirror_uncovered<R: AsResource + ?Sized>(&self, resource: &R, verb: &'static str) {
+    pub(crate) fn mirror_uncovered<R: AsResource + ?Sized>(&self, resource: &R, verb: &'static str) {
         self.with_resource(resource, |m| {
             self.counter(MIRROR_UNCOVERED_TOTAL, m.labels(&[("verb", verb)])).increment(1)
         });
     }
 
     /// An object version that could not be transcoded to protobuf (the read was forwarded).
-    pub fn protobuf_transcode_failed<R: AsResource + ?Sized>(&self, resource: &R) {
+    pub(crate) fn protobuf_transcode_failed<R: AsResource + ?Sized>(&self, resource: &R) {
         self.with_resource(resource, |m| m.protobuf_failures.increment(1));
     }
 

@@ -258,7 +258,7 @@ impl ResourceMetrics {
     }
 
     /// The store's resourceVersion (truncated to 15 digits like the apiserver, to stay exact in an f64).
-    pub fn set_resource_version(&self, rv: u64) {
+    pub(crate) fn set_resource_version(&self, rv: u64) {
         self.resource_version.set((rv % RV_MODULUS) as f64);
     }
 
@@ -273,7 +273,7 @@ impl ResourceMetrics {
     }
 
     /// A streaming list (sendInitialEvents) reached its initial-events-end bookmark after `elapsed`.
-    pub fn watch_list_done(&self, elapsed: Duration) {
+    pub(crate) fn watch_list_done(&self, elapsed: Duration) {
         self.watch_list_duration.record(elapsed.as_secs_f64());
     }
 
@@ -302,7 +302,7 @@ impl WatcherGuard {
 
     /// The watcher is being closed because it could not keep up
     /// (`kache_slow_watchers_closed_total`, `apiserver_terminated_watchers_total`).
-    pub fn slow_closed(&self) {
+    pub(crate) fn slow_closed(&self) {
         self.0.slow_watcher_closed();
     }
 }

@@ -13,40 +13,40 @@ use super::recorder::label;
 
 impl Metrics {
     /// A memory-served list was admitted (`bytes` > 0 charged) or finished (negative).
-    pub fn memory_read(&self, reads: i64, bytes: i64) {
+    pub(crate) fn memory_read(&self, reads: i64, bytes: i64) {
         self.gauge(MEMORY_READS_IN_FLIGHT, vec![]).increment(reads as f64);
         self.gauge(MEMORY_READ_BYTES_IN_FLIGHT, vec![]).increment(bytes as f64);
     }
 
     /// How the gzip cache answered one request.
-    pub fn gzip_cache(&self, result: GzipCacheResult) {
+    pub(crate) fn gzip_cache(&self, result: GzipCacheResult) {
         self.counter(GZIP_CACHE_TOTAL, vec![label("result", result.as_str())]).increment(1);
     }
 
     /// The gzip cache's size changed by `bytes` and `entries`.
-    pub fn gzip_cache_size(&self, bytes: i64, entries: i64) {
+    pub(crate) fn gzip_cache_size(&self, bytes: i64, entries: i64) {
         self.gauge(GZIP_CACHE_BYTES, vec![]).increment(bytes as f64);
         self.gauge(GZIP_CACHE_ENTRIES, vec![]).increment(entries as f64);
     }
 
     /// An entry left the gzip cache.
-    pub fn gzip_evicted(&self, reason: GzipEviction) {
+    pub(crate) fn gzip_evicted(&self, reason: GzipEviction) {
         self.counter(GZIP_CACHE_EVICTIONS_TOTAL, vec![label("reason", reason.as_str())]).increment(1);
     }
 
     /// How the list body cache answered one whole list.
-    pub fn body_cache(&self, result: BodyCacheResult) {
+    pub(crate) fn body_cache(&self, result: BodyCacheResult) {
         self.counter(LIST_BODY_CACHE_TOTAL, vec![label("result", result.as_str())]).increment(1);
     }
 
     /// The list body cache's size changed by `bytes` and `entries`.
-    pub fn body_cache_size(&self, bytes: i64, entries: i64) {
+    pub(crate) fn body_cache_size(&self, bytes: i64, entries: i64) {
         self.gauge(LIST_BODY_CACHE_BYTES, vec![]).increment(bytes as f64);
         self.gauge(LIST_BODY_CACHE_ENTRIES, vec![]).increment(entries as f64);
     }
 
     /// An entry left the list body cache.
-    pub fn body_cache_evicted(&self, reason: GzipEviction) {
+    pub(crate) fn body_cache_evicted(&self, reason: GzipEviction) {
         self.counter(LIST_BODY_CACHE_EVICTIONS_TOTAL, vec![label("reason", reason.as_str())]).increment(1);
     }
 

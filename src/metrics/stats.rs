@@ -170,7 +170,7 @@ impl ResourceMetrics {
 /// The readiness of a set of resources as the apiserver's health checks print them: one named check per
 /// configured resource (`informer-sync-<resource>[.<group>]`, with `[<selector>]` appended for a filtered
 /// mirror), failing until its store is synced.
-pub fn ready_checks(snapshots: &[ResourceSnapshot]) -> Vec<(String, Result<(), String>)> {
+pub(crate) fn ready_checks(snapshots: &[ResourceSnapshot]) -> Vec<(String, Result<(), String>)> {
     snapshots
         .iter()
         .filter(|s| s.configured)

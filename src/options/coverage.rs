@@ -74,7 +74,7 @@ impl MirrorSelector {
     }
 
     /// Whether the mirror holds every object (no selector at all).
-    pub fn is_everything(&self) -> bool {
+    pub(crate) fn is_everything(&self) -> bool {
         self.labels.is_empty() && self.fields.is_empty()
     }
 
@@ -93,7 +93,7 @@ impl MirrorSelector {
 
     /// The `labelSelector` / `fieldSelector` query parameters of the mirror's list and watch (in the
     /// selectors' canonical string forms), the empty ones left out.
-    pub fn query_params(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn query_params(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         if !self.labels.is_empty() {
             out.push(("labelSelector", self.labels.to_string()));
@@ -193,7 +193,7 @@ fn label_implies(r: &Requirement, m: &Requirement) -> bool {
 /// Parses one `--resource-selector` value, `RESOURCE:fieldSelector=SELECTOR` or
 /// `RESOURCE:labelSelector=SELECTOR`, into the resource spec and the selector. Repeating the flag for one
 /// resource ANDs the selectors ([`merge`]).
-pub fn parse_selector_spec(spec: &str) -> Result<(String, MirrorSelector), SelectorSpecError> {
+pub(crate) fn parse_selector_spec(spec: &str) -> Result<(String, MirrorSelector), SelectorSpecError> {
     let err = |reason: &str| SelectorSpecError { spec: spec.to_owned(), reason: reason.to_owned() };
     let Some((resource, selector)) = spec.split_once(':') else {
         return Err(err("expected RESOURCE:fieldSelector=… or RESOURCE:labelSelector=…"));

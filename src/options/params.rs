@@ -81,7 +81,7 @@ fn pretty_param(q: &Query) -> Option<bool> {
 /// Parses, defaults and validates list/watch options (steps 2–4 of the module doc). `is_watch_path` is
 /// true for the deprecated `/watch/...` paths; like the apiserver, validation still keys off the `watch`
 /// parameter, so a `/watch/` path without `watch=1` is validated as a list.
-pub fn parse_list_options(query: Option<&str>, is_watch_path: bool) -> Result<ListOptions, ApiError> {
+pub(crate) fn parse_list_options(query: Option<&str>, is_watch_path: bool) -> Result<ListOptions, ApiError> {
     let q = Query::parse(query);
     // Step 2: conversion, in metav1.ListOptions field order (strings and bools cannot fail).
     let watch_param = q.get("watch").is_some_and(query_bool);
@@ -248,7 +248,7 @@ impl ListOptions {
     /// Step 6: a watch of a single object by path name (`/watch/namespaces/ns/pods/NAME`, or a path name
     /// on a list route): a conflicting `metadata.name` selector is a 400; otherwise the selector becomes
     /// `metadata.name=NAME` when it was empty.
-    pub fn check_path_name(&mut self, name: &str) -> Result<(), ApiError> {
+    pub(crate) fn check_path_name(&mut self, name: &str) -> Result<(), ApiError> {
         if self.field_selector.is_empty() {
             self.field_selector = FieldSelector::parse(&format!(
                 "metadata.name={}",

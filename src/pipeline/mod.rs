@@ -51,7 +51,7 @@ pub use stats::{HandlerStats, ResponseEncoding};
 use view::Choice;
 
 /// Serves from memory, forwards the rest.
-pub struct KacheHandler {
+pub(crate) struct KacheHandler {
     stats: Arc<HandlerStats>,
     registry: Arc<Registry>,
     reads: Reads,
@@ -111,7 +111,7 @@ impl KacheHandler {
 
     /// Sets authentication and authorization. `pass_through` forwards requests of bearer-token clients with
     /// their own credentials when kache's upstream client carries kache's credentials.
-    pub fn with_auth(mut self, auth: Arc<Auth>, pass_through: Option<Forwarder>) -> Self {
+    pub(crate) fn with_auth(mut self, auth: Arc<Auth>, pass_through: Option<Forwarder>) -> Self {
         self.client_limits = Arc::new(ClientLimits::new(auth.settings().clients));
         self.auth = auth;
         self.pass_through = pass_through;

@@ -41,7 +41,7 @@ pub enum ResponseEncoding {
 // === impl ResponseEncoding ===
 
 impl ResponseEncoding {
-    pub const COUNT: usize = 6;
+    pub(crate) const COUNT: usize = 6;
     pub const ALL: [ResponseEncoding; Self::COUNT] =
         [Self::Json, Self::PartialMetadata, Self::Table, Self::Protobuf, Self::Yaml, Self::Cbor];
 

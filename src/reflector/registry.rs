@@ -142,14 +142,14 @@ impl Registry {
     /// before the store is first published and never removed (a resource's selector is fixed by the flags,
     /// so a restarted reflector mirrors the same selection): a published store is never mistaken for a
     /// whole mirror.
-    pub fn mirror_selector(&self, gvr: &Gvr) -> Option<Arc<MirrorSelector>> {
+    pub(crate) fn mirror_selector(&self, gvr: &Gvr) -> Option<Arc<MirrorSelector>> {
         let mirrors = self.mirrors.load();
         if mirrors.is_empty() { None } else { mirrors.get(gvr).cloned() }
     }
 
     /// Sets which resources are mirrored filtered (`--resource-selector`; several selectors of one resource
     /// are ANDed). Applies to reflectors started afterwards: call before discovery.
-    pub fn set_mirror_selectors(&self, specs: Vec<(ResourceSpec, MirrorSelector)>) {
+    pub(crate) fn set_mirror_selectors(&self, specs: Vec<(ResourceSpec, MirrorSelector)>) {
         self.selector_specs.store(Arc::new(specs));
     }
 
@@ -185,7 +185,7 @@ impl Registry {
 
     /// Starts caching a discovered, not excluded resource on its first read. Returns whether it is (now) cached;
     /// the caller forwards upstream until the store is synced.
-    pub fn ensure(&self, gvr: &Gvr) -> bool {
+    pub(crate) fn ensure(&self, gvr: &Gvr) -> bool {
         if self.get(gvr).is_some() {
             return true;
         }
@@ -228,7 +228,7 @@ impl Registry {
     }
 
     /// Stops every reflector (shutdown).
-    pub fn stop_all(&self) {
+    pub(crate) fn stop_all(&self) {
         let gvrs: Vec<Gvr> = self.lock().running.keys().cloned().collect();
         for gvr in gvrs {
             self.stop(&gvr);
@@ -291,13 +291,13 @@ impl Registry {
     }
 
     /// Runs one discovery round against the upstream and applies it.
-    pub async fn rediscover(&self) -> Result<Vec<Gvr>, DiscoveryError> {
+    pub(crate) async fn rediscover(&self) -> Result<Vec<Gvr>, DiscoveryError> {
         let found = discovery::discover_all(&*self.transport).await?;
         Ok(self.apply_discovery(found))
     }
 
     /// Rediscovers every `interval` (custom resources added later), until the registry is dropped.
-    pub fn spawn_rediscovery(self: &Arc<Self>, interval: Duration) -> JoinHandle<()> {
+    pub(crate) fn spawn_rediscovery(self: &Arc<Self>, interval: Duration) -> JoinHandle<()> {
         let weak: Weak<Self> = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(interval);

@@ -29,7 +29,7 @@ use crate::metrics::{Limit, Metrics};
 /// Default budget (`--max-read-bytes-inflight`, a server limit).
 pub use crate::front::server::limits::DEFAULT_MAX_READ_BYTES_IN_FLIGHT;
 /// The `Retry-After` of a refused read, in seconds (the apiserver's max-in-flight filter sends 1).
-pub const RETRY_AFTER_SECONDS: u32 = 1;
+pub(crate) const RETRY_AFTER_SECONDS: u32 = 1;
 /// The body of the apiserver's 429 (`http.Error(w, "Too many requests, please try again later.", 429)`).
 const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.\n";
 
@@ -54,7 +54,7 @@ pub struct ReadBudget {
 
 /// The budget was exhausted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OverBudget;
+pub(crate) struct OverBudget;
 
 // === impl ReadBudget ===
 
@@ -66,7 +66,7 @@ impl ReadBudget {
     }
 
     /// A budget with an explicit heavy-body limit (0: unlimited).
-    pub fn with_heavy_limit(limit: usize, heavy_limit: usize) -> Self {
+    pub(crate) fn with_heavy_limit(limit: usize, heavy_limit: usize) -> Self {
         Self {
             limit,
             in_flight: AtomicUsize::new(0),
@@ -85,7 +85,7 @@ impl ReadBudget {
     /// Admits one more heavy body (pretty-printed or gzipped on the fly) if fewer than the limit are in
     /// flight; the slot is released when the returned guard drops (with the body). Refused: the caller
     /// answers 429 before sending anything, as for the byte budget.
-    pub fn try_heavy(self: &Arc<Self>) -> Result<HeavySlot, OverBudget> {
+    pub(crate) fn try_heavy(self: &Arc<Self>) -> Result<HeavySlot, OverBudget> {
         let admitted = self.heavy_in_flight.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
             (self.heavy_limit == 0 || n < self.heavy_limit).then_some(n + 1)
         });
@@ -105,7 +105,7 @@ impl ReadBudget {
 
     /// Charges `bytes` if they fit (or nothing else is in flight); the charge is released when the returned
     /// guard drops.
-    pub fn try_charge(self: &Arc<Self>, bytes: usize) -> Result<Charge, OverBudget> {
+    pub(crate) fn try_charge(self: &Arc<Self>, bytes: usize) -> Result<Charge, OverBudget> {
         let mut current = self.in_flight.load(Ordering::Relaxed);
         loop {
             if self.limit > 0 && current > 0 && current.saturating_add(bytes) > self.limit {
@@ -148,7 +148,7 @@ impl Drop for Charge {
 
 /// A heavy body's place in a [`ReadBudget`], released on drop.
 #[derive(Debug)]
-pub struct HeavySlot {
+pub(crate) struct HeavySlot {
     budget: Arc<ReadBudget>,
 }
 
@@ -164,7 +164,7 @@ pub fn hold(resp: Response<Body>, charge: Charge) -> Response<Body> {
 }
 
 /// The apiserver's 429 for an overloaded server: plain text, `Retry-After`, `nosniff` (Go's `http.Error`).
-pub fn too_many_requests() -> Response<Body> {
+pub(crate) fn too_many_requests() -> Response<Body> {
     Response::builder()
         .status(StatusCode::TOO_MANY_REQUESTS)
         .header(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS))

@@ -28,13 +28,13 @@ use bytes::Bytes;
 use crate::metrics::{BodyCacheResult, GzipEviction, Metrics};
 
 /// At most this many (resource, namespace, view, encoding) entries.
-pub const MAX_ENTRIES: usize = 64;
+pub(crate) const MAX_ENTRIES: usize = 64;
 /// At most this many body bytes in all: a 10k-pod cluster's full pod list is ~35 MiB in JSON and ~20 MiB in
 /// protobuf, so both encodings of one such list fit, with the metadata views.
-pub const MAX_BYTES: usize = 96 << 20;
+pub(crate) const MAX_BYTES: usize = 96 << 20;
 /// An entry nobody asked for in this long is dropped (as the gzip cache's: informers relist on their resync
 /// period or after a watch failure).
-pub const IDLE_EVICT: Duration = Duration::from_secs(120);
+pub(crate) const IDLE_EVICT: Duration = Duration::from_secs(120);
 
 /// One snapshot's body of one key.
 struct Entry {
@@ -85,7 +85,7 @@ impl Default for BodyCache {
 
 impl BodyCache {
     /// A cache holding at most `max_bytes` body bytes (0: nothing is cached).
-    pub fn with_max_bytes(max_bytes: usize) -> Self {
+    pub(crate) fn with_max_bytes(max_bytes: usize) -> Self {
         Self { inner: Mutex::default(), max_bytes }
     }
 

@@ -17,7 +17,7 @@ use crate::resource::Gvr;
 const MAX_ENTRIES: usize = 4096;
 
 /// The CustomResourceDefinition resource.
-pub fn crd_gvr() -> Gvr {
+pub(crate) fn crd_gvr() -> Gvr {
     Gvr::new("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 }
 
@@ -26,7 +26,7 @@ type CrdVersion = (Box<str>, u64);
 
 /// Memo of parsed CRDs: parsing a CRD (its schema can be large) once per CRD object version, not per read.
 #[derive(Default)]
-pub struct CrdFields {
+pub(crate) struct CrdFields {
     /// Per custom resource version: the CRD object's (uid, resourceVersion) and what it declares.
     memo: Mutex<HashMap<Gvr, (CrdVersion, Option<SelectableFields>)>>,
 }

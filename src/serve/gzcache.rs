@@ -25,12 +25,12 @@ use crate::metrics::{GzipCacheResult, GzipEviction, Metrics};
 use crate::serve::admit;
 
 /// At most this many (resource, namespace, view) entries.
-pub const MAX_ENTRIES: usize = 256;
+pub(crate) const MAX_ENTRIES: usize = 256;
 /// At most this many compressed bytes in all.
-pub const MAX_BYTES: usize = 256 << 20;
+pub(crate) const MAX_BYTES: usize = 256 << 20;
 /// An entry nobody asked for in this long is dropped: informers relist on their resync period (minutes) or
 /// after a watch failure, and a list whose snapshot moved on is never served from the entry again.
-pub const IDLE_EVICT: Duration = Duration::from_secs(120);
+pub(crate) const IDLE_EVICT: Duration = Duration::from_secs(120);
 
 /// One cached snapshot of one key.
 struct Entry {
@@ -66,7 +66,7 @@ impl Default for GzipCache {
 
 impl GzipCache {
     /// A cache holding at most `max_bytes` compressed bytes.
-    pub fn with_max_bytes(max_bytes: usize) -> Self {
+    pub(crate) fn with_max_bytes(max_bytes: usize) -> Self {
         Self { inner: Mutex::default(), max_bytes, metrics: Metrics::default() }
     }
 
@@ -79,7 +79,7 @@ impl GzipCache {
 
     /// The gzip body of `chunks` (the list of `key` at snapshot `rv`): cached, awaited from a concurrent
     /// request's compression, or compressed here (on the blocking pool) and cached.
-    pub async fn get_or_compress<I>(&self, key: &str, rv: u64, chunks: I) -> Bytes
+    pub(crate) async fn get_or_compress<I>(&self, key: &str, rv: u64, chunks: I) -> Bytes
     where
         I: Iterator<Item = Bytes> + Send + 'static,
     {

@@ -22,7 +22,7 @@ use crate::serve::scan::{ScanRequest, scan};
 use crate::store::{Object, Store, make_key};
 
 /// A validated list request, in the terms the store understands.
-pub struct ListQuery<'a> {
+pub(crate) struct ListQuery<'a> {
     pub rv: Rv,
     pub rvm: Match,
     pub limit: i64,
@@ -87,7 +87,7 @@ impl From<ResolveError> for NotServed {
 }
 
 /// Serves a list from `store`.
-pub async fn serve_list(
+pub(crate) async fn serve_list(
     store: &Arc<Store>,
     q: &ListQuery<'_>,
     freshness: &Freshness,
@@ -227,13 +227,13 @@ fn list_size(store: &Store, namespace: Option<&str>, limit: usize) -> usize {
 
 /// Objects examined and returned, for metrics.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ListStats {
+pub(crate) struct ListStats {
     pub fetched: usize,
     pub returned: usize,
 }
 
 /// A get of one object.
-pub struct GetQuery<'a> {
+pub(crate) struct GetQuery<'a> {
     pub namespace: Option<&'a str>,
     pub name: &'a str,
     pub rv: Rv,
@@ -249,7 +249,7 @@ pub struct GetQuery<'a> {
 }
 
 /// Serves a get of one object; `Ok(None)` when it does not exist.
-pub async fn serve_get(
+pub(crate) async fn serve_get(
     store: &Arc<Store>,
     q: &GetQuery<'_>,
     freshness: &Freshness,
@@ -403,7 +403,7 @@ async fn respond_streamed(
 }
 
 /// A 200 JSON response from chunks, applying pretty printing and gzip (level 1, > 128 KiB).
-pub fn respond_bytes(mut chunks: Vec<Bytes>, opts: ResponseOptions) -> Response<Body> {
+pub(crate) fn respond_bytes(mut chunks: Vec<Bytes>, opts: ResponseOptions) -> Response<Body> {
     if opts.pretty {
         // `json.MarshalIndent` output, which has no trailing newline.
         let whole: Vec<u8> = chunks.concat();

@@ -47,7 +47,7 @@ pub enum ProtoTarget {
 impl ProtoTarget {
     /// The target for the resource's own kind; `None` when kache has no protobuf schema for it (custom
     /// resources, kinds outside the schema): such reads are forwarded.
-    pub fn for_object(info: &ResourceInfo) -> Option<Self> {
+    pub(crate) fn for_object(info: &ResourceInfo) -> Option<Self> {
         if info.list_items_have_type_meta {
             return None;
         }
@@ -63,7 +63,7 @@ impl ProtoTarget {
     }
 
     /// The envelope's (apiVersion, kind) of a list.
-    pub fn list_type_meta(&self) -> (&str, &str) {
+    pub(crate) fn list_type_meta(&self) -> (&str, &str) {
         match self {
             Self::Object(k) => (k.api_version(), k.list_kind()),
             Self::Metadata => (META_V1, "PartialObjectMetadataList"),
@@ -85,7 +85,7 @@ impl ProtoTarget {
     }
 
     /// The message of an object given as JSON bytes (not cached: bookmarks, departures at a rewritten RV).
-    pub fn message_of_json(&self, json: &[u8], gvr: &Gvr, metrics: &Metrics) -> Option<Bytes> {
+    pub(crate) fn message_of_json(&self, json: &[u8], gvr: &Gvr, metrics: &Metrics) -> Option<Bytes> {
         let encoded = match self {
             Self::Object(kind) => kind.encode_object(json),
             Self::Metadata => partial_message(metadata_of(json, None)),
@@ -126,7 +126,7 @@ fn partial_message(metadata_json: &[u8]) -> Result<Vec<u8>, pb::TranscodeError> 
 // === responses ===
 
 /// A get: the object's message in its envelope.
-pub fn get_response(
+pub(crate) fn get_response(
     target: &ProtoTarget,
     object: &Object,
     gvr: &Gvr,
@@ -139,7 +139,7 @@ pub fn get_response(
 }
 
 /// A complete protobuf body, gzipped (level 1) when accepted and over the apiserver's threshold.
-pub fn respond_whole(status: StatusCode, bytes: Bytes, gzip_ok: bool) -> Response<Body> {
+pub(crate) fn respond_whole(status: StatusCode, bytes: Bytes, gzip_ok: bool) -> Response<Body> {
     let builder = Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, HeaderValue::from_static(pb::MEDIA_TYPE))
@@ -158,7 +158,7 @@ pub fn respond_whole(status: StatusCode, bytes: Bytes, gzip_ok: bool) -> Respons
 
 /// A list's body: the envelope and `ListMeta` (`prefix`), each item's field header and cached message,
 /// and `suffix`; cut into chunks of about [`listcodec::LIST_CHUNK_BYTES`] as the body is sent.
-pub struct ProtoListChunks {
+pub(crate) struct ProtoListChunks {
     prefix: Option<Bytes>,
     items: std::vec::IntoIter<Bytes>,
     suffix: Option<Bytes>,
@@ -207,7 +207,7 @@ impl ProtoListChunks {
     }
 
     /// The exact number of bytes the chunks add up to.
-    pub fn total_len(&self) -> usize {
+    pub(crate) fn total_len(&self) -> usize {
         self.len
     }
 }
@@ -239,14 +239,14 @@ impl Iterator for ProtoListChunks {
 }
 
 /// Where a list's protobuf body may be shared from (see [`crate::serve::list::serve_list`]).
-pub struct ListCache<'a> {
+pub(crate) struct ListCache<'a> {
     pub cache: &'a GzipCache,
     pub key: String,
 }
 
 /// A list response in protobuf, streamed with bounded buffers, gzipped as the apiserver would (through the
 /// gzip cache for whole resources/namespaces at a current snapshot), charged to `budget` until its body ends.
-pub async fn list_response(
+pub(crate) async fn list_response(
     chunks: ProtoListChunks,
     opts: ResponseOptions,
     cache: Option<ListCache<'_>>,

@@ -16,7 +16,7 @@ pub enum Rv {
 
 /// `resourceVersionMatch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Match {
+pub(crate) enum Match {
     Unset,
     NotOlderThan,
     Exact,
@@ -24,7 +24,7 @@ pub enum Match {
 
 /// A decoded continue token.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContinueAt {
+pub(crate) struct ContinueAt {
     /// The token's resourceVersion; negative (-1) means "continue at the latest state".
     pub rv: i64,
     /// Store key to resume from (inclusive): the last returned key followed by `\0`.
@@ -61,7 +61,7 @@ pub enum ListPlan {
 
 /// Decides how a *recursive* list is served. Options are already validated (422/400 checks done), so
 /// impossible combinations (RVM with continue, Exact with RV=0…) do not reach here.
-pub fn plan_list(rv: Rv, rvm: Match, limit: i64, cont: Option<&ContinueAt>) -> ListPlan {
+pub(crate) fn plan_list(rv: Rv, rvm: Match, limit: i64, cont: Option<&ContinueAt>) -> ListPlan {
     let limit = if limit > 0 { limit as usize } else { 0 };
     if let Some(c) = cont {
         // D11/D12: RV is unset or "0"; the token decides. The cacher ignores `limit` when RV=0
@@ -90,7 +90,7 @@ pub fn plan_list(rv: Rv, rvm: Match, limit: i64, cont: Option<&ContinueAt>) -> L
 /// Decides how a single-key list (`metadata.name` pinned: registry/generic/registry/store.go:
 /// Store.ListPredicate) or a get (storage/cacher/delegator.go: CacheDelegator.Get) is served. `limit` and
 /// `continue` have no effect; Exact and limit+RV go to etcd in the apiserver, so kache forwards them.
-pub fn plan_single(rv: Rv, rvm: Match, limit: i64) -> Option<ReadAt> {
+pub(crate) fn plan_single(rv: Rv, rvm: Match, limit: i64) -> Option<ReadAt> {
     match (rv, rvm) {
         (_, Match::Exact) => None,
         (Rv::At(_), Match::Unset) if limit > 0 => None,

@@ -9,7 +9,7 @@ use crate::store::{Snapshot, Store};
 
 /// The apiserver's `blockTimeout`: how long a read waits for the cache to reach a requested RV
 /// (`cacher/watch_cache.go`).
-pub const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const BLOCK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Why a read could not be served from memory.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -98,7 +98,7 @@ async fn ahead(
 }
 
 /// The estimated size of a read of `objects` objects of `store` (average stored object size × count).
-pub fn read_bytes(store: &Store, objects: usize) -> usize {
+pub(crate) fn read_bytes(store: &Store, objects: usize) -> usize {
     let state = store.load();
     let avg = state.live_bytes / state.snapshot.len().max(1);
     avg.saturating_mul(objects)

@@ -53,7 +53,7 @@ fn gunzip_prefix(gz: &[u8]) -> Vec<u8> {
 }
 
 /// Relays `resp` (the upstream's answer to a Table get or list of `gvr`) and learns from its body.
-pub fn learn_from(resp: Response<Body>, gvr: &Gvr) -> Response<Body> {
+pub(crate) fn learn_from(resp: Response<Body>, gvr: &Gvr) -> Response<Body> {
     let headers = resp.headers();
     let json = headers
         .get(header::CONTENT_TYPE)

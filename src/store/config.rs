@@ -43,20 +43,20 @@ impl Default for StoreConfig {
 
 /// Bytes of one node of `imbl::OrdMap<Arc<str>, Arc<Object>>`: 16 entries of 24 bytes (or 16 keys and 17
 /// child pointers in a branch), the chunk's bookkeeping and the shared pointer's header.
-pub const ORD_NODE_BYTES: usize = 16 * 24 + 40;
+pub(crate) const ORD_NODE_BYTES: usize = 16 * 24 + 40;
 /// Average fill of B-tree nodes (imbl's node size is 16; nodes are kept between a third and full, about
 /// two thirds full after random inserts), i.e. the effective branching factor.
-pub const ORD_FANOUT: usize = 11;
+pub(crate) const ORD_FANOUT: usize = 11;
 /// Per-object bytes of the ordered map itself: the entry's share of its leaf and of the branches above.
-pub const MAP_ENTRY_OVERHEAD: usize =
+pub(crate) const MAP_ENTRY_OVERHEAD: usize =
     ORD_NODE_BYTES / ORD_FANOUT + ORD_NODE_BYTES / (ORD_FANOUT * ORD_FANOUT);
 /// A retained snapshot's own allocation (`Arc<Snapshot>`) plus its slot in the retained log.
-pub const SNAPSHOT_OVERHEAD: usize = 96;
+pub(crate) const SNAPSHOT_OVERHEAD: usize = 96;
 /// An event's own allocation (`Arc<Event>`) plus its slot in the history log.
-pub const EVENT_OVERHEAD: usize = 112;
+pub(crate) const EVENT_OVERHEAD: usize = 112;
 
 /// Levels of an ordered map of `len` entries.
-pub fn ord_depth(len: usize) -> usize {
+pub(crate) fn ord_depth(len: usize) -> usize {
     let mut depth = 1;
     let mut reach = ORD_FANOUT;
     while reach < len {

@@ -73,7 +73,7 @@ struct Rings {
 }
 
 /// The fan-out of one store's signals (see the module doc).
-pub struct Dispatcher {
+pub(crate) struct Dispatcher {
     all: broadcast::Sender<Signal>,
     all_capacity: usize,
     /// Index ring capacities by kind ([`INDEX_RING_CAPACITY`], at most the shared ring's).
@@ -161,7 +161,7 @@ impl Dispatcher {
     }
 
     /// This store's index figures.
-    pub fn index_stats(&self) -> IndexStats {
+    pub(crate) fn index_stats(&self) -> IndexStats {
         let c = &self.cells;
         IndexStats {
             watchers: std::array::from_fn(|i| c.watchers[i].load(Ordering::Relaxed)),
@@ -176,7 +176,7 @@ impl Dispatcher {
     }
 
     /// A receiver of every signal.
-    pub fn subscribe_all(&self) -> broadcast::Receiver<Signal> {
+    pub(crate) fn subscribe_all(&self) -> broadcast::Receiver<Signal> {
         self.all.subscribe()
     }
 
@@ -227,7 +227,7 @@ impl Dispatcher {
     }
 
     /// The revision up to which every signal was sent (see the module invariants).
-    pub fn dispatched(&self) -> u64 {
+    pub(crate) fn dispatched(&self) -> u64 {
         self.dispatched.load(Ordering::Acquire)
     }
 

@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 
 /// Slots per segment: large enough to make segment-list copies rare, small enough that evicted entries
 /// kept alive by a partly evicted segment stay few.
-pub const SEGMENT_LEN: usize = 256;
+pub(crate) const SEGMENT_LEN: usize = 256;
 const SEGMENT_LEN_U64: u64 = SEGMENT_LEN as u64;
 
 struct Segment<T> {
@@ -100,7 +100,7 @@ impl<T> Log<T> {
     }
 
     /// Live entries from the `from`th on, oldest first.
-    pub fn iter_from(&self, from: usize) -> impl DoubleEndedIterator<Item = &T> {
+    pub(crate) fn iter_from(&self, from: usize) -> impl DoubleEndedIterator<Item = &T> {
         // Every slot of the window is set, so `filter_map` drops nothing.
         (from.min(self.len())..self.len()).filter_map(move |i| self.get(i))
     }
@@ -110,14 +110,14 @@ impl<T> Log<T> {
     }
 
     /// A lazy reader of the live entries from the `from`th on, oldest first (see [`Cursor`]).
-    pub fn cursor_from(&self, from: usize) -> Cursor<T> {
+    pub(crate) fn cursor_from(&self, from: usize) -> Cursor<T> {
         let next = self.start.saturating_add(from as u64).min(self.end);
         Cursor { log: self.clone(), next }
     }
 
     /// The index of the first entry for which `pred` is false, given that `pred` is true for a prefix of
     /// the log and false for the rest (binary search).
-    pub fn partition_point(&self, mut pred: impl FnMut(&T) -> bool) -> usize {
+    pub(crate) fn partition_point(&self, mut pred: impl FnMut(&T) -> bool) -> usize {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;

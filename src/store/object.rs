@@ -57,7 +57,7 @@ impl Object {
 
     /// Estimated heap bytes held by this object alone: its `Arc` allocation, the key, uid, labels and
     /// field values (each a separate allocation), and the raw bytes. Allocator rounding is not counted.
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         /// Reference counts in front of an `Arc` allocation.
         const ARC_HEADER: usize = 16;
         let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()

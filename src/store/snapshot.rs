@@ -87,7 +87,7 @@ pub struct FieldIndex {
 
 /// Estimated bytes per index entry: the tuple in a B-tree leaf (2 × 16 bytes, nodes about two thirds
 /// full) plus the value string's allocation header; the value's own length is added separately.
-pub const INDEX_ENTRY_OVERHEAD: usize = 64;
+pub(crate) const INDEX_ENTRY_OVERHEAD: usize = 64;
 
 // === impl FieldIndex ===
 

@@ -291,7 +291,7 @@ impl Store {
     /// A new writer for a store whose writer was dropped (its reflector panicked or ended and is being
     /// restarted); `None` while a writer exists, so there is never more than one. The store stays unsynced
     /// until the new writer publishes a full state ([`Writer::replace`]).
-    pub fn reopen(self: &Arc<Self>) -> Option<Writer> {
+    pub(crate) fn reopen(self: &Arc<Self>) -> Option<Writer> {
         self.writer_alive.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).ok()?;
         Some(Writer::new(self.clone()))
     }
@@ -305,7 +305,7 @@ impl Store {
     }
 
     /// The extra field (index into `FieldKind::extra_fields`) that [`State::by_field`] serves, if any.
-    pub fn indexed_field(&self) -> Option<usize> {
+    pub(crate) fn indexed_field(&self) -> Option<usize> {
         self.indexed_field
     }
 
@@ -338,7 +338,7 @@ impl Store {
 
     /// Like [`Store::subscribe`], for a watcher whose selection pins `key`: it receives only the events
     /// whose object or previous version has that index value, and every progress and reset (dispatch.rs).
-    pub fn subscribe_indexed(&self, key: Option<IndexKey>) -> Subscription {
+    pub(crate) fn subscribe_indexed(&self, key: Option<IndexKey>) -> Subscription {
         self.dispatch.subscribe(key)
     }
 
@@ -348,7 +348,7 @@ impl Store {
     }
 
     /// The revision up to which every signal reached every watcher's ring (dispatch.rs invariants).
-    pub fn dispatched_rv(&self) -> u64 {
+    pub(crate) fn dispatched_rv(&self) -> u64 {
         self.dispatch.dispatched()
     }
 
@@ -360,12 +360,12 @@ impl Store {
     /// Offers a proof that the upstream has no event of this resource in `(from, upto]` (an upstream watch
     /// from `from` whose first frame was a bookmark at `upto`). Only the reflector writes: it applies the
     /// offer as progress when its store is at `from` or beyond.
-    pub fn offer_progress(&self, from: u64, upto: u64) {
+    pub(crate) fn offer_progress(&self, from: u64, upto: u64) {
         self.offered.send_replace((from, upto));
     }
 
     /// A receiver of offered proofs, for the reflector.
-    pub fn offered_progress(&self) -> watch::Receiver<(u64, u64)> {
+    pub(crate) fn offered_progress(&self) -> watch::Receiver<(u64, u64)> {
         self.offered.subscribe()
     }
 
@@ -412,7 +412,7 @@ impl Store {
     /// A lazy reader of every history event with RV > `rv`, for a watch resuming at `rv`, plus the state's
     /// generation. The cursor shares the history's segments (O(1) memory however far back `rv` is); it reads
     /// the history as published now, so the caller subscribes first (see [`Store::subscribe`]).
-    pub fn history_after(&self, rv: u64) -> Result<(Cursor<Arc<Event>>, u64), TooOld> {
+    pub(crate) fn history_after(&self, rv: u64) -> Result<(Cursor<Arc<Event>>, u64), TooOld> {
         let state = self.state.load();
         if rv < state.history_floor {
             // Like the apiserver, name the RV just before the oldest event still held.

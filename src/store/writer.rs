@@ -239,7 +239,7 @@ impl Writer {
     /// Advances the resourceVersion without a change (an upstream bookmark or progress signal).
     /// Records what follows `metadata` in the upstream's BOOKMARK objects (kache's bookmarks then carry
     /// the same typed zero value); a no-op when unchanged.
-    pub fn learn_bookmark_tail(&self, tail: bytes::Bytes) {
+    pub(crate) fn learn_bookmark_tail(&self, tail: bytes::Bytes) {
         let current = self.store.bookmark_tail.load();
         if current.as_deref() != Some(&tail) {
             self.store.bookmark_tail.store(Some(Arc::new(tail)));
@@ -248,7 +248,7 @@ impl Writer {
 
     /// Records the `Warning` headers the upstream attached to the latest list or watch of the whole
     /// resource (bounded by the reflector); a no-op when unchanged.
-    pub fn learn_warnings(&self, warnings: Vec<http::HeaderValue>) {
+    pub(crate) fn learn_warnings(&self, warnings: Vec<http::HeaderValue>) {
         if **self.store.warnings.load() != warnings {
             self.store.warnings.store(Arc::new(warnings));
         }

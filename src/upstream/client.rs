@@ -67,7 +67,7 @@ impl UpstreamError {
 
     /// Whether an error of type `E` is in the source chain (e.g. the request body's
     /// `http_body_util::LengthLimitError` when the front's body limit cut the upload).
-    pub fn caused_by<E: std::error::Error + 'static>(&self) -> bool {
+    pub(crate) fn caused_by<E: std::error::Error + 'static>(&self) -> bool {
         let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(self);
         while let Some(err) = cur {
             if err.is::<E>() {

@@ -59,7 +59,9 @@ impl Upstream {
     /// The same upstream as [`Upstream::from_kubeconfig`] (URL, CA, TLS settings) but without kache's
     /// credentials: clients' own `Authorization` passes through (k-sec: `--auth=delegated` forwards
     /// bearer-token clients' requests with their own tokens).
-    pub async fn from_kubeconfig_without_credentials(path: Option<&Path>) -> Result<Self, UpstreamError> {
+    pub(crate) async fn from_kubeconfig_without_credentials(
+        path: Option<&Path>,
+    ) -> Result<Self, UpstreamError> {
         install_crypto_provider();
         let mut config = match path {
             Some(path) => {
@@ -76,7 +78,7 @@ impl Upstream {
     }
 
     /// An upstream from the in-cluster service account (token file re-read as it rotates, cluster CA).
-    pub async fn in_cluster() -> Result<Self, UpstreamError> {
+    pub(crate) async fn in_cluster() -> Result<Self, UpstreamError> {
         install_crypto_provider();
         let config = kube::Config::incluster().map_err(|e| UpstreamError::Config(Box::new(e)))?;
         Self::from_kube_config(config).await
@@ -86,7 +88,7 @@ impl Upstream {
     ///
     /// Exec credential plugins run synchronously while the TLS config and auth layer are built, so the build
     /// runs on the blocking pool.
-    pub async fn from_kube_config(config: kube::Config) -> Result<Self, UpstreamError> {
+    pub(crate) async fn from_kube_config(config: kube::Config) -> Result<Self, UpstreamError> {
         install_crypto_provider();
         tokio::task::spawn_blocking(move || build(&config))
             .await

@@ -25,7 +25,7 @@ use crate::resource::{Gvr, ResourceInfo};
 /// Group versions fetched concurrently (a cluster has a few dozen).
 const DISCOVERY_CONCURRENCY: usize = 8;
 /// Deadline of one discovery request.
-pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Upper bound on one discovery document.
 const MAX_DISCOVERY_BYTES: usize = 16 << 20;
 

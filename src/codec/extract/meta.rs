@@ -31,7 +31,7 @@ pub(super) struct Meta<'a> {
 
 impl<'a> MetaValues<'a> {
     /// Picks the members kache keeps from `metadata`'s members.
-    pub fn from_members(members: &json::Members<'a>) -> Self {
+    pub(crate) fn from_members(members: &json::Members<'a>) -> Self {
         let mut values = MetaValues::default();
         for (key, value) in members {
             let slot = match &**key {

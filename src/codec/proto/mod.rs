@@ -28,8 +28,8 @@ pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 pub const STREAM_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
 
 /// The metadata views' group (`PartialObjectMetadata`, `PartialObjectMetadataList`).
-pub const META_GROUP: &str = "meta.k8s.io";
-pub const PARTIAL_OBJECT_METADATA: &str = "PartialObjectMetadata";
+pub(crate) const META_GROUP: &str = "meta.k8s.io";
+pub(crate) const PARTIAL_OBJECT_METADATA: &str = "PartialObjectMetadata";
 pub const PARTIAL_OBJECT_METADATA_LIST: &str = "PartialObjectMetadataList";
 
 /// Why an object's JSON could not be transcoded (the caller forwards the request).

@@ -4,7 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Go's zero `time.Time` (0001-01-01T00:00:00Z) as milliseconds since the Unix epoch.
-pub const GO_ZERO_MS: i64 = -62_135_596_800_000;
+pub(crate) const GO_ZERO_MS: i64 = -62_135_596_800_000;
 
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> i64 {

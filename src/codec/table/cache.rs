@@ -15,7 +15,7 @@ use super::row::Row;
 use crate::store::Object;
 
 /// Bytes of rows kept at most: ~100 k pod rows (about 0.6 KiB each), a large cluster's worth.
-pub const ROW_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const ROW_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 type Key = (Printer, Box<str>, u64);
 
@@ -53,13 +53,13 @@ static HITS: AtomicU64 = AtomicU64::new(0);
 static MISSES: AtomicU64 = AtomicU64::new(0);
 
 /// (hits, misses) so far.
-pub fn lookups() -> (u64, u64) {
+pub(crate) fn lookups() -> (u64, u64) {
     (HITS.load(Relaxed), MISSES.load(Relaxed))
 }
 
 /// The bytes the cache holds now (after its pending inserts and evictions, which moka applies lazily):
 /// `kache_table_row_cache_bytes`, read at scrape time.
-pub fn weighted_bytes() -> u64 {
+pub(crate) fn weighted_bytes() -> u64 {
     cache().run_pending_tasks();
     cache().weighted_size()
 }

@@ -83,7 +83,7 @@ fn parse_path(p: &str) -> Option<Vec<Step>> {
 impl CrdColumns {
     /// The columns of `version` in a CRD object; None when the version is not in it or a column's path
     /// is outside the supported subset.
-    pub fn from_crd(crd: &Value, version: &str) -> Option<CrdColumns> {
+    pub(crate) fn from_crd(crd: &Value, version: &str) -> Option<CrdColumns> {
         let v = crd.pointer("/spec/versions")?.as_array()?.iter().find(|v| v["name"] == version)?;
         let declared = v.get("additionalPrinterColumns").and_then(Value::as_array).filter(|c| !c.is_empty());
         let mut columns = Vec::new();
@@ -133,7 +133,7 @@ impl CrdColumns {
         Some(CrdColumns { columns, json: out.to_vec() })
     }
 
-    pub fn columns_json(&self) -> &[u8] {
+    pub(crate) fn columns_json(&self) -> &[u8] {
         &self.json
     }
 
@@ -242,7 +242,7 @@ fn sets() -> &'static Mutex<Vec<Arc<CrdColumns>>> {
 }
 
 /// The id of `cols` (an equal set already interned keeps its id); None past [`MAX_COLUMN_SETS`].
-pub fn intern(cols: CrdColumns) -> Option<u32> {
+pub(crate) fn intern(cols: CrdColumns) -> Option<u32> {
     let mut sets = sets().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(i) = sets.iter().position(|s| **s == cols) {
         return u32::try_from(i).ok();
@@ -260,7 +260,7 @@ pub fn get(id: u32) -> Option<Arc<CrdColumns>> {
 }
 
 /// The column-set id of a stored CRD object's `version`, parsed once per CRD object version.
-pub fn for_crd_object(crd: &crate::store::Object, version: &str) -> Option<u32> {
+pub(crate) fn for_crd_object(crd: &crate::store::Object, version: &str) -> Option<u32> {
     type Memo = std::collections::HashMap<(Box<str>, u64, String), Option<u32>>;
     static MEMO: OnceLock<Mutex<Memo>> = OnceLock::new();
     let memo = MEMO.get_or_init(|| Mutex::new(Memo::new()));

@@ -27,7 +27,7 @@ use crate::codec::list::write_json_string;
 pub const MAX_RESOURCES: usize = 4096;
 /// Bytes of a forwarded Table answer read to learn from. The column definitions come first, so any
 /// answer longer than this still teaches them; its rows past this point are simply not checked.
-pub const LEARN_PREFIX_BYTES: usize = 64 * 1024;
+pub(crate) const LEARN_PREFIX_BYTES: usize = 64 * 1024;
 
 /// The learned `columnDefinitions` of one upstream build (interned; a [`super::Printer::Generic`] names
 /// one by index, so rows cached under different descriptions never mix).
@@ -51,18 +51,18 @@ pub fn lookup(group: &str, version: &str, resource: &str) -> Option<u32> {
 }
 
 /// How many resources have learned generic columns (`kache_table_generic_resources`).
-pub fn learned_resources() -> usize {
+pub(crate) fn learned_resources() -> usize {
     resources().lock().unwrap_or_else(|p| p.into_inner()).len()
 }
 
 /// The encoded `columnDefinitions` of a learned set.
-pub fn columns_json(id: u32) -> Option<Arc<[u8]>> {
+pub(crate) fn columns_json(id: u32) -> Option<Arc<[u8]>> {
     sets().lock().unwrap_or_else(|p| p.into_inner()).get(id as usize).cloned()
 }
 
 /// Learns from a forwarded Table answer (or the first [`LEARN_PREFIX_BYTES`] of it): when it is the generic
 /// convertor's, the resource's Tables are served from memory from now on. Returns whether it learned.
-pub fn learn(group: &str, version: &str, resource: &str, body: &[u8]) -> bool {
+pub(crate) fn learn(group: &str, version: &str, resource: &str, body: &[u8]) -> bool {
     let Some(columns) = generic_columns(body) else { return false };
     let mut sets = sets().lock().unwrap_or_else(|p| p.into_inner());
     let id = match sets.iter().position(|s| **s == columns[..]) {

@@ -100,14 +100,14 @@ impl TableView {
     }
 
     /// Appends the row of a stored object version (its cells from the row cache).
-    pub fn put_row(&self, out: &mut BytesMut, object: &Object, now: i64) {
+    pub(crate) fn put_row(&self, out: &mut BytesMut, object: &Object, now: i64) {
         cache::row(self.printer, object).put_head(out, now);
         self.put_object(out, &object.raw, object_metadata(object), crate::codec::list::is_typed(object));
         out.put_u8(b'}');
     }
 
     /// Appends the row of an object that is not a stored version (a bookmark, a departure): computed here.
-    pub fn put_row_uncached(
+    pub(crate) fn put_row_uncached(
         &self,
         out: &mut BytesMut,
         raw: &[u8],
@@ -137,15 +137,15 @@ impl TableView {
 }
 
 /// The end of a Table after its rows, with the newline of `json.Encoder.Encode`.
-pub const TABLE_TRAILER: &[u8] = b"]}\n";
+pub(crate) const TABLE_TRAILER: &[u8] = b"]}\n";
 /// The end of a Table without rows whose convertor leaves them nil (the generic one): `"rows":null`,
 /// replacing the `[` the header ends with.
-pub const NIL_ROWS_TRAILER: &[u8] = b"null}\n";
+pub(crate) const NIL_ROWS_TRAILER: &[u8] = b"null}\n";
 
 impl TableView {
     /// Whether an empty Table of this view has `"rows":null` rather than `[]` (the generic convertor
     /// appends to a nil slice; the printers and the CRD convertor allocate theirs).
-    pub fn nil_when_empty(&self) -> bool {
+    pub(crate) fn nil_when_empty(&self) -> bool {
         matches!(self.printer, Printer::Generic(_))
     }
 }

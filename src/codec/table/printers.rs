@@ -39,7 +39,7 @@ const IMAGES: ColumnDef = ("Images", "string", 1, "Images referenced by each con
 
 impl Printer {
     /// Every built-in printer (all but [`Printer::Custom`] and [`Printer::Generic`]).
-    pub const BUILT_IN: [Printer; 11] = [
+    pub(crate) const BUILT_IN: [Printer; 11] = [
         Printer::Pods,
         Printer::Namespaces,
         Printer::Nodes,
@@ -54,7 +54,7 @@ impl Printer {
     ];
 
     /// The printer of a built-in resource (core `""`, `apps`, `coordination.k8s.io`), if kache has it.
-    pub fn for_resource(group: &str, resource: &str) -> Option<Printer> {
+    pub(crate) fn for_resource(group: &str, resource: &str) -> Option<Printer> {
         Some(match (group, resource) {
             ("", "pods") => Printer::Pods,
             ("", "namespaces") => Printer::Namespaces,

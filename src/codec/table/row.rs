@@ -33,7 +33,7 @@ impl Cell {
         Cell::Json(String::from_utf8(out.to_vec()).unwrap_or_default().into_boxed_str())
     }
 
-    pub fn int(i: i64) -> Cell {
+    pub(crate) fn int(i: i64) -> Cell {
         Cell::Json(i.to_string().into_boxed_str())
     }
 
@@ -52,7 +52,7 @@ impl Cell {
 
 impl Row {
     /// Appends `{"cells":[…]` and the conditions, without the `object` member or the closing brace.
-    pub fn put_head(&self, out: &mut BytesMut, now: i64) {
+    pub(crate) fn put_head(&self, out: &mut BytesMut, now: i64) {
         out.put_slice(b"{\"cells\":[");
         for (i, c) in self.cells.iter().enumerate() {
             if i > 0 {
@@ -68,7 +68,7 @@ impl Row {
     }
 
     /// Heap bytes held (for the cache's weight).
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         let cells: usize = self
             .cells
             .iter()

@@ -4,20 +4,20 @@ use std::time::Duration;
 
 /// Largest request head (request line + headers) accepted; the apiserver's Go server uses
 /// `http.DefaultMaxHeaderBytes` (1 MiB).
-pub const DEFAULT_MAX_HEADER_BYTES: usize = 1 << 20;
+pub(crate) const DEFAULT_MAX_HEADER_BYTES: usize = 1 << 20;
 /// Longest request target (path + query) accepted. Go has no separate bound (the URL counts toward the
 /// header bytes); a separate, smaller one gives a clearer error for runaway selectors.
-pub const DEFAULT_MAX_URL_BYTES: usize = 64 << 10;
+pub(crate) const DEFAULT_MAX_URL_BYTES: usize = 64 << 10;
 /// Largest request body; the apiserver's `MaxRequestBodyBytes` (3 MiB).
-pub const DEFAULT_MAX_BODY_BYTES: u64 = 3 << 20;
+pub(crate) const DEFAULT_MAX_BODY_BYTES: u64 = 3 << 20;
 /// Time a client has to send a complete request head (slow loris); the apiserver's `ReadHeaderTimeout`.
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+pub(crate) const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
 /// Time an open connection may carry no request before it is closed; the apiserver's `IdleTimeout`.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// Deadline for a non-long-running request to produce its response; the apiserver's `--request-timeout`.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Concurrent forwarded non-long-running requests; the apiserver's `--max-requests-inflight` (400).
-pub const DEFAULT_MAX_IN_FLIGHT: usize = 400;
+pub(crate) const DEFAULT_MAX_IN_FLIGHT: usize = 400;
 /// Uncompressed bytes of lists served from memory that may be in flight at once (see `serve::admit`): about
 /// five full lists of 100k pods (~400 MB each); more are asked to come back after `Retry-After`. 0 disables
 /// the budget.
@@ -29,22 +29,22 @@ pub const HEAVY_BODIES_PER_PRODUCER: usize = 8;
 
 /// Heavy-body batches running at once (`serve::admit::produce`): half the cores (at least one), so heavy
 /// bodies never take every core from the requests behind them.
-pub fn heavy_body_producers() -> usize {
+pub(crate) fn heavy_body_producers() -> usize {
     static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *N.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)))
 }
 
 /// Default for `--max-heavy-bodies-inflight`: [`HEAVY_BODIES_PER_PRODUCER`] per producer.
-pub fn default_max_heavy_bodies() -> usize {
+pub(crate) fn default_max_heavy_bodies() -> usize {
     HEAVY_BODIES_PER_PRODUCER * heavy_body_producers()
 }
 /// Open client connections; accepting pauses at the bound.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Concurrent HTTP/2 streams per client connection (watches are streams); kube-apiserver's default for
 /// `--http2-max-streams-per-connection` is 1000.
-pub const DEFAULT_H2_MAX_STREAMS: u32 = 1000;
+pub(crate) const DEFAULT_H2_MAX_STREAMS: u32 = 1000;
 /// How long shutdown waits for in-flight requests after watches were ended, before closing the rest.
-pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The front's limits. `Default` gives the documented defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]

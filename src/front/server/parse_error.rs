@@ -34,9 +34,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use crate::codec::status::ApiError;
 
 /// Header fields a Go apiserver accepts in one request (a 1.36 apiserver answers 431 to 501).
-pub const MAX_HEADER_FIELDS: usize = 500;
+pub(crate) const MAX_HEADER_FIELDS: usize = 500;
 /// Bytes Go's server reads beyond `MaxHeaderBytes` before it answers 431 (`initialReadLimitSize`).
-pub const GO_HEAD_SLACK: usize = 4096;
+pub(crate) const GO_HEAD_SLACK: usize = 4096;
 
 /// Empty 400/414/431 responses the service produced on a connection, not yet written.
 pub(super) type EmptyErrors = Arc<AtomicUsize>;
@@ -47,7 +47,7 @@ pub(super) fn is_rewritable_status(status: u16) -> bool {
 }
 
 /// Go's `http.Error`-style answer for a head it refused: plain text, then the connection closes.
-pub fn go_response(status: u16) -> Bytes {
+pub(crate) fn go_response(status: u16) -> Bytes {
     let reason = if status == 431 { "Request Header Fields Too Large" } else { "Bad Request" };
     Bytes::from(format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n{status} {reason}"
@@ -71,7 +71,7 @@ fn uri_too_long_response(max_url_bytes: usize) -> Bytes {
 }
 
 /// The longest URI hyper parses (`http::Uri` stores lengths in a `u16`; hyper's `MAX_URI_LEN`).
-pub const HYPER_MAX_URI_LEN: usize = (u16::MAX - 1) as usize;
+pub(crate) const HYPER_MAX_URI_LEN: usize = (u16::MAX - 1) as usize;
 
 /// The status of a head hyper writes for a parse error (`HTTP/1.1 NNN …` with `content-length: 0`, no
 /// body), if `buf` is one.

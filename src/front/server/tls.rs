@@ -107,7 +107,7 @@ fn client_verifier(ca: &Path) -> Result<Arc<dyn rustls::server::danger::ClientCe
 impl TlsConfig {
     /// Uses a prepared rustls configuration (e.g. one that verifies client certificates). ALPN is set to
     /// `h2, http/1.1` when the configuration has none.
-    pub fn from_server_config(mut config: ServerConfig) -> Self {
+    pub(crate) fn from_server_config(mut config: ServerConfig) -> Self {
         if config.alpn_protocols.is_empty() {
             config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
         }

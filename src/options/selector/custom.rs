@@ -23,17 +23,17 @@ pub struct SelectableField {
 }
 
 /// A version's selectable fields, shared by every request that selects on them.
-pub type SelectableFields = Arc<[SelectableField]>;
+pub(crate) type SelectableFields = Arc<[SelectableField]>;
 
 /// The CRD's object name for a resource: `<plural>.<group>`.
-pub fn crd_name(group: &str, resource: &str) -> String {
+pub(crate) fn crd_name(group: &str, resource: &str) -> String {
     format!("{resource}.{group}")
 }
 
 /// The selectable fields the CRD (`apiextensions.k8s.io/v1` JSON) declares for `version`. `None` when the
 /// CRD does not serve that version or declares a path kache cannot read exactly (then the upstream
 /// answers the request).
-pub fn from_crd(crd: &[u8], version: &str) -> Option<SelectableFields> {
+pub(crate) fn from_crd(crd: &[u8], version: &str) -> Option<SelectableFields> {
     #[derive(serde::Deserialize)]
     struct Crd {
         spec: Spec,
@@ -71,7 +71,7 @@ pub fn from_crd(crd: &[u8], version: &str) -> Option<SelectableFields> {
 
 /// A simple JSON path (`.spec.color`, `.spec['a.b']`, `.spec["x"]`) as member names; `None` for anything
 /// else (array indexing, wildcards, filters — which the CRD's validation refuses anyway).
-pub fn parse_json_path(s: &str) -> Option<Vec<String>> {
+pub(crate) fn parse_json_path(s: &str) -> Option<Vec<String>> {
     let mut path = Vec::new();
     let mut rest = s;
     while !rest.is_empty() {

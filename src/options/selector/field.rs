@@ -125,7 +125,7 @@ impl FieldSelector {
 
     /// The field label conversion of a custom resource whose CRD declares `fields` for the requested
     /// version ([`custom_resource_field_label`]); terms on them then match on the objects' bytes.
-    pub fn convert_custom(
+    pub(crate) fn convert_custom(
         self,
         namespaced: bool,
         fields: SelectableFields,

@@ -63,7 +63,7 @@ impl Requirement {
     }
 
     /// `Requirement.Matches` against a label lookup.
-    pub fn matches_value(&self, label: Option<&str>) -> bool {
+    pub(crate) fn matches_value(&self, label: Option<&str>) -> bool {
         match self.op {
             Operator::In | Operator::Equals | Operator::DoubleEquals => {
                 label.is_some_and(|v| self.values.iter().any(|x| x == v))
@@ -113,7 +113,7 @@ impl fmt::Display for Requirement {
 }
 
 /// Go's `strconv.ParseInt(s, 10, 64)` acceptance: optional sign, ASCII digits, in range.
-pub fn parse_go_int64(s: &str) -> Option<i64> {
+pub(crate) fn parse_go_int64(s: &str) -> Option<i64> {
     let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;

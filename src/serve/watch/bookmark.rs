@@ -21,17 +21,17 @@ use crate::resource::ResourceInfo;
 /// The apiserver's `defaultBookmarkFrequency` (staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go).
 pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
 /// A last bookmark is due this long before the watch deadline (`cache_watcher.go` `nextBookmarkTime`).
-pub const PRE_DEADLINE: Duration = Duration::from_secs(2);
+pub(crate) const PRE_DEADLINE: Duration = Duration::from_secs(2);
 /// The apiserver's bookmark dispatcher ticks about every second (staging/src/k8s.io/apiserver/pkg/storage/
 /// cacher/cacher.go: Cacher.dispatchEvents, its `bookmarkTimer`); a watch-list watcher
 /// is re-queued for the next tick after its initial-events-end bookmark (cacher.go: Cacher.finishDispatching
 /// re-adds it; cache_watcher.go: cacheWatcher.nextBookmarkTime picks the tick).
-pub const DISPATCH_TICK: Duration = Duration::from_secs(1);
+pub(crate) const DISPATCH_TICK: Duration = Duration::from_secs(1);
 /// A watcher that allows bookmarks gets one when the store's proven revision moves (an upstream bookmark
 /// or a freshness proof applied as progress), at most once per this gap. The apiserver sends bookmarks at
 /// its discretion (on its ~1 s dispatcher tick); kache uses that freedom so that a kache behind it learns
 /// the proven revision within a gap instead of a minute, and can prove its own consistent reads with it.
-pub const PROGRESS_BOOKMARK_GAP: Duration = DISPATCH_TICK;
+pub(crate) const PROGRESS_BOOKMARK_GAP: Duration = DISPATCH_TICK;
 /// The annotation on the bookmark that ends a watch-list's initial events (`metav1.InitialEventsAnnotationKey`).
 pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
@@ -39,7 +39,7 @@ pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 /// kinds whose zero value has more than type meta and metadata. Derived from the `json` tags of
 /// `k8s.io/api` 1.35 (ObjectMeta's `creationTimestamp` is `omitzero` there, other `metav1.Time` fields
 /// serialise their zero as `null`).
-pub fn zero_value_tail(group: &str, kind: &str) -> &'static str {
+pub(crate) fn zero_value_tail(group: &str, kind: &str) -> &'static str {
     match (group, kind) {
         // PodSpec.Containers has no omitempty; PodStatus is a non-pointer struct of omitempty fields.
         ("", "Pod") => r#","spec":{"containers":null},"status":{}"#,
@@ -147,7 +147,13 @@ impl BookmarkShape {
     /// whose row object is the bookmark itself (`includeObject=Object`) or its `PartialObjectMetadata` —
     /// also for `includeObject=None`, which kube-apiserver 1.36 answers so for bookmarks (checked against
     /// the real generic apiserver in tests/it/table_real.rs), so that a client reads the annotation.
-    pub fn put_frame_headers(&self, out: &mut BytesMut, rv: u64, initial_events_end: bool, headers: bool) {
+    pub(crate) fn put_frame_headers(
+        &self,
+        out: &mut BytesMut,
+        rv: u64,
+        initial_events_end: bool,
+        headers: bool,
+    ) {
         out.put_slice(FRAME_HEAD);
         match &self.table {
             None => self.put_object(out, rv, initial_events_end),
@@ -178,7 +184,7 @@ impl BookmarkShape {
     }
 
     /// The bookmark object at `rv` as JSON (what a protobuf bookmark is transcoded from).
-    pub fn object_json(&self, rv: u64, initial_events_end: bool) -> BytesMut {
+    pub(crate) fn object_json(&self, rv: u64, initial_events_end: bool) -> BytesMut {
         let mut out = BytesMut::with_capacity(self.head.len() + self.tail.len() + 80);
         self.put_object(&mut out, rv, initial_events_end);
         out

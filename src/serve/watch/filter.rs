@@ -53,7 +53,7 @@ pub enum Transition {
 
 impl Filter {
     /// Whether `key` lies in the namespace and name scope.
-    pub fn key_in_scope(&self, key: &str) -> bool {
+    pub(crate) fn key_in_scope(&self, key: &str) -> bool {
         let (ns, name) = match key.split_once('/') {
             Some((ns, name)) => (Some(ns), name),
             None => (None, key),
@@ -99,7 +99,7 @@ impl Filter {
     /// The index value every selected object has, most selective first: the name, the indexed field's
     /// value, the namespace (the cacher's trigger, `cacher.go` `indexedTriggerFunc`); `None` when the
     /// selection pins none (the watcher sees every event).
-    pub fn index_key(&self) -> Option<IndexKey> {
+    pub(crate) fn index_key(&self) -> Option<IndexKey> {
         let (kind, value) = match (&self.name, &self.field, &self.namespace) {
             (Some(name), _, _) => (IndexKind::Name, name.as_str()),
             (None, Some(value), _) => (IndexKind::Field, &**value),
@@ -110,7 +110,7 @@ impl Filter {
     }
 
     /// The key range of the selection in a snapshot: `(lower, upper)` bounds for `OrdMap::range`.
-    pub fn key_range(&self) -> (Bound<Key>, Bound<Key>) {
+    pub(crate) fn key_range(&self) -> (Bound<Key>, Bound<Key>) {
         match (&self.namespace, &self.name) {
             (Some(ns), Some(name)) => {
                 let key: Key = Arc::from(format!("{ns}/{name}"));
@@ -130,7 +130,7 @@ impl Filter {
 
     /// The snapshot key range still to walk for initial events, after the key `after` (exclusive); `None`
     /// when nothing is left. Use with `OrdMap::range`, then [`Filter::matches`] on each object.
-    pub fn range_after(&self, after: Option<&Key>) -> Option<(Bound<Key>, Bound<Key>)> {
+    pub(crate) fn range_after(&self, after: Option<&Key>) -> Option<(Bound<Key>, Bound<Key>)> {
         let (lower, upper) = self.key_range();
         let lower = match after {
             Some(key) => Bound::Excluded(key.clone()),

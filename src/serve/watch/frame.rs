@@ -85,12 +85,12 @@ pub fn frame(kind: FrameType, object: &[u8]) -> Bytes {
 }
 
 /// The event's full-view frame, built once and shared by every watcher that sends the event unchanged.
-pub fn shared_frame(event: &Event) -> Bytes {
+pub(crate) fn shared_frame(event: &Event) -> Bytes {
     event.json_frame.get_or_init(|| frame(event.kind.into(), &event.object.raw)).clone()
 }
 
 /// Appends the event line for `object` in `view` (initial events and per-watcher frames).
-pub fn put_object_frame(out: &mut BytesMut, kind: FrameType, object: &Object, view: WatchView) {
+pub(crate) fn put_object_frame(out: &mut BytesMut, kind: FrameType, object: &Object, view: WatchView) {
     match view {
         WatchView::Full => put_frame(out, kind, &object.raw),
         WatchView::PartialObjectMetadata => {
@@ -102,7 +102,7 @@ pub fn put_object_frame(out: &mut BytesMut, kind: FrameType, object: &Object, vi
 }
 
 /// Appends the event line of `object` as a one-row Table (`headers`: with the column definitions).
-pub fn put_table_frame(
+pub(crate) fn put_table_frame(
     out: &mut BytesMut,
     kind: FrameType,
     table: &crate::codec::table::TableView,
@@ -118,7 +118,7 @@ pub fn put_table_frame(
 }
 
 /// The DELETED line of an object leaving a selector, as a one-row Table (see [`departure_frame`]).
-pub fn table_departure_frame(
+pub(crate) fn table_departure_frame(
     prev: &Object,
     rv: u64,
     table: &crate::codec::table::TableView,
@@ -138,7 +138,7 @@ pub fn table_departure_frame(
 }
 
 /// The event line for `object` in `view`.
-pub fn object_frame(kind: FrameType, object: &Object, view: WatchView) -> Bytes {
+pub(crate) fn object_frame(kind: FrameType, object: &Object, view: WatchView) -> Bytes {
     let mut out = BytesMut::new();
     put_object_frame(&mut out, kind, object, view);
     out.freeze()
@@ -147,7 +147,7 @@ pub fn object_frame(kind: FrameType, object: &Object, view: WatchView) -> Bytes 
 /// The DELETED line a selector watcher gets when an object leaves its selection through an update: the
 /// *previous* object with `metadata.resourceVersion` rewritten to the event's RV (`cache_watcher.go`
 /// `convertToWatchEvent`, `RunTestWatchDeleteEventObjectHaveLatestRV`).
-pub fn departure_frame(prev: &Object, rv: u64, view: WatchView) -> Bytes {
+pub(crate) fn departure_frame(prev: &Object, rv: u64, view: WatchView) -> Bytes {
     let metadata = metadata_of(prev);
     let raw = match &metadata {
         Some(range) => rewrite_resource_version(&prev.raw, range.clone(), rv),
@@ -192,7 +192,7 @@ fn metadata_of(object: &Object) -> Option<Range<usize>> {
 
 /// Returns `raw` with the `resourceVersion` member of the metadata object at `metadata` set to `rv`
 /// (inserted first when absent). `metadata` must be the range of a JSON object inside `raw`.
-pub fn rewrite_resource_version(raw: &[u8], metadata: Range<usize>, rv: u64) -> Vec<u8> {
+pub(crate) fn rewrite_resource_version(raw: &[u8], metadata: Range<usize>, rv: u64) -> Vec<u8> {
     let value = format!("\"{rv}\"");
     let meta = &raw[metadata.clone()];
     let mut out = Vec::with_capacity(raw.len() + value.len() + 20);
@@ -224,7 +224,7 @@ pub fn rewrite_resource_version(raw: &[u8], metadata: Range<usize>, rv: u64) -> 
 ///
 /// A small scanner, not a parser: it trusts that `obj` is valid JSON (stored objects were checked at
 /// ingest) and never panics on anything else; keys are compared as raw bytes, without unescaping.
-pub fn top_level_member(obj: &[u8], key: &[u8]) -> Option<Range<usize>> {
+pub(crate) fn top_level_member(obj: &[u8], key: &[u8]) -> Option<Range<usize>> {
     let mut i = skip_ws(obj, 0);
     if obj.get(i) != Some(&b'{') {
         return None;

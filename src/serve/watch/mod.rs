@@ -51,13 +51,13 @@ pub use stream::{Start, WatchSpec, Watcher};
 
 /// The apiserver's `--min-request-timeout` default: watches without timeoutSeconds live this long times a
 /// random factor in [1, 2) (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/get.go: ListResource).
-pub const DEFAULT_MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
+pub(crate) const DEFAULT_MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
 /// How long a sendInitialEvents watch at RV=N waits for the store (`blockTimeout` in
 /// staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go).
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Per-resource watcher cap: far above what one apiserver serves for a resource, low enough that memory
 /// stays bounded (each idle watcher costs about a kilobyte here, plus its connection).
-pub const DEFAULT_MAX_WATCHERS_PER_RESOURCE: usize = 100_000;
+pub(crate) const DEFAULT_MAX_WATCHERS_PER_RESOURCE: usize = 100_000;
 
 /// Watch tunables.
 #[derive(Debug, Clone)]
@@ -109,7 +109,7 @@ pub fn respond(
 }
 
 /// The streaming 200 response of a watcher already built.
-pub fn respond_watcher(watcher: Watcher) -> Response<Body> {
+pub(crate) fn respond_watcher(watcher: Watcher) -> Response<Body> {
     // JSON watches are `application/json` even when the client asked for `;stream=watch`; other media
     // types get `;stream=watch` appended (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/watch.go:
     // serveWatch).
@@ -124,7 +124,7 @@ pub fn respond_watcher(watcher: Watcher) -> Response<Body> {
 }
 
 /// The body that pulls frames from the watcher: one data frame per chunk, flushed by hyper as it goes.
-pub fn watcher_body(watcher: Watcher) -> Body {
+pub(crate) fn watcher_body(watcher: Watcher) -> Body {
     let frames = futures_util::stream::unfold(watcher, |mut watcher| async move {
         let chunk = watcher.next_frame().await?;
         Some((Ok::<_, BoxError>(Frame::data(chunk)), watcher))
@@ -133,7 +133,7 @@ pub fn watcher_body(watcher: Watcher) -> Body {
 }
 
 /// Whether a new watcher of `store` would exceed the per-resource cap (counted as a rejection when so).
-pub fn over_limit(store: &Store, cfg: &WatchConfig, metrics: &Metrics) -> bool {
+pub(crate) fn over_limit(store: &Store, cfg: &WatchConfig, metrics: &Metrics) -> bool {
     let over = store.subscribers() >= cfg.max_watchers_per_resource;
     if over {
         stats::record_rejected(metrics);

@@ -32,12 +32,12 @@ pub struct ProtoWatch {
 
 impl ProtoWatch {
     /// The frame of `object` as an event of type `kind`; empty when it cannot be transcoded.
-    pub fn object_frame(&self, kind: FrameType, object: &Object) -> Bytes {
+    pub(crate) fn object_frame(&self, kind: FrameType, object: &Object) -> Bytes {
         self.frame(kind.as_str(), self.target.message(object, &self.gvr, &self.metrics))
     }
 
     /// The shared frame of a store event as is, in the full view: built once per event.
-    pub fn shared_full_frame(&self, event: &Event) -> Bytes {
+    pub(crate) fn shared_full_frame(&self, event: &Event) -> Bytes {
         event
             .proto_frame
             .get_or_init(|| {
@@ -49,7 +49,7 @@ impl ProtoWatch {
     }
 
     /// The DELETED frame of an object leaving a selection: the previous object at the event's RV.
-    pub fn departure_frame(&self, prev: &Object, rv: u64) -> Bytes {
+    pub(crate) fn departure_frame(&self, prev: &Object, rv: u64) -> Bytes {
         let raw = match top_level_member(&prev.raw, b"metadata") {
             Some(range) => rewrite_resource_version(&prev.raw, range, rv),
             None => prev.raw.to_vec(),
@@ -58,7 +58,7 @@ impl ProtoWatch {
     }
 
     /// The BOOKMARK frame of a bookmark object given as JSON.
-    pub fn bookmark_frame(&self, json: &[u8]) -> Bytes {
+    pub(crate) fn bookmark_frame(&self, json: &[u8]) -> Bytes {
         self.frame(FrameType::Bookmark.as_str(), self.target.message_of_json(json, &self.gvr, &self.metrics))
     }
 

@@ -108,7 +108,11 @@ pub fn resolve(req: &WatchRequest, cfg: &WatchConfig) -> Result<WatchSpec, ApiEr
 /// watch_cache.go: watchCache.getAllEventsSinceLocked), after the legacy defaulting of staging/src/k8s.io/
 /// apimachinery/pkg/apis/meta/internalversion/defaults.go: SetListOptionsDefaults (so `send_initial_events`
 /// is `None` only for RV=N, or when the WatchList gate is off).
-pub fn start_mode(rv: Option<u64>, send_initial_events: Option<bool>, consistent_rv: Option<u64>) -> Start {
+pub(crate) fn start_mode(
+    rv: Option<u64>,
+    send_initial_events: Option<bool>,
+    consistent_rv: Option<u64>,
+) -> Start {
     match (rv, send_initial_events) {
         // Watch-list: the state of a snapshot at ≥ the requested (or the proven consistent) RV, the
         // initial-events-end bookmark, then live events.

@@ -219,14 +219,14 @@ impl Watcher {
     }
 
     /// Whether the watcher writes protobuf frames.
-    pub fn is_proto(&self) -> bool {
+    pub(crate) fn is_proto(&self) -> bool {
         self.proto.is_some()
     }
 
     /// For a protobuf watcher, whether every object its initial state or replayed history holds can be
     /// transcoded (transcoding them now, into their cells); a watch that cannot be served from memory is then
     /// forwarded before anything is sent. (Events that arrive later and fail end the stream instead.)
-    pub fn proto_ready(&self) -> bool {
+    pub(crate) fn proto_ready(&self) -> bool {
         let Some(proto) = &self.proto else { return true };
         match &self.phase {
             Phase::Initial { snapshot, cursor: None, .. } => match self.filter.range_after(None) {

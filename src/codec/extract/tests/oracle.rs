@@ -232,7 +232,7 @@ pub fn document() -> impl Strategy<Value = Doc> {
 
 /// What the oracle expects.
 #[derive(Debug)]
-pub struct Expected {
+pub(crate) struct Expected {
     key: String,
     ns_len: u32,
     uid: String,
@@ -344,7 +344,7 @@ pub fn expected(text: &str, info: &ResourceInfo) -> Result<Expected, String> {
     })
 }
 
-pub fn assert_object(got: &Object, want: &Expected, doc: &Doc) -> Result<(), TestCaseError> {
+pub(crate) fn assert_object(got: &Object, want: &Expected, doc: &Doc) -> Result<(), TestCaseError> {
     prop_assert_eq!(&*got.key, want.key.as_str());
     prop_assert_eq!(got.ns_len, want.ns_len);
     prop_assert_eq!(&*got.uid, want.uid.as_str());

@@ -24,13 +24,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// about 1/10 of a nice-0 one, so light requests on the runtime workers win the core when they want it,
 /// while producers still make progress beside a busy worker instead of starving (nice 19 would leave them
 /// ~1.5 %, and on a machine loaded by other work heavy lists would stall for good).
-pub const NICE: i32 = 10;
+pub(crate) const NICE: i32 = 10;
 
 /// A batch to run on a producer thread.
-pub type Job = Box<dyn FnOnce() + Send>;
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
 /// The process's producer threads (started on first use).
-pub struct Pool {
+pub(crate) struct Pool {
     jobs: SyncSender<Job>,
 }
 
@@ -62,7 +62,7 @@ impl Pool {
     }
 
     /// Queues `job`; it comes back if the queue is full, which the producer permits rule out.
-    pub fn submit(&self, job: Job) -> Result<(), Job> {
+    pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
         self.jobs.try_send(job).map_err(|e| match e {
             TrySendError::Full(job) | TrySendError::Disconnected(job) => job,
         })
@@ -112,7 +112,7 @@ fn lower_own_priority() -> bool {
 
 /// The calling thread's nice value (tests: the producers run at a lowered priority).
 #[cfg(all(test, target_os = "linux"))]
-pub fn own_nice() -> i32 {
+pub(crate) fn own_nice() -> i32 {
     rustix::process::getpriority_process(Some(rustix::thread::gettid()))
         .expect("one's own priority is readable")
 }
