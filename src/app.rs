@@ -59,6 +59,9 @@ pub struct Config {
     pub handler: ReadConfig,
     pub limits: Limits,
     pub tls: Option<TlsConfig>,
+    /// The serving certificate's files, followed for rotation in place while kache runs (`--tls-cert` and
+    /// `--tls-key`; `tls` serves from it). Watched from [`Kache::start`], stopped with the kache.
+    pub tls_reload: Option<Arc<crate::auth::ReloadingCert>>,
     /// Client authentication and authorization (k-sec).
     pub auth: AuthSettings,
 }
@@ -77,6 +80,7 @@ impl Config {
             handler: ReadConfig::default(),
             limits: Limits::default(),
             tls: None,
+            tls_reload: None,
             auth: AuthSettings::default(),
         }
     }
@@ -162,6 +166,9 @@ impl Kache {
         registry.set_mirror_selectors(config.mirror_selectors.clone());
         let shutdown = CancellationToken::new();
         let mut background = Vec::new();
+        if let Some(cert) = &config.tls_reload {
+            background.push(cert.clone().spawn_watch(crate::auth::DEFAULT_RELOAD_INTERVAL, shutdown.clone()));
+        }
         {
             // Histogram samples are folded into buckets on render; without scrapes, periodically.
             let metrics = metrics_instance.clone();

@@ -216,17 +216,15 @@ impl CommonArgs {
         config.reflector.store.retain_window = self.history_window;
         config.limits = self.limits.into();
         if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
-            // The serving certificate follows its files (rotation in place); polled for the process's life.
+            // The serving certificate follows its files (rotation in place): loaded and checked here, watched
+            // by the running kache (`Config::tls_reload`), not by flag parsing.
             let reloading =
                 kache::auth::ReloadingCert::load(cert, key).context("loading --tls-cert/--tls-key")?;
             config.tls = Some(
                 TlsConfig::from_resolver(reloading.clone(), self.client_ca.as_deref())
                     .context("loading --client-ca")?,
             );
-            reloading.spawn_watch(
-                kache::auth::DEFAULT_RELOAD_INTERVAL,
-                tokio_util::sync::CancellationToken::new(),
-            );
+            config.tls_reload = Some(reloading);
         }
         Ok(config)
     }
