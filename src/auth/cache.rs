@@ -4,11 +4,13 @@
 //! Bounded by entry count. TinyLFU admits a new key only when it is likely to be used more than the entry it
 //! would evict, so a flood of distinct junk tokens cannot push out the decisions real clients keep using.
 //! Lookups never extend an entry's life: a revoked permission takes effect at most one TTL after it was
-//! cached. Expiry is checked against the caller's clock (`now`) on every read, and moka drops expired
-//! entries on its own.
+//! cached. Expiry is checked against the caller's clock (`now`, kache's one pausable clock) on every read, and
+//! moka drops expired entries on its own (on its own clock: that only frees memory sooner or later).
 
 use std::hash::Hash;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use moka::Expiry;
 use moka::sync::Cache;
@@ -24,7 +26,7 @@ struct Entry<V> {
 struct PerEntry;
 
 impl<K, V> Expiry<K, Entry<V>> for PerEntry {
-    fn expire_after_create(&self, _key: &K, value: &Entry<V>, _now: Instant) -> Option<Duration> {
+    fn expire_after_create(&self, _key: &K, value: &Entry<V>, _now: std::time::Instant) -> Option<Duration> {
         Some(value.ttl)
     }
 
@@ -32,7 +34,7 @@ impl<K, V> Expiry<K, Entry<V>> for PerEntry {
         &self,
         _key: &K,
         value: &Entry<V>,
-        _now: Instant,
+        _now: std::time::Instant,
         _remaining: Option<Duration>,
     ) -> Option<Duration> {
         Some(value.ttl)

@@ -21,7 +21,8 @@ mod x509;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 

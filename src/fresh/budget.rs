@@ -8,7 +8,8 @@
 //! expected sooner than the read would take upstream (scaled by how many readers wait for the same proof:
 //! one advance serves them all); otherwise the read is forwarded at once.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Fixed cost of a forwarded read (one upstream round trip and its handling; the apiserver answers a
 /// small get in ~5 ms on a real cluster, 6.5 ms measured direct). Where kache has measured its

@@ -26,7 +26,7 @@ mod view;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use http::{Method, Request, Response, StatusCode, header};
 

@@ -1,7 +1,7 @@
 //! Lists and gets served from memory.
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use bytes::{BufMut, Bytes};
 use http::{HeaderValue, Response, StatusCode, header};

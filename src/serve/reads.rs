@@ -5,7 +5,8 @@
 //! answer ([`NotServed`]) so the pipeline forwards it.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use http::{Request, Response, header};
 use tokio_util::sync::CancellationToken;

@@ -1,7 +1,8 @@
 //! Turning a [`ReadAt`] into a snapshot of the store, waiting where the apiserver waits.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use crate::fresh::{Ahead, Freshness, NotFresh};
 use crate::serve::read::ReadAt;

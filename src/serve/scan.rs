@@ -73,7 +73,7 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use imbl::OrdMap;
-    use std::time::Instant;
+    use tokio::time::Instant;
 
     fn obj(key: &str) -> Arc<Object> {
         let ns_len = key.find('/').unwrap_or(0) as u32;

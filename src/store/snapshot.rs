@@ -2,7 +2,7 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use imbl::{OrdMap, OrdSet};
 

@@ -2,7 +2,7 @@
 //! property test lives in `tests/model.rs`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -169,8 +169,8 @@ fn history_floor_follows_eviction_by_count() {
     assert_eq!(rvs(12), Err(TooOld { requested: 12, oldest: 14 }));
 }
 
-#[test]
-fn history_is_bounded_by_bytes_and_time() {
+#[tokio::test(start_paused = true)]
+async fn history_is_bounded_by_bytes_and_time() {
     let one = {
         let (store, mut writer) = new_store(StoreConfig::default());
         writer.replace([pod("a/x", 1, None)], 10);
@@ -192,15 +192,18 @@ fn history_is_bounded_by_bytes_and_time() {
     let config = StoreConfig { history_window: Duration::from_secs(75), ..StoreConfig::default() };
     let (store, mut writer) = new_store(config);
     writer.replace([], 10);
-    let t0 = Instant::now();
-    writer.apply_at([(Added, pod("a/1", 11, None))], t0);
-    writer.apply_at([(Added, pod("a/2", 12, None))], t0 + Duration::from_secs(30));
-    writer.apply_at([(Added, pod("a/3", 13, None))], t0 + Duration::from_secs(76));
+    // The clock is tokio's, paused by the test: each `advance` is the time between two events.
+    writer.apply([(Added, pod("a/1", 11, None))]);
+    tokio::time::advance(Duration::from_secs(30)).await;
+    writer.apply([(Added, pod("a/2", 12, None))]);
+    tokio::time::advance(Duration::from_secs(46)).await;
+    writer.apply([(Added, pod("a/3", 13, None))]);
     assert_eq!(store.load().history_floor, 11, "older than the window");
     // The span exported as kache_history_span_seconds: from the oldest event kept (30 s) to the newest (76 s).
     assert_eq!(store.stats().history_span, Duration::from_secs(46));
     // A bookmark also evicts by time.
-    writer.progress_at(14, t0 + Duration::from_secs(120));
+    tokio::time::advance(Duration::from_secs(44)).await;
+    writer.progress(14);
     let state = store.load();
     assert_eq!((state.history.len(), state.history_floor), (1, 12), "rv 13 is 44 s old");
     assert_eq!(store.events_after(12).map(|(e, _)| e.len()).ok(), Some(1));
@@ -226,8 +229,8 @@ fn snapshots_are_served_at_and_between_event_rvs() {
     assert_eq!(store.oldest_retained_rv(), Some(10));
 }
 
-#[test]
-fn retention_is_bounded_by_count_and_time() {
+#[tokio::test(start_paused = true)]
+async fn retention_is_bounded_by_count_and_time() {
     let config = StoreConfig { retain_max: 3, ..StoreConfig::default() };
     let (store, mut writer) = new_store(config);
     writer.replace([], 10);
@@ -243,10 +246,11 @@ fn retention_is_bounded_by_count_and_time() {
 
     let config = StoreConfig { retain_window: Duration::from_secs(75), ..StoreConfig::default() };
     let (store, mut writer) = new_store(config);
-    let t0 = Instant::now();
     writer.replace([], 10);
-    writer.apply_at([(Added, pod("a/1", 11, None))], t0 + Duration::from_secs(100));
-    writer.progress_at(12, t0 + Duration::from_secs(180));
+    tokio::time::advance(Duration::from_secs(100)).await;
+    writer.apply([(Added, pod("a/1", 11, None))]);
+    tokio::time::advance(Duration::from_secs(80)).await;
+    writer.progress(12);
     let state = store.load();
     assert_eq!(
         state.retained.iter().map(|s| s.rv).collect::<Vec<_>>(),

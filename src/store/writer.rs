@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use imbl::OrdMap;
 
@@ -142,15 +142,7 @@ impl Writer {
     /// Events at or below the store's RV are skipped as stale (a re-watch may replay them); a deletion of
     /// an unknown key advances the RV without an event. Every applied event gets a retained snapshot.
     pub fn apply(&mut self, batch: impl IntoIterator<Item = (EventType, Arc<Object>)>) -> ApplyOutcome {
-        self.apply_at(batch, Instant::now())
-    }
-
-    /// [`Writer::apply`] at a given time (tests drive time-based eviction with it).
-    pub(crate) fn apply_at(
-        &mut self,
-        batch: impl IntoIterator<Item = (EventType, Arc<Object>)>,
-        now: Instant,
-    ) -> ApplyOutcome {
+        let now = Instant::now();
         let cur = self.store.state.load_full();
         let mut state = (*cur).clone();
         let mut objects = state.snapshot.objects.clone();
@@ -255,11 +247,7 @@ impl Writer {
     }
 
     pub fn progress(&mut self, rv: u64) {
-        self.progress_at(rv, Instant::now())
-    }
-
-    /// [`Writer::progress`] at a given time.
-    pub(crate) fn progress_at(&mut self, rv: u64, now: Instant) {
+        let now = Instant::now();
         let cur = self.store.state.load_full();
         if rv <= cur.snapshot.rv {
             return;

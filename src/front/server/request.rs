@@ -4,7 +4,7 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};

@@ -156,7 +156,7 @@ mod tests {
     use crate::store::Snapshot;
     use bytes::Bytes;
     use std::sync::OnceLock;
-    use std::time::Instant;
+    use tokio::time::Instant;
 
     fn obj(key: &str, rv: u64, label: &str) -> Arc<Object> {
         let ns_len = key.find('/').unwrap_or(0) as u32;

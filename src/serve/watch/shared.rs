@@ -62,7 +62,7 @@ mod tests {
     use super::*;
     use crate::store::{EventType, Object};
     use std::sync::OnceLock;
-    use std::time::Instant;
+    use tokio::time::Instant;
 
     fn event(rv: u64) -> Arc<Event> {
         let object = Arc::new(Object {
