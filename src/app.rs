@@ -243,7 +243,8 @@ impl Kache {
             shutdown.clone(),
             metrics_instance.clone(),
         )
-        .with_read_budget(config.limits.max_read_bytes_in_flight, config.limits.max_heavy_bodies_in_flight);
+        .with_read_budget(config.limits.max_read_bytes_in_flight, config.limits.max_heavy_bodies_in_flight)
+        .with_list_body_cache(config.limits.list_body_cache_bytes);
         let handler = KacheHandler::new(registry.clone(), reads, forwarder, writes.clone(), config.lazy);
         // --- auth (k-sec): reviews with kache's credentials; bearer-token clients forwarded with their own ---
         let handler = match config.auth.mode {

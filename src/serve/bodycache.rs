@@ -30,9 +30,8 @@ use crate::metrics::{BodyCacheResult, GzipEviction, Metrics};
 
 /// At most this many (resource, namespace, view, encoding) entries.
 pub(crate) const MAX_ENTRIES: usize = 64;
-/// At most this many body bytes in all: a 10k-pod cluster's full pod list is ~35 MiB in JSON and ~20 MiB in
-/// protobuf, so both encodings of one such list fit, with the metadata views.
-pub(crate) const MAX_BYTES: usize = 96 << 20;
+/// At most this many body bytes in all, by default (`--list-body-cache-bytes`).
+pub(crate) const MAX_BYTES: usize = crate::front::server::limits::DEFAULT_LIST_BODY_CACHE_BYTES;
 /// An entry nobody asked for in this long is dropped (as the gzip cache's: informers relist on their resync
 /// period or after a watch failure).
 pub(crate) const IDLE_EVICT: Duration = Duration::from_secs(120);

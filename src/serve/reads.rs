@@ -106,6 +106,12 @@ impl Reads {
         self
     }
 
+    /// Keeps at most `max_bytes` of whole-list bodies for resending (`--list-body-cache-bytes`; 0: none).
+    pub(crate) fn with_list_body_cache(mut self, max_bytes: usize) -> Self {
+        self.body_cache = Arc::new(BodyCache::with_max_bytes(max_bytes).with_metrics(self.metrics.clone()));
+        self
+    }
+
     pub(crate) fn freshness(&self) -> &Arc<Freshness> {
         &self.freshness
     }

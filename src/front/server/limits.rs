@@ -22,6 +22,9 @@ pub(crate) const DEFAULT_MAX_IN_FLIGHT: usize = 400;
 /// five full lists of 100k pods (~400 MB each); more are asked to come back after `Retry-After`. 0 disables
 /// the budget.
 pub const DEFAULT_MAX_READ_BYTES_IN_FLIGHT: usize = 2 << 30;
+/// Bytes of whole-list bodies kept for resending (`serve::bodycache`): a 10k-pod cluster's full pod list is
+/// ~35 MiB in JSON and ~20 MiB in protobuf, so both encodings of one such list fit, with the metadata views.
+pub const DEFAULT_LIST_BODY_CACHE_BYTES: usize = 96 << 20;
 
 /// Heavy bodies admitted at once per heavy-body producer (see `serve::admit`): every admitted heavy body takes
 /// its turn at the producers, so this bounds how long one waits for its next batch.
@@ -62,6 +65,8 @@ pub struct Limits {
     /// Pretty-printed or gzipped list bodies in flight at once (the handler enforces it with 429); 0 is
     /// unlimited.
     pub max_heavy_bodies_in_flight: usize,
+    /// Bytes of whole-list bodies kept for resending the same snapshot's list; 0 keeps none.
+    pub list_body_cache_bytes: usize,
     pub max_connections: usize,
     pub h2_max_streams: u32,
     pub shutdown_timeout: Duration,
@@ -79,6 +84,7 @@ impl Default for Limits {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_read_bytes_in_flight: DEFAULT_MAX_READ_BYTES_IN_FLIGHT,
             max_heavy_bodies_in_flight: default_max_heavy_bodies(),
+            list_body_cache_bytes: DEFAULT_LIST_BODY_CACHE_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             h2_max_streams: DEFAULT_H2_MAX_STREAMS,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
@@ -119,6 +125,10 @@ pub struct LimitFlags {
     /// admitted body waits for its turn at the producers.
     #[arg(long, default_value_t = default_max_heavy_bodies())]
     pub max_heavy_bodies_inflight: usize,
+    /// Bytes of whole-list bodies (no selector, no limit, not pretty, not gzipped) kept as sent, to resend
+    /// the same snapshot's list without assembling it again (0: none kept). Least recently used first.
+    #[arg(long, default_value_t = DEFAULT_LIST_BODY_CACHE_BYTES)]
+    pub list_body_cache_bytes: usize,
     /// Open client connections; accepting pauses at the bound.
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
@@ -142,6 +152,7 @@ impl From<LimitFlags> for Limits {
             max_in_flight: f.max_requests_inflight,
             max_read_bytes_in_flight: f.max_read_bytes_inflight,
             max_heavy_bodies_in_flight: f.max_heavy_bodies_inflight,
+            list_body_cache_bytes: f.list_body_cache_bytes,
             max_connections: f.max_connections,
             h2_max_streams: f.http2_max_streams_per_connection,
             shutdown_timeout: f.shutdown_timeout,
