@@ -290,7 +290,7 @@ impl Freshness {
             // A read that will (likely) need a proof, or that cannot use the probe in flight (it started
             // before the read arrived): let the readers arriving together (a relist storm) gather before
             // probing, so that one probe serves them all.
-            tokio::time::sleep_until((arrived + PROOF_GATHER).into()).await;
+            tokio::time::sleep_until(arrived + PROOF_GATHER).await;
         }
         let required = match self.probe_after(gvr, &slot, arrived).await {
             Ok(rv) => rv.max(min_rv),
