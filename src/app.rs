@@ -16,9 +16,7 @@ use crate::auth::{Auth, AuthMode, AuthSettings};
 use crate::forward::{Forwarder, WriteTracker};
 use crate::fresh::{Freshness, FreshnessConfig};
 use crate::front::server::{self, Limits, TlsConfig};
-use crate::metrics::{
-    FreshnessCounters, Metrics, ResourceSnapshot, SharedCounters, StatsSource, WatchCounters,
-};
+use crate::metrics::{FreshnessCounters, Metrics, ResourceSnapshot, SharedCounters, StatsSource};
 use crate::options::coverage::{MirrorSelector, SelectorSpecError, parse_selector_spec};
 use crate::pipeline::{HandlerStats, KacheHandler};
 use crate::reflector::{ReflectorConfig, Registry};
@@ -428,19 +426,6 @@ impl StatsSource for KacheStats {
             proofs_failed: s.proofs_failed.load(Relaxed),
             too_large: s.too_large.load(Relaxed),
         })
-    }
-
-    fn watch(&self) -> WatchCounters {
-        // The index figures, summed over this kache's stores (the fan-out counters are its Metrics' own).
-        let mut w = WatchCounters::default();
-        for index in self.registry.resources().iter().filter_map(|r| r.store.as_ref()).map(|s| s.index) {
-            for (sum, n) in w.indexed_watchers.iter_mut().zip(index.watchers) {
-                *sum += n;
-            }
-            w.index_rings += index.rings;
-            w.index_full += index.full;
-        }
-        w
     }
 
     fn shared(&self) -> SharedCounters {

@@ -62,12 +62,6 @@ pub trait StatsSource: Send + Sync {
         None
     }
 
-    /// The watch index's figures (the `index_*` and `indexed_watchers` fields; the fan-out counters are the
-    /// instance's own [`WatchCells`](super::WatchCells), filled in by [`refresh`]).
-    fn watch(&self) -> WatchCounters {
-        WatchCounters::default()
-    }
-
     /// The counters of the structures shared across the process.
     fn shared(&self) -> SharedCounters {
         SharedCounters::default()
@@ -94,12 +88,20 @@ fn set_store_gauges(m: &ResourceMetrics, stats: &StoreStats) {
 /// Refreshes every per-resource gauge from `source`. Resources that are no longer cached drop to zero (their
 /// series stay, so a stopped resource reads as empty and unsynced rather than frozen at its last value).
 pub fn refresh(metrics: &Metrics, source: &dyn StatsSource) -> Vec<ResourceSnapshot> {
-    let mut watch = source.watch();
+    let snapshots = source.resources();
+    // The fan-out counters are the instance's own; the index's are its stores', summed.
+    let mut watch = WatchCounters::default();
     metrics.watch_cells().fill(&mut watch);
+    for index in snapshots.iter().filter_map(|s| s.store.as_ref()).map(|s| s.index) {
+        for (sum, n) in watch.indexed_watchers.iter_mut().zip(index.watchers) {
+            *sum += n;
+        }
+        watch.index_rings += index.rings;
+        watch.index_full += index.full;
+    }
     metrics.mirror_watch(&watch);
     metrics.mirror_shared(&source.shared());
     metrics.mirror_freshness(source.freshness().as_ref(), watch.too_large);
-    let snapshots = source.resources();
     let mut seen = HashSet::new();
     for snap in &snapshots {
         let m = metrics.resource(&snap.gvr);

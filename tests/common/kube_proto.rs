@@ -9,24 +9,7 @@ use std::sync::OnceLock;
 /// kube-proto: `$KUBE_PROTO`, or unpacked once from ../shared/apiserver into the target dir.
 pub fn path() -> Option<PathBuf> {
     static PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PATH.get_or_init(|| {
-        if let Some(p) = std::env::var_os("KUBE_PROTO").map(PathBuf::from).filter(|p| p.exists()) {
-            return Some(p);
-        }
-        let xz = super::real::scripts_dir().join("bin/kube-proto.xz");
-        let dest = super::real::target_dir().join("kube-proto/kube-proto");
-        if !dest.exists() {
-            std::fs::create_dir_all(dest.parent()?).ok()?;
-            let out = Command::new("xz").arg("-dc").arg(&xz).output().ok().filter(|o| o.status.success())?;
-            let tmp = dest.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::write(&tmp, out.stdout).ok()?;
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).ok()?;
-            std::fs::rename(&tmp, &dest).ok()?;
-        }
-        Some(dest)
-    })
-    .clone()
+    PATH.get_or_init(|| super::real::shared_tool("KUBE_PROTO", "kube-proto")).clone()
 }
 
 /// kube-proto's path, or `None` after reporting it missing (a failure under `KACHE_REQUIRE_TOOLS=1`).

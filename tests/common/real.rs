@@ -31,6 +31,27 @@ static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Bound on one whole response or one watch line: a hang guard, not a timing assertion.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A tool of ../shared/apiserver/bin: `$ENV_VAR` when it names an existing file, else `bin/NAME.xz` unpacked
+/// once into `target/NAME/NAME` (written under a temporary name and renamed, so parallel tests never see half a
+/// binary); `None` when it cannot be had.
+pub fn shared_tool(env_var: &str, name: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env_var).map(PathBuf::from).filter(|p| p.exists()) {
+        return Some(p);
+    }
+    let xz = scripts_dir().join(format!("bin/{name}.xz"));
+    let dest = target_dir().join(name).join(name);
+    if !dest.exists() {
+        std::fs::create_dir_all(dest.parent()?).ok()?;
+        let out = Command::new("xz").arg("-dc").arg(&xz).output().ok().filter(|o| o.status.success())?;
+        let tmp = dest.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, out.stdout).ok()?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).ok()?;
+        std::fs::rename(&tmp, &dest).ok()?;
+    }
+    Some(dest)
+}
+
 /// The directory holding start.sh, stop.sh, compact.sh.
 pub fn scripts_dir() -> PathBuf {
     match std::env::var_os("KACHE_APISERVER_DIR") {

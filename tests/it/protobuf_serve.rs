@@ -508,24 +508,7 @@ async fn objects_that_cannot_be_transcoded_are_forwarded() {
 /// informer-check: `$INFORMER_CHECK`, or unpacked here from ../shared/apiserver/bin.
 fn informer_check() -> Option<PathBuf> {
     static PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PATH.get_or_init(|| {
-        if let Some(p) = std::env::var_os("INFORMER_CHECK").map(PathBuf::from).filter(|p| p.exists()) {
-            return Some(p);
-        }
-        let xz = common::real::scripts_dir().join("bin/informer-check.xz");
-        let dest = common::real::target_dir().join("informer-check/informer-check");
-        if !dest.exists() {
-            std::fs::create_dir_all(dest.parent()?).ok()?;
-            let out = Command::new("xz").arg("-dc").arg(&xz).output().ok().filter(|o| o.status.success())?;
-            let tmp = dest.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::write(&tmp, out.stdout).ok()?;
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).ok()?;
-            std::fs::rename(&tmp, &dest).ok()?;
-        }
-        Some(dest)
-    })
-    .clone()
+    PATH.get_or_init(|| common::real::shared_tool("INFORMER_CHECK", "informer-check")).clone()
 }
 
 /// client-go's typed pod informer in protobuf through kache in front of the sim, WatchList on and off,
