@@ -36,6 +36,11 @@ pub struct Args {
     /// "uncached gzip lists").
     #[arg(long)]
     pub gzip_cached: bool,
+    /// Nice value added to the heavy clients' threads. They stand for clients on other machines; on the one
+    /// shared machine their own work (draining 40 big bodies over TLS) would otherwise take the cores from
+    /// kache and the small readers, and be timed as kache's doing. 0 runs them at the readers' priority.
+    #[arg(long, default_value_t = 10)]
+    pub heavy_nice: i32,
     /// Small closed-loop readers.
     #[arg(long, default_value_t = 4)]
     pub readers: usize,
@@ -63,12 +68,14 @@ pub async fn cli(args: Args) -> anyhow::Result<()> {
         scenario: "admission".into(),
         description: format!(
             "{} small readers (namespace list rv=0, get) alone and beside {} pretty + {} gzip ({}) full lists \
-             of {} pods looping; {} × {} s windows each, alternating in one run.",
+             of {} pods looping (heavy clients' threads at nice +{}); {} × {} s windows each, alternating in \
+             one run.",
             args.readers,
             args.heavy,
             args.heavy,
             if args.gzip_cached { "cacheable" } else { "uncached" },
             args.pods,
+            args.heavy_nice,
             args.rounds,
             args.window_secs
         ),
@@ -102,6 +109,10 @@ async fn run(ctx: &Ctx, args: &Args, report: &mut RunReport) -> anyhow::Result<(
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("heavy-clients")
+            .on_thread_start({
+                let nice = args.heavy_nice;
+                move || lower_own_priority(nice)
+            })
             .enable_all()
             .build()
             .context("starting the heavy clients' runtime")?,
@@ -227,7 +238,23 @@ async fn run(ctx: &Ctx, args: &Args, report: &mut RunReport) -> anyhow::Result<(
     Ok(())
 }
 
-/// `n` closed-loop small readers for `window`: latencies and errors.
+/// Raises the calling thread's nice value by `by` (Linux: per thread, through rustix as kache's producers
+/// do); a failure leaves the thread as it was and says so once.
+fn lower_own_priority(by: i32) {
+    if by == 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let tid = rustix::thread::gettid();
+        let lowered = rustix::process::getpriority_process(Some(tid))
+            .and_then(|now| rustix::process::setpriority_process(Some(tid), (now + by).clamp(-20, 19)));
+        if let Err(e) = lowered {
+            eprintln!("admission: could not lower the heavy clients' priority: {e}");
+        }
+    }
+}
+
 /// A runtime owned by an async function: dropped without blocking (a runtime dropped in async context panics).
 struct Background(Option<tokio::runtime::Runtime>);
 
@@ -245,6 +272,7 @@ impl Drop for Background {
     }
 }
 
+/// `n` closed-loop small readers for `window`: latencies and errors.
 async fn readers(client: &Client, base: &str, n: usize, window: Duration) -> (Histogram<u64>, u64) {
     let deadline = Instant::now() + window;
     let mut set = tokio::task::JoinSet::new();

@@ -29,19 +29,24 @@ pub fn client(idle: usize) -> Client {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     connector.enforce_http(false);
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .expect("the default provider supports the default protocol versions")
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
-        .with_no_client_auth();
+    let tls = tls_client_config();
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
         .wrap_connector(connector);
     HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(idle).build(https)
+}
+
+/// A TLS client configuration that does not verify the server's certificate (see [`client`]).
+pub fn tls_client_config() -> rustls::ClientConfig {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("the default provider supports the default protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+        .with_no_client_auth()
 }
 
 /// Accepts any server certificate (signatures are still checked, so the handshake is the real cost).

@@ -14,6 +14,7 @@ mod mixed;
 mod plot;
 mod procs;
 mod proxy;
+mod relay;
 mod report;
 mod results;
 mod scenario;
@@ -64,6 +65,8 @@ enum Command {
     Soak(soak::Args),
     /// Generate BENCHMARKS.md from run JSON files.
     Report(ReportArgs),
+    /// A TLS-terminating byte relay (no HTTP): the transport floor a forwarded read is compared with.
+    Relay(relay::Args),
 }
 
 #[derive(clap::Args, Debug)]
@@ -121,6 +124,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Soak(args) => soak::cli(args).await,
         Command::Admission(args) => admission::cli(args).await,
         Command::Report(args) => report_cmd(args),
+        Command::Relay(args) => relay::run(args).await,
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::coalesce;
 use super::headers::{strip_client_identity, strip_hop_by_hop};
+use super::readahead;
 use super::upgrade;
 use super::writes::{WriteTracker, resource_version, resource_version_protobuf};
 use crate::codec::status::ApiError;
@@ -43,6 +44,8 @@ pub struct Forwarder {
     in_flight: Arc<Semaphore>,
     /// Where forwarded requests, upstream errors and refusals are counted.
     metrics: Metrics,
+    /// `kache_forward_read_ahead_bytes` of `metrics`, exported from the start.
+    read_ahead: metrics::Gauge,
 }
 
 // === impl Forwarder ===
@@ -51,13 +54,22 @@ impl Forwarder {
     /// A forwarder allowing `max_in_flight` concurrent non-long-running requests (429 beyond).
     pub fn new(upstream: Upstream, writes: Arc<WriteTracker>, max_in_flight: usize) -> Self {
         let in_flight = Arc::new(Semaphore::new(max_in_flight.max(1)));
-        Self { upstream, writes, in_flight, metrics: Metrics::default() }
+        Self::with_parts(upstream, writes, in_flight, Metrics::default())
+    }
+
+    fn with_parts(
+        upstream: Upstream,
+        writes: Arc<WriteTracker>,
+        in_flight: Arc<Semaphore>,
+        metrics: Metrics,
+    ) -> Self {
+        let read_ahead = metrics.read_ahead_bytes();
+        Self { upstream, writes, in_flight, metrics, read_ahead }
     }
 
     /// Counts into the kache's `metrics` instead of an instance of its own.
-    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
-        self.metrics = metrics;
-        self
+    pub fn with_metrics(self, metrics: Metrics) -> Self {
+        Self::with_parts(self.upstream, self.writes, self.in_flight, metrics)
     }
 
     pub(super) fn metrics(&self) -> &Metrics {
@@ -120,7 +132,12 @@ impl Forwarder {
         self.metrics.forwarded(kind, resp.status().as_u16());
         let (mut resp_parts, incoming) = resp.into_parts();
         strip_hop_by_hop(&mut resp_parts.headers);
-        let mut body = coalesce::coalesced(incoming.map_err(BoxError::from).boxed(), coalesce::MAX_COALESCED);
+        let incoming = incoming.map_err(BoxError::from).boxed();
+        let mut body = if streams_long(&resp_parts.headers) && readahead::enabled() {
+            readahead::read_ahead(incoming, readahead::READ_AHEAD_BUDGET, self.read_ahead.clone())
+        } else {
+            coalesce::coalesced(incoming, coalesce::MAX_COALESCED)
+        };
         if let Some((gvr, encoding)) = tracked_write(&route, resp_parts.status, &resp_parts.headers) {
             body = self.track_write(gvr, encoding, body).await;
         }
@@ -240,6 +257,15 @@ fn tracked_write(route: &Route, status: StatusCode, headers: &HeaderMap) -> Opti
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
         .is_some_and(|len| len > WRITE_RESPONSE_BUFFER_LIMIT);
     (!encoded && !too_large).then(|| (res.gvr.clone(), encoding))
+}
+
+/// Whether a response body is long enough to be read ahead: no length given (a chunked list or a watch)
+/// or more than one coalesced frame.
+fn streams_long(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .is_none_or(|len| len > coalesce::MAX_COALESCED)
 }
 
 /// A body yielding `frames` and then, if any, the rest of `rest`.

@@ -4,6 +4,7 @@
 mod coalesce;
 mod forwarder;
 mod headers;
+mod readahead;
 mod upgrade;
 mod writes;
 

@@ -84,6 +84,7 @@ pub(crate) const FRESHNESS_AHEAD_READS_TOTAL: &str = "kache_freshness_ahead_read
 pub(crate) const FRESHNESS_PROOFS_TOTAL: &str = "kache_freshness_proofs_total";
 pub(crate) const TOO_LARGE_RESOURCE_VERSION_TOTAL: &str = "kache_too_large_resource_version_total";
 pub(crate) const FORWARDED_REQUESTS_TOTAL: &str = "kache_forwarded_requests_total";
+pub(crate) const FORWARD_READ_AHEAD_BYTES: &str = "kache_forward_read_ahead_bytes";
 pub(crate) const AUTH_CACHE_TOTAL: &str = "kache_auth_cache_total";
 pub(crate) const IMPERSONATION_TOTAL: &str = "kache_impersonation_total";
 pub(crate) const LIMIT_REJECTIONS_TOTAL: &str = "kache_limit_rejections_total";
@@ -319,6 +320,11 @@ pub const ALL: &[MetricDef] = &[
         FORWARDED_REQUESTS_TOTAL,
         &["kind", "code"],
         "Requests passed through to the upstream, by kind (read, write, upgrade, other) and upstream status code (0: no response).",
+    ),
+    gauge(
+        FORWARD_READ_AHEAD_BYTES,
+        &[],
+        "Bytes of forwarded response bodies read from the upstream ahead of their clients (at most 256 KiB per response; the forwarder's in-flight bound limits the responses).",
     ),
     counter(
         AUTH_CACHE_TOTAL,

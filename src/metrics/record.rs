@@ -67,6 +67,11 @@ impl Metrics {
         self.counter(FORWARDED_REQUESTS_TOTAL, labels).increment(1);
     }
 
+    /// The gauge of forwarded body bytes held ahead of clients (one handle, moved by every read-ahead pump).
+    pub(crate) fn read_ahead_bytes(&self) -> metrics::Gauge {
+        self.gauge(FORWARD_READ_AHEAD_BYTES, vec![])
+    }
+
     /// An error talking to the upstream.
     pub(crate) fn upstream_error(&self, reason: UpstreamErrorReason) {
         self.counter(UPSTREAM_ERRORS_TOTAL, vec![label("reason", reason.as_str())]).increment(1);

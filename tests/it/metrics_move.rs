@@ -18,6 +18,10 @@ use kache::metrics::names::{self, MetricKind};
 /// the test that proves it moves.
 const COVERED_ELSEWHERE: &[(&str, &str)] = &[
     (
+        "kache_forward_read_ahead_bytes",
+        "forward::readahead::tests (bytes held while the client does not read; 0 at scrape time once bodies are relayed)",
+    ),
+    (
         "kache_upstream_bad_frames_total",
         "reflector::tests (a scripted upstream sends truncated and invalid frames)",
     ),

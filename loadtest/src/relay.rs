@@ -1,0 +1,91 @@
+//! The transport floor of a forwarded read: a TLS-terminating byte relay with no HTTP in it.
+//!
+//! It accepts TLS from the client, opens one TLS connection to the upstream per client connection, and
+//! copies bytes both ways. Any proxy that terminates TLS (kache's forwarder included) pays at least this:
+//! one decryption and one encryption each way, two more sockets, and a third process to schedule. A
+//! forwarded read through kache compared with the same read through this relay shows what kache's HTTP
+//! handling adds above the floor; compared with the direct read, what any TLS hop costs on the machine.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Address to listen on (TLS).
+    #[arg(long, default_value = "127.0.0.1:18450")]
+    pub listen: SocketAddr,
+    /// The upstream's `host:port` (spoken to over TLS; its certificate is not verified, as with the
+    /// benchmark kubeconfigs' `insecure-skip-tls-verify`).
+    #[arg(long)]
+    pub upstream: String,
+    /// PEM certificate to serve; a self-signed one is generated when absent.
+    #[arg(long, requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// PEM private key for `--cert`.
+    #[arg(long, requires = "cert")]
+    pub key: Option<PathBuf>,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let (certs, key) = server_identity(&args)?;
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    let acceptor = TlsAcceptor::from(Arc::new(server));
+    let connector = TlsConnector::from(Arc::new(crate::http::tls_client_config()));
+    let host = args.upstream.rsplit_once(':').map_or(args.upstream.as_str(), |(h, _)| h).to_string();
+    let name = ServerName::try_from(host).context("upstream host")?;
+    let listener = TcpListener::bind(args.listen).await?;
+    eprintln!("relay: https://{} -> {}", listener.local_addr()?, args.upstream);
+    loop {
+        let (tcp, _) = listener.accept().await?;
+        let (acceptor, connector, name, upstream) =
+            (acceptor.clone(), connector.clone(), name.clone(), args.upstream.clone());
+        tokio::spawn(async move {
+            if let Err(e) = relay_one(tcp, acceptor, connector, name, &upstream).await {
+                eprintln!("relay: connection ended: {e:#}");
+            }
+        });
+    }
+}
+
+async fn relay_one(
+    tcp: TcpStream,
+    acceptor: TlsAcceptor,
+    connector: TlsConnector,
+    name: ServerName<'static>,
+    upstream: &str,
+) -> anyhow::Result<()> {
+    tcp.set_nodelay(true)?;
+    let mut down = acceptor.accept(tcp).await?;
+    let up_tcp = TcpStream::connect(upstream).await?;
+    up_tcp.set_nodelay(true)?;
+    let mut up = connector.connect(name, up_tcp).await?;
+    tokio::io::copy_bidirectional(&mut down, &mut up).await?;
+    Ok(())
+}
+
+fn server_identity(args: &Args) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    use rustls::pki_types::pem::PemObject as _;
+    match (&args.cert, &args.key) {
+        (Some(cert), Some(key)) => {
+            let certs = CertificateDer::pem_file_iter(cert)?.collect::<Result<Vec<_>, _>>()?;
+            let key = PrivateKeyDer::from_pem_file(key)?;
+            Ok((certs, key))
+        }
+        _ => {
+            let cert = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])?;
+            let key = PrivateKeyDer::try_from(cert.signing_key.serialize_der())
+                .map_err(|e| anyhow::anyhow!("generated key: {e}"))?;
+            Ok((vec![cert.cert.der().clone()], key))
+        }
+    }
+}
