@@ -33,22 +33,31 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let (certs, key) = server_identity(&args)?;
+    let acceptor = acceptor(certs, key)?;
+    let listener = TcpListener::bind(args.listen).await?;
+    eprintln!("relay: https://{} -> {}", listener.local_addr()?, args.upstream);
+    serve(listener, acceptor, args.upstream).await
+}
+
+fn acceptor(certs: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>) -> anyhow::Result<TlsAcceptor> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let server = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(certs, key)?;
-    let acceptor = TlsAcceptor::from(Arc::new(server));
+    Ok(TlsAcceptor::from(Arc::new(server)))
+}
+
+/// Relays every connection `listener` accepts to `upstream` (`host:port`, over TLS).
+async fn serve(listener: TcpListener, acceptor: TlsAcceptor, upstream: String) -> anyhow::Result<()> {
     let connector = TlsConnector::from(Arc::new(crate::http::tls_client_config()));
-    let host = args.upstream.rsplit_once(':').map_or(args.upstream.as_str(), |(h, _)| h).to_string();
+    let host = upstream.rsplit_once(':').map_or(upstream.as_str(), |(h, _)| h).to_string();
     let name = ServerName::try_from(host).context("upstream host")?;
-    let listener = TcpListener::bind(args.listen).await?;
-    eprintln!("relay: https://{} -> {}", listener.local_addr()?, args.upstream);
     loop {
         let (tcp, _) = listener.accept().await?;
         let (acceptor, connector, name, upstream) =
-            (acceptor.clone(), connector.clone(), name.clone(), args.upstream.clone());
+            (acceptor.clone(), connector.clone(), name.clone(), upstream.clone());
         tokio::spawn(async move {
             if let Err(e) = relay_one(tcp, acceptor, connector, name, &upstream).await {
                 eprintln!("relay: connection ended: {e:#}");
@@ -87,5 +96,58 @@ fn server_identity(args: &Args) -> anyhow::Result<(Vec<CertificateDer<'static>>,
                 .map_err(|e| anyhow::anyhow!("generated key: {e}"))?;
             Ok((vec![cert.cert.der().clone()], key))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    fn self_signed() -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
+        let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).expect("certificate");
+        let key = PrivateKeyDer::try_from(cert.signing_key.serialize_der()).expect("key");
+        (vec![cert.cert.der().clone()], key)
+    }
+
+    #[tokio::test]
+    async fn bytes_cross_the_relay_both_ways_over_tls() {
+        // The upstream: a TLS server answering every byte it reads with that byte plus one.
+        let (certs, key) = self_signed();
+        let upstream_tls = acceptor(certs, key).expect("upstream acceptor");
+        let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
+        let upstream_addr = upstream.local_addr().expect("upstream address");
+        tokio::spawn(async move {
+            let (tcp, _) = upstream.accept().await.expect("accept");
+            let mut tls = upstream_tls.accept(tcp).await.expect("upstream handshake");
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = tls.read(&mut buf).await.expect("upstream read");
+                if n == 0 {
+                    break;
+                }
+                let answer: Vec<u8> = buf[..n].iter().map(|b| b.wrapping_add(1)).collect();
+                tls.write_all(&answer).await.expect("upstream write");
+                tls.flush().await.expect("upstream flush");
+            }
+        });
+
+        let (certs, key) = self_signed();
+        let relay = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
+        let relay_addr = relay.local_addr().expect("relay address");
+        tokio::spawn(serve(relay, acceptor(certs, key).expect("relay acceptor"), upstream_addr.to_string()));
+
+        let connector = TlsConnector::from(Arc::new(crate::http::tls_client_config()));
+        let tcp = TcpStream::connect(relay_addr).await.expect("connect to the relay");
+        let name = ServerName::try_from("127.0.0.1").expect("name");
+        let mut client = connector.connect(name, tcp).await.expect("client handshake");
+        let sent: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        client.write_all(&sent).await.expect("client write");
+        client.flush().await.expect("client flush");
+        let mut got = vec![0u8; sent.len()];
+        client.read_exact(&mut got).await.expect("the relayed answer");
+        let want: Vec<u8> = sent.iter().map(|b| b.wrapping_add(1)).collect();
+        assert_eq!(got, want);
     }
 }

@@ -18,6 +18,9 @@
 //!   replaces a newer.
 //! - No coalescing: lists that miss at the same time each assemble their body (as without the cache) and the
 //!   first to finish publishes it.
+//! - **Recorded on the second miss**: a list records its body only when another list of the same key missed
+//!   at the same snapshot before it ([`BodyCache::lookup`]), so under churn, where no snapshot is listed
+//!   twice, nothing is recorded and the cache costs nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,6 +33,8 @@ use crate::metrics::{BodyCacheResult, GzipEviction, Metrics};
 
 /// At most this many (resource, namespace, view, encoding) entries.
 pub(crate) const MAX_ENTRIES: usize = 64;
+/// Keys whose last missed snapshot is remembered.
+const MAX_MISSED_KEYS: usize = 4 * MAX_ENTRIES;
 /// At most this many body bytes in all, by default (`--list-body-cache-bytes`).
 pub(crate) const MAX_BYTES: usize = crate::front::server::limits::DEFAULT_LIST_BODY_CACHE_BYTES;
 /// An entry nobody asked for in this long is dropped (as the gzip cache's: informers relist on their resync
@@ -61,9 +66,21 @@ impl CachedBody {
     }
 }
 
+/// What [`BodyCache::lookup`] found.
+pub enum Lookup {
+    Hit(CachedBody),
+    /// Not cached; `record`: this list is the second of its snapshot to miss, so its body is worth recording.
+    Miss {
+        record: bool,
+    },
+}
+
 #[derive(Default)]
 struct Inner {
     entries: HashMap<String, Entry>,
+    /// Per key, the snapshot of its last miss (a second miss there makes the list worth recording). At most
+    /// [`MAX_MISSED_KEYS`] keys; forgotten all at once beyond (a forgotten key costs one more assembly).
+    missed: HashMap<String, u64>,
     bytes: usize,
     /// The kache's metrics (here so the `…_locked` helpers can count).
     metrics: Metrics,
@@ -97,6 +114,20 @@ impl BodyCache {
 
     /// The body of `key` at `rv`, when cached (counted as a hit or a miss).
     pub fn get(&self, key: &str, rv: u64) -> Option<CachedBody> {
+        match self.lookup(key, rv) {
+            Lookup::Hit(body) => Some(body),
+            Lookup::Miss { .. } => None,
+        }
+    }
+
+    /// The body of `key` at `rv` when cached; otherwise whether this list should be recorded: only when
+    /// another list of the same key missed at the same snapshot before it (counted as a hit or a miss).
+    ///
+    /// A body is recorded only once a second list of its snapshot shows the snapshot is read again. Under
+    /// churn every list of a key is at a new snapshot, and recording each one only to replace it unread made
+    /// a 30-minute soak's RSS ~3× the same run's without the cache (BENCHMARKS-harden.md); a relist storm or
+    /// a repeated list of a quiet resource pays one extra assembly before its hits.
+    pub fn lookup(&self, key: &str, rv: u64) -> Lookup {
         let now = Instant::now();
         let mut inner = self.lock();
         evict_idle_locked(&mut inner, now);
@@ -105,7 +136,17 @@ impl BodyCache {
             e.body.clone()
         });
         inner.metrics.body_cache(if found.is_some() { BodyCacheResult::Hit } else { BodyCacheResult::Miss });
-        found
+        if let Some(body) = found {
+            return Lookup::Hit(body);
+        }
+        let record = inner.missed.get(key) == Some(&rv);
+        if !record {
+            if inner.missed.len() >= MAX_MISSED_KEYS {
+                inner.missed.clear();
+            }
+            inner.missed.insert(key.to_owned(), rv);
+        }
+        Lookup::Miss { record }
     }
 
     /// Records the body of `key` at `rv` as it is produced, when it can fit the cache.

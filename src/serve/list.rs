@@ -13,7 +13,7 @@ use crate::front::body::{self, Body};
 use crate::metrics::Metrics;
 use crate::resource::ResourceInfo;
 use crate::serve::admit::{self, ReadBudget};
-use crate::serve::bodycache::{BodyCache, CachedBody};
+use crate::serve::bodycache::{BodyCache, CachedBody, Lookup};
 use crate::serve::gzcache::GzipCache;
 use crate::serve::protobuf::{self, ProtoTarget};
 use crate::serve::read::{ContinueAt, ListPlan, Match, ReadAt, Rv, plan_list, plan_single};
@@ -133,11 +133,17 @@ pub(crate) async fn serve_list(
     // Sent as is (neither gzipped nor indented): from the body cache when this snapshot's body is there.
     let plain = !q.response.gzip && !q.response.pretty;
     let body_cache = q.body_cache.filter(|_| cacheable && plain);
-    if let Some(hit) = body_cache.and_then(|c| c.get(&key, rv)) {
-        let stats = ListStats { fetched: snapshot.objects.len(), returned: hit.items };
-        let content_type =
-            if q.proto.is_some() { crate::codec::proto::MEDIA_TYPE } else { "application/json" };
-        return Ok((respond_cached(hit, content_type, q.budget)?, stats));
+    let mut worth_recording = false;
+    if let Some(cache) = body_cache {
+        match cache.lookup(&key, rv) {
+            Lookup::Hit(hit) => {
+                let stats = ListStats { fetched: snapshot.objects.len(), returned: hit.items };
+                let content_type =
+                    if q.proto.is_some() { crate::codec::proto::MEDIA_TYPE } else { "application/json" };
+                return Ok((respond_cached(hit, content_type, q.budget)?, stats));
+            }
+            Lookup::Miss { record } => worth_recording = record,
+        }
     }
     let req = ScanRequest {
         namespace: q.namespace,
@@ -153,8 +159,12 @@ pub(crate) async fn serve_list(
     let meta =
         listcodec::ListMeta { resource_version: rv, continue_token, remaining_item_count: page.remaining };
     let stats = ListStats { fetched: snapshot.objects.len(), returned: page.items.len() };
-    let record =
-        body_cache.map(|c| Record { cache: c.clone(), key: key.clone(), rv, items: page.items.len() });
+    let record = body_cache.filter(|_| worth_recording).map(|c| Record {
+        cache: c.clone(),
+        key: key.clone(),
+        rv,
+        items: page.items.len(),
+    });
     let reuse = Reuse { gzip: q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str())), record };
     let resp = match q.proto {
         Some(target) => respond_proto(info, target, &meta, &page.items, q, reuse).await?,

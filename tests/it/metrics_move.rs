@@ -261,11 +261,12 @@ async fn every_documented_metric_moves_in_own_process() {
     })
     .await;
     let _ = common::get_with(&url, &odd, &protobuf).await;
-    // A whole list twice at one snapshot: recorded by the list body cache, then sent from it; the list after
-    // the next write replaces the entry.
+    // A whole list three times at one snapshot: the second is recorded by the list body cache (the first
+    // showed the snapshot is read), the third sent from it; the lists after the next write replace the entry.
     let whole = format!("{pods}?resourceVersion=0");
     let first = common::get(&url, &whole).await;
     assert_eq!(first.status, 200);
+    assert_eq!(common::get(&url, &whole).await.body, first.body);
     assert_eq!(common::get(&url, &whole).await.body, first.body);
     // A second event after it, so the history (reset by the relist) spans some time again.
     sim.create("pods", Some("default"), pod("after-odd")).expect("pod");
@@ -277,6 +278,8 @@ async fn every_documented_metric_moves_in_own_process() {
         }
     })
     .await;
+    // Twice at the new snapshot: the second list's body replaces the entry (an eviction, reason replaced).
+    assert_eq!(common::get(&url, &whole).await.status, 200);
     assert_eq!(common::get(&url, &whole).await.status, 200);
 
     // Scraped as Prometheus does (store and reflector gauges are refreshed at each scrape).

@@ -75,3 +75,31 @@ fn bounded_by_bytes_least_recently_used_first() {
     send(&none, "a", 1, parts("x", 1));
     assert_eq!((none.entries(), none.bytes()), (0, 0));
 }
+
+#[test]
+fn a_list_is_worth_recording_only_after_a_miss_at_its_snapshot() {
+    let c = Arc::new(BodyCache::default());
+    let record = |rv| match c.lookup("pods|", rv) {
+        Lookup::Hit(_) => panic!("nothing cached yet"),
+        Lookup::Miss { record } => record,
+    };
+    // Under churn every list is at a new snapshot: none is recorded.
+    assert!(!record(1));
+    assert!(!record(2));
+    assert!(!record(3));
+    // A second list of one snapshot is recorded; once published, the next one is a hit.
+    assert!(record(3));
+    send(&c, "pods|", 3, parts("ab", 2));
+    assert!(matches!(c.lookup("pods|", 3), Lookup::Hit(_)));
+    // Another key keeps its own memory.
+    assert!(matches!(c.lookup("pods|ns-1", 3), Lookup::Miss { record: false }));
+}
+
+#[test]
+fn the_memory_of_misses_is_bounded() {
+    let c = Arc::new(BodyCache::default());
+    for i in 0..(MAX_MISSED_KEYS * 3) {
+        let _ = c.lookup(&format!("pods|ns-{i}"), 1);
+        assert!(c.lock().missed.len() <= MAX_MISSED_KEYS);
+    }
+}
