@@ -90,13 +90,16 @@ fn server_identity(args: &Args) -> anyhow::Result<(Vec<CertificateDer<'static>>,
             let key = PrivateKeyDer::from_pem_file(key)?;
             Ok((certs, key))
         }
-        _ => {
-            let cert = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])?;
-            let key = PrivateKeyDer::try_from(cert.signing_key.serialize_der())
-                .map_err(|e| anyhow::anyhow!("generated key: {e}"))?;
-            Ok((vec![cert.cert.der().clone()], key))
-        }
+        _ => self_signed(),
     }
+}
+
+/// A self-signed identity for 127.0.0.1 and localhost, in memory.
+fn self_signed() -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])?;
+    let key = PrivateKeyDer::try_from(cert.signing_key.serialize_der())
+        .map_err(|e| anyhow::anyhow!("generated key: {e}"))?;
+    Ok((vec![cert.cert.der().clone()], key))
 }
 
 #[cfg(test)]
@@ -105,16 +108,10 @@ mod tests {
 
     use super::*;
 
-    fn self_signed() -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
-        let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).expect("certificate");
-        let key = PrivateKeyDer::try_from(cert.signing_key.serialize_der()).expect("key");
-        (vec![cert.cert.der().clone()], key)
-    }
-
     #[tokio::test]
     async fn bytes_cross_the_relay_both_ways_over_tls() {
         // The upstream: a TLS server answering every byte it reads with that byte plus one.
-        let (certs, key) = self_signed();
+        let (certs, key) = self_signed().expect("certificate");
         let upstream_tls = acceptor(certs, key).expect("upstream acceptor");
         let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
         let upstream_addr = upstream.local_addr().expect("upstream address");
@@ -133,7 +130,7 @@ mod tests {
             }
         });
 
-        let (certs, key) = self_signed();
+        let (certs, key) = self_signed().expect("certificate");
         let relay = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
         let relay_addr = relay.local_addr().expect("relay address");
         tokio::spawn(serve(relay, acceptor(certs, key).expect("relay acceptor"), upstream_addr.to_string()));

@@ -133,7 +133,7 @@ impl Forwarder {
         let (mut resp_parts, incoming) = resp.into_parts();
         strip_hop_by_hop(&mut resp_parts.headers);
         let incoming = incoming.map_err(BoxError::from).boxed();
-        let mut body = if streams_long(&resp_parts.headers) && readahead::enabled() {
+        let mut body = if streams_long(&resp_parts.headers) {
             readahead::read_ahead(incoming, readahead::READ_AHEAD_BUDGET, self.read_ahead.clone())
         } else {
             coalesce::coalesced(incoming, coalesce::MAX_COALESCED)

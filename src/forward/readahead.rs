@@ -25,12 +25,6 @@ use crate::front::body::{Body, BoxError};
 /// How many bytes a pump holds ahead of its client at most.
 pub(crate) const READ_AHEAD_BUDGET: usize = 256 * 1024;
 
-/// `KACHE_FORWARD_READ_AHEAD=0` relays forwarded bodies without a pump (for comparisons).
-pub(crate) fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("KACHE_FORWARD_READ_AHEAD").map_or(true, |v| v != "0"))
-}
-
 /// What the pump left for the client's side.
 #[derive(Default)]
 struct Shared {

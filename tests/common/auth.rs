@@ -9,7 +9,7 @@ use http::Request;
 use http_body_util::{BodyExt, Empty};
 use serde_json::{Value, json};
 
-use kache::app::{Config, Kache, UpstreamSource};
+use kache::app::{Config, UpstreamSource};
 use kache::auth::AuthSettings;
 use kache::upstream::discovery::{Selection, parse_resource_specs};
 use kache_sim::auth::{AuthConfig, Rule, UserInfo};
@@ -44,15 +44,7 @@ pub fn config(kubeconfig: &Path, cached: &str, auth: AuthSettings) -> Config {
 }
 
 /// kache started with `config` (and a metrics listener); waits for the sync when `cached`.
-pub async fn start(config: Config, cached: bool) -> Kache {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let kache = Kache::start_with_metrics(config, listener, Some(metrics)).await.expect("kache starts");
-    if cached {
-        tokio::time::timeout(Duration::from_secs(30), kache.wait_synced()).await.expect("kache syncs");
-    }
-    kache
-}
+pub use super::start_with_metrics as start;
 
 /// A GET with `headers`, reading a watch only up to its first event line.
 pub async fn request(base: &str, path: &str, headers: &[(&str, &str)]) -> Resp {

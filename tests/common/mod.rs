@@ -55,6 +55,18 @@ pub async fn start_kache(upstream: &str, tweak: impl FnOnce(&mut Config)) -> Kac
     kache
 }
 
+/// kache started with `config` and a metrics listener, on loopback ports; waits (30 s at most) for its
+/// initial sync when `synced`.
+pub async fn start_with_metrics(config: Config, synced: bool) -> Kache {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind metrics");
+    let kache = Kache::start_with_metrics(config, listener, Some(metrics)).await.expect("kache starts");
+    if synced {
+        tokio::time::timeout(Duration::from_secs(30), kache.wait_synced()).await.expect("kache syncs");
+    }
+    kache
+}
+
 /// A response, read whole.
 #[derive(Debug, Clone)]
 pub struct Resp {

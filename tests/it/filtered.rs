@@ -24,7 +24,6 @@ use kache::resource::Gvr;
 use kache::upstream::discovery::{Selection, parse_resource_specs};
 use kache_sim::SimHandle;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 
 const NS: &str = "work";
 const NODE_SELECTOR: &str = "pods:fieldSelector=spec.nodeName=node-1";
@@ -55,12 +54,7 @@ async fn node_local_on(sim: SimHandle, selectors: &[&str]) -> (SimHandle, Kache)
     config.lazy = false;
     let selectors: Vec<String> = selectors.iter().map(|s| (*s).to_owned()).collect();
     config.mirror_selectors = parse_mirror_selectors(&selectors).expect("valid --resource-selector");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let metrics = TcpListener::bind("127.0.0.1:0").await.expect("bind metrics");
-    let kache = Kache::start_with_metrics(config, listener, Some(metrics)).await.expect("kache starts");
-    tokio::time::timeout(Duration::from_secs(30), kache.wait_synced())
-        .await
-        .expect("kache syncs within 30 s");
+    let kache = common::start_with_metrics(config, true).await;
     (sim, kache)
 }
 

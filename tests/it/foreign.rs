@@ -198,10 +198,7 @@ async fn the_504_counter_stays_0_under_foreign_writes_and_counts_what_kache_answ
     config.selection =
         Selection { include: Some(parse_resource_specs("pods").expect("specs")), exclude: Vec::new() };
     config.lazy = false;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let kache = Kache::start_with_metrics(config, listener, Some(metrics)).await.expect("kache starts");
-    tokio::time::timeout(Duration::from_secs(30), kache.wait_synced()).await.expect("kache syncs");
+    let kache = common::start_with_metrics(config, true).await;
     let metrics_url = kache.metrics_url().expect("metrics listener");
     let too_large = || async {
         let text = String::from_utf8_lossy(&get(&metrics_url, "/metrics").await.body).into_owned();

@@ -3,8 +3,6 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 /// The value of one exact series in a Prometheus rendering (`None`: no such series).
 fn series(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
@@ -15,12 +13,7 @@ async fn kache_with_metrics(upstream: &str) -> kache::app::Kache {
     let mut config = kache::app::Config::for_url(upstream);
     config.handler.block_timeout = common::TEST_BLOCK_TIMEOUT;
     config.freshness.probe_small_reads = true;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let kache =
-        kache::app::Kache::start_with_metrics(config, listener, Some(metrics)).await.expect("kache starts");
-    tokio::time::timeout(Duration::from_secs(30), kache.wait_synced()).await.expect("kache syncs");
-    kache
+    common::start_with_metrics(config, true).await
 }
 
 /// Scrapes `/metrics` of `kache` over HTTP.

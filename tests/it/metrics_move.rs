@@ -132,11 +132,7 @@ async fn every_documented_metric_moves_in_own_process() {
     config.reflector.store.broadcast_capacity = 64;
     // Small consistent reads from memory after a probe (by default forwarded), so their metrics move.
     config.freshness.probe_small_reads = true;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let kache =
-        kache::app::Kache::start_with_metrics(config, listener, Some(metrics)).await.expect("kache starts");
-    tokio::time::timeout(Duration::from_secs(30), kache.wait_synced()).await.expect("kache syncs");
+    let kache = common::start_with_metrics(config, true).await;
     let url = kache.url();
     let pods = "/api/v1/namespaces/default/pods";
     let dir = tempfile::tempdir().expect("temp dir");

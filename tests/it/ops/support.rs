@@ -2,7 +2,6 @@
 //! and a small HTTP client.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -10,7 +9,6 @@ use hyper_util::rt::TokioExecutor;
 use kache::app::{Config, Kache};
 use kache::upstream::discovery::{Selection, parse_resource_specs};
 use kache_sim::{Sim, SimHandle};
-use tokio::net::TcpListener;
 
 /// A simulated apiserver with `pods` pods in `default`, and a kache caching pods from it with its metrics
 /// listener, both on ephemeral loopback ports.
@@ -35,10 +33,7 @@ impl RunningKache {
         config.mirror_selectors =
             kache::app::parse_mirror_selectors(&["pods:fieldSelector=metadata.namespace=default".to_owned()])
                 .expect("valid selector");
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-        let metrics = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-        let kache = Kache::start_with_metrics(config, listener, Some(metrics)).await.expect("kache starts");
-        tokio::time::timeout(Duration::from_secs(30), kache.wait_synced()).await.expect("kache syncs pods");
+        let kache = crate::common::start_with_metrics(config, true).await;
         Self { sim, kache }
     }
 
