@@ -19,6 +19,7 @@ use http::HeaderMap;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::front::body::{Body, BoxError};
 
@@ -33,16 +34,17 @@ struct Shared {
     end: Option<Result<Option<HeaderMap>, BoxError>>,
     /// The client's side is waiting for data.
     waker: Option<Waker>,
-    /// The client's side was dropped.
-    closed: bool,
 }
 
 struct Pipe {
     shared: Mutex<Shared>,
     /// `kache_forward_read_ahead_bytes`: moved by what enters and leaves `buf`, under its lock.
     held: metrics::Gauge,
-    /// Signalled when the client's side took data or went away.
+    /// Signalled when the client's side took data.
     space: Notify,
+    /// Cancelled when the client's side is dropped: the pump stops at once, even while it waits for the
+    /// upstream (a forwarded watch may send nothing for minutes), and drops the upstream body.
+    gone: CancellationToken,
 }
 
 impl Pipe {
@@ -55,7 +57,12 @@ impl Pipe {
 /// Wraps `body` so that a task reads it ahead of the client by up to `budget` bytes, counted in `held`
 /// while buffered. Must be called within a tokio runtime.
 pub(crate) fn read_ahead(body: Body, budget: usize, held: metrics::Gauge) -> Body {
-    let pipe = Arc::new(Pipe { shared: Mutex::new(Shared::default()), held, space: Notify::new() });
+    let pipe = Arc::new(Pipe {
+        shared: Mutex::new(Shared::default()),
+        held,
+        space: Notify::new(),
+        gone: CancellationToken::new(),
+    });
     tokio::spawn(pump(body, pipe.clone(), budget.max(1)));
     ReadAhead { pipe, done: false }.boxed()
 }
@@ -65,20 +72,21 @@ async fn pump(mut body: Body, pipe: Arc<Pipe>, budget: usize) {
         // Wait for room; a frame may take the buffer past the budget by at most its own size.
         loop {
             let notified = pipe.space.notified();
-            {
-                let shared = pipe.lock();
-                if shared.closed {
-                    return;
-                }
-                if shared.buf.len() < budget {
-                    break;
-                }
+            if pipe.lock().buf.len() < budget {
+                break;
             }
-            notified.await;
+            tokio::select! {
+                () = pipe.gone.cancelled() => return,
+                () = notified => {}
+            }
         }
-        let frame = body.frame().await;
+        let frame = tokio::select! {
+            () = pipe.gone.cancelled() => return,
+            frame = body.frame() => frame,
+        };
         let mut shared = pipe.lock();
-        if shared.closed {
+        // Checked under the lock the client's side clears the buffer under, so nothing is counted after it.
+        if pipe.gone.is_cancelled() {
             return;
         }
         let finished = match frame {
@@ -164,12 +172,10 @@ impl HttpBody for ReadAhead {
 
 impl Drop for ReadAhead {
     fn drop(&mut self) {
+        self.pipe.gone.cancel();
         let mut shared = self.pipe.lock();
-        shared.closed = true;
         self.pipe.held.decrement(shared.buf.len() as f64);
         shared.buf = BytesMut::new();
-        drop(shared);
-        self.pipe.space.notify_one();
     }
 }
 
@@ -289,6 +295,44 @@ mod tests {
         drop(body);
         assert_eq!(held(), 0.0, "bytes left behind by a client that went away are no longer counted");
         dropped.await.expect("the pump drops the upstream once the client is gone");
+    }
+
+    /// An upstream that never sends anything (a quiet forwarded watch) and says when it is dropped.
+    struct Quiet(Option<tokio::sync::oneshot::Sender<()>>);
+
+    impl HttpBody for Quiet {
+        type Data = Bytes;
+        type Error = BoxError;
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+            Poll::Pending
+        }
+    }
+
+    impl Drop for Quiet {
+        fn drop(&mut self) {
+            if let Some(tx) = self.0.take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_quiet_upstream_is_dropped_as_soon_as_the_client_goes() {
+        let (tx, dropped) = tokio::sync::oneshot::channel();
+        let body = read_ahead(Quiet(Some(tx)).boxed(), 100, metrics::Gauge::noop());
+        // Let the pump start waiting for the upstream's first frame.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        drop(body);
+        // A guard, not a timing assertion: before the fix the pump waited for a frame that never came.
+        tokio::time::timeout(std::time::Duration::from_secs(30), dropped)
+            .await
+            .expect("the pump drops the upstream without waiting for a frame")
+            .expect("dropped, not leaked");
     }
 
     fn gauge_value(text: &str, name: &str) -> f64 {
