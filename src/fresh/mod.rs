@@ -292,7 +292,7 @@ impl Freshness {
             // probing, so that one probe serves them all.
             tokio::time::sleep_until(arrived + PROOF_GATHER).await;
         }
-        let required = match self.probe_after(gvr, &slot, arrived).await {
+        let required = match self.probe_after(store.info(), &slot, arrived).await {
             Ok(rv) => rv.max(min_rv),
             Err(e) => {
                 self.stats.probe_errors.fetch_add(1, Relaxed);
@@ -328,7 +328,7 @@ impl Freshness {
         self.observe(store.resource_version());
         let slot = self.slot(gvr);
         let upstream_reached = n <= self.known_revision()
-            || match self.probe_after(gvr, &slot, arrived).await {
+            || match self.probe_after(store.info(), &slot, arrived).await {
                 Ok(rv) => rv >= n,
                 Err(_) => {
                     // Unknown: the upstream decides.
@@ -351,7 +351,7 @@ impl Freshness {
             return Ahead::Reached;
         }
         // The upstream may have reached it meanwhile through other resources' writes: ask again.
-        match self.probe_after(gvr, &slot, Instant::now()).await {
+        match self.probe_after(store.info(), &slot, Instant::now()).await {
             Ok(rv) if rv < n => {
                 self.stats.too_large.fetch_add(1, Relaxed);
                 Ahead::TooLarge { requested: n, current: rv }

@@ -1,14 +1,14 @@
 //! One resource's coalescing slot: at most one probe and one proof watch in flight, their results published
 //! with their start time so a reader trusts only those that started after it arrived.
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 
 use tokio::sync::watch;
 
 use super::{CATCH_UP_INTERVAL, Freshness, PROBE_TIMEOUT, probe, proof};
-use crate::resource::Gvr;
+use crate::resource::{Gvr, ResourceInfo};
 use crate::store::Store;
 
 type ProbeResult = Option<(Instant, Result<u64, String>)>;
@@ -18,6 +18,8 @@ type ProofResult = Option<(Instant, Option<(u64, u64)>)>;
 /// One resource's probe slot: at most one probe in flight; results published with their start time.
 pub(super) struct Slot {
     pub(super) running: Mutex<bool>,
+    /// Whether the upstream takes the probe by name (see [`probe`]); cleared when it answers 400.
+    pub(super) probe_by_name: Arc<AtomicBool>,
     pub(super) result: watch::Sender<ProbeResult>,
     /// Readers currently waiting for this resource's store to advance.
     pub(super) waiters: AtomicUsize,
@@ -149,6 +151,7 @@ impl Freshness {
             .or_insert_with(|| {
                 Arc::new(Slot {
                     running: Mutex::new(false),
+                    probe_by_name: Arc::new(AtomicBool::new(true)),
                     result: watch::channel(None).0,
                     waiters: AtomicUsize::new(0),
                     arrivals: Mutex::new(Arrivals::default()),
@@ -163,7 +166,7 @@ impl Freshness {
     /// The upstream's revision from a probe that started at or after `arrived`.
     pub(super) async fn probe_after(
         &self,
-        gvr: &Gvr,
+        info: &ResourceInfo,
         slot: &Arc<Slot>,
         arrived: Instant,
     ) -> Result<u64, String> {
@@ -186,16 +189,21 @@ impl Freshness {
                     *running = true;
                     let started = Instant::now();
                     let upstream = self.upstream.clone();
-                    let path = format!("{}/{}?limit=1", gvr.path_prefix(), gvr.resource);
+                    let info = info.clone();
+                    let by_name = slot.probe_by_name.clone();
                     let slot2 = slot.clone();
                     let cost = self.probe_cost.clone();
                     self.stats.probes.fetch_add(1, Relaxed);
                     tokio::spawn(async move {
-                        let result =
-                            match tokio::time::timeout(PROBE_TIMEOUT, probe::probe(&upstream, &path)).await {
-                                Ok(r) => r,
-                                Err(_) => Err("probe timed out".to_owned()),
-                            };
+                        let result = match tokio::time::timeout(
+                            PROBE_TIMEOUT,
+                            probe::probe(&upstream, &info, &by_name),
+                        )
+                        .await
+                        {
+                            Ok(r) => r,
+                            Err(_) => Err("probe timed out".to_owned()),
+                        };
                         if result.is_ok() {
                             cost.record(started.elapsed());
                         }
