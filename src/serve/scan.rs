@@ -82,7 +82,7 @@ mod tests {
             ns_len,
             uid: "u".into(),
             resource_version: 1,
-            labels: Box::new([]),
+            labels: Default::default(),
             fields: Box::new([]),
             raw: Bytes::from_static(b"{}"),
             body_offset: 1,

@@ -70,7 +70,7 @@ mod tests {
             ns_len: 2,
             uid: "u".into(),
             resource_version: rv,
-            labels: Box::new([]),
+            labels: Default::default(),
             fields: Box::new([]),
             raw: Bytes::from_static(b"{}"),
             body_offset: 1,
