@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 /// Fixed cost of a forwarded read (one upstream round trip and its handling; the apiserver answers a
 /// small get in ~5 ms on a real cluster, 6.5 ms measured direct). Where kache has measured its
-/// probes (a `limit=1` list: one round trip), the measured figure replaces this guess ([`ProbeCost`]).
+/// probes (a list of one name: one round trip), the measured figure replaces this guess ([`ProbeCost`]).
 pub(crate) const FORWARD_BASE: Duration = Duration::from_millis(5);
 /// Throughput of a forwarded read: what the apiserver serialises from its watch cache per second. Measured
 /// on the real 1.36 apiserver (BENCHMARKS-real.md): a 500-object page of 1.1 MB in 30 ms, a 21.5 MiB list in
@@ -23,7 +23,7 @@ pub(crate) const FORWARD_BYTES_PER_SEC: f64 = 40e6;
 pub(crate) const MEMORY_BYTES_PER_SEC: f64 = 400e6;
 /// A probe is sent for a read only when serving it from memory instead of forwarding saves at least this
 /// many probes' worth of time: a probe costs about what a small forwarded read costs (the apiserver serves a
-/// consistent get from etcd, `CacheDelegator.Get`, and a consistent `limit=1` list from its cache after
+/// consistent get from etcd, `CacheDelegator.Get`, and the probe's list of one name as one storage key after
 /// asking etcd for its revision), so for gets and small lists probing can only add latency, and a margin
 /// keeps a read whose probe finds the store behind (then forwarded) within a small factor of direct.
 pub(crate) const PROBE_PAYOFF: u32 = 2;
