@@ -4,6 +4,10 @@
 //! non-recursive single-name lists (registry/generic/registry/store.go: Store.ListPredicate), pagination and
 //! remainingItemCount (storage/etcd3/store.go: store.GetList).
 //!
+//! A limited list stops at the limit, as etcd's range and the watch cache's btree do: the store walks the
+//! keyspace lazily under its lock (`Store::page`), so a kache freshness probe (`limit=1`) costs one key and
+//! the remaining-item count, not a copy of the whole range.
+//!
 //! The sim models the apiserver with its watch cache always fresh: the cache RV is the global revision,
 //! consistent reads need no wait, and snapshots exist for every revision not compacted.
 
