@@ -4,6 +4,10 @@
 //! non-recursive single-name lists (registry/generic/registry/store.go: Store.ListPredicate), pagination and
 //! remainingItemCount (storage/etcd3/store.go: store.GetList).
 //!
+//! A limited list stops at the limit, as etcd's range and the watch cache's btree do: the store walks the
+//! keyspace lazily under its lock (`Store::page`), so a kache freshness probe (`limit=1`) costs one key and
+//! the remaining-item count, not a copy of the whole range.
+//!
 //! The sim models the apiserver with its watch cache always fresh: the cache RV is the global revision,
 //! consistent reads need no wait, and snapshots exist for every revision not compacted.
 
@@ -15,7 +19,7 @@ use crate::http::Ctx;
 use crate::kinds::ResourceDef;
 use crate::options::{ListOptions, Rv, Rvm};
 use crate::status::{ApiError, TOO_LARGE_RETRY_AFTER_SECONDS};
-use crate::store::{Obj, ReadError, ResId};
+use crate::store::{Obj, ReadError, ResId, Store};
 use crate::token;
 
 /// Encodes a list response in protobuf: the typed list of the objects, or (`as=PartialObjectMetadataList`)
@@ -261,43 +265,42 @@ pub async fn list(ctx: &Ctx, id: ResId, ns: Option<&str>, opts: &ListOptions) ->
             Some(n)
         }
     };
-    let (rev, all) = match store.range(id, &prefix, &start, at) {
-        Ok(r) => r,
-        Err(ReadError::Compacted(_)) => {
-            return Err(match (&read, &opts.cont) {
-                (ReadAt::Continue(_), Some(c)) => {
-                    ApiError::inconsistent_continue(token::encode_start(-1, &c.start))
-                }
-                _ => ApiError::list_too_old(),
-            });
-        }
-    };
-    Ok(paginate(opts, &prefix, rev, all, limit))
+    match read_page(store, id, opts, &prefix, &start, at, limit) {
+        Ok(page) => Ok(page),
+        Err(ReadError::Compacted(_)) => Err(match (&read, &opts.cont) {
+            (ReadAt::Continue(_), Some(c)) => {
+                ApiError::inconsistent_continue(token::encode_start(-1, &c.start))
+            }
+            _ => ApiError::list_too_old(),
+        }),
+    }
 }
 
-/// Selects up to `limit` matching items; a token is emitted when any key remains after the last
-/// examined item; remainingItemCount only without selectors.
-fn paginate(opts: &ListOptions, prefix: &str, rev: u64, all: Vec<(String, Arc<Obj>)>, limit: i64) -> Page {
-    let mut items = Vec::new();
-    let mut last_idx = None;
-    for (i, (_, obj)) in all.iter().enumerate() {
-        if opts.matches(obj) {
-            items.push(obj.clone());
-            if limit > 0 && items.len() as i64 >= limit {
-                last_idx = Some(i);
-                break;
-            }
+/// Reads one page of the live keys under `prefix` from `start` at revision `at` (None = latest): the
+/// items passing the request's selectors, cut at `limit` (0 or less = no limit). The walk stops at the
+/// limit, as etcd's and the watch cache's do, so a `limit=1` probe costs one key, not the whole range. A
+/// token follows a full page when any live key remains after its last item; remainingItemCount only
+/// without selectors (storage/etcd3/store.go: store.GetList).
+fn read_page(
+    store: &Store,
+    id: ResId,
+    opts: &ListOptions,
+    prefix: &str,
+    start: &str,
+    at: Option<u64>,
+    limit: i64,
+) -> Result<Page, ReadError> {
+    let matches = |o: &Obj| opts.matches(o);
+    let select: Option<&dyn Fn(&Obj) -> bool> = if opts.predicate_empty() { None } else { Some(&matches) };
+    let (rev, page) = store.page(id, prefix, start, at, usize::try_from(limit).unwrap_or(0), select)?;
+    let (cont, remaining) = match page.more {
+        Some(m) => {
+            let rel = m.last_key.strip_prefix(prefix).unwrap_or(&m.last_key);
+            (Some(token::encode(rev as i64, rel)), m.remaining)
         }
-    }
-    let (cont, remaining) = match last_idx {
-        Some(i) if i + 1 < all.len() => {
-            let rel = all[i].0.strip_prefix(prefix).unwrap_or(&all[i].0);
-            let remaining = opts.predicate_empty().then(|| (all.len() - i - 1) as u64);
-            (Some(token::encode(rev as i64, rel)), remaining)
-        }
-        _ => (None, None),
+        None => (None, None),
     };
-    Page { rev, items, cont, remaining }
+    Ok(Page { rev, items: page.items, cont, remaining })
 }
 
 /// Whether `s` is a valid namespace name (DNS-1123 label), required before it narrows a key range.
@@ -308,3 +311,6 @@ fn valid_ns(s: &str) -> bool {
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
+
+#[cfg(test)]
+mod tests;

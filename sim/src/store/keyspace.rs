@@ -1,6 +1,7 @@
 //! A multi-version ordered keyspace, ordered by the raw bytes of the key like etcd.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use super::Obj;
@@ -18,22 +19,69 @@ pub struct Keyspace {
     keys: BTreeMap<String, Vec<Version>>,
 }
 
+/// One page of a range read: what etcd's `Range` with a limit answers (storage/etcd3/store.go:
+/// store.GetList reads `limit` keys at a time and stops once the page is full).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyPage {
+    /// The selected objects in key order, at most the limit.
+    pub items: Vec<Arc<Obj>>,
+    /// Set when the page is full and a live key follows its last item.
+    pub more: Option<More>,
+}
+
+/// What follows a full page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct More {
+    /// The key of the page's last item (a continue token starts after it).
+    pub last_key: String,
+    /// The number of live keys after it, when the read counted them (etcd's `count - len(kvs)`).
+    pub remaining: Option<u64>,
+}
+
 // === impl Keyspace ===
 
 impl Keyspace {
     /// The value of `key` as of revision `at`.
     pub fn get(&self, key: &str, at: u64) -> Option<Arc<Obj>> {
-        self.keys.get(key).and_then(|vs| value_at(vs, at))
+        self.keys.get(key).and_then(|vs| value_at(vs, at)).cloned()
     }
 
     /// Live objects with keys starting with `prefix`, at or after `from`, as of revision `at`.
     pub fn range(&self, prefix: &str, from: &str, at: u64) -> Vec<(String, Arc<Obj>)> {
-        let start = if from > prefix { from } else { prefix };
-        self.keys
-            .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .filter_map(|(k, vs)| value_at(vs, at).map(|v| (k.clone(), v)))
-            .collect()
+        self.live(prefix, from, at).map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// The objects of `range(prefix, from, at)` that pass `select` (None = all), up to `limit` (0 = no
+    /// limit). The walk stops at the limit: after a full page it looks for one more live key, or, without
+    /// a selector, counts them all without copying keys or objects (etcd counts the rest of the range for
+    /// remainingItemCount; the apiserver reports it only for lists without a selector).
+    pub fn page(
+        &self,
+        prefix: &str,
+        from: &str,
+        at: u64,
+        limit: usize,
+        select: Option<&dyn Fn(&Obj) -> bool>,
+    ) -> KeyPage {
+        let count = select.is_none();
+        let mut live = self.live(prefix, from, at);
+        let mut items = Vec::new();
+        let mut last_key = None;
+        for (k, obj) in live.by_ref() {
+            if select.is_none_or(|f| f(obj)) {
+                items.push(obj.clone());
+                if items.len() == limit {
+                    last_key = Some(k);
+                    break;
+                }
+            }
+        }
+        let more = last_key.and_then(|k| {
+            let remaining = if count { live.count() } else { usize::from(live.next().is_some()) };
+            (remaining > 0)
+                .then(|| More { last_key: k.clone(), remaining: count.then_some(remaining as u64) })
+        });
+        KeyPage { items, more }
     }
 
     /// Records a new version; `rev` is greater than every existing one.
@@ -52,8 +100,23 @@ impl Keyspace {
             !vs.is_empty()
         });
     }
+
+    /// The live keys starting with `prefix`, at or after `from`, with their values as of revision `at`,
+    /// in key order; lazy, borrowing the map.
+    fn live<'a>(
+        &'a self,
+        prefix: &'a str,
+        from: &str,
+        at: u64,
+    ) -> impl Iterator<Item = (&'a String, &'a Arc<Obj>)> {
+        let start = if from > prefix { from } else { prefix };
+        self.keys
+            .range::<str, _>((Bound::Included(start), Bound::Unbounded))
+            .take_while(move |(k, _)| k.starts_with(prefix))
+            .filter_map(move |(k, vs)| value_at(vs, at).map(|v| (k, v)))
+    }
 }
 
-fn value_at(vs: &[Version], at: u64) -> Option<Arc<Obj>> {
-    vs.iter().rev().find(|v| v.rev <= at).and_then(|v| v.obj.clone())
+fn value_at(vs: &[Version], at: u64) -> Option<&Arc<Obj>> {
+    vs.iter().rev().find(|v| v.rev <= at).and_then(|v| v.obj.as_ref())
 }

@@ -23,7 +23,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::kinds::ResourceDef;
 use crate::status::ApiError;
-pub use keyspace::Keyspace;
+pub use keyspace::{KeyPage, Keyspace, More};
 pub use obj::Obj;
 
 /// Events buffered per resource for watchers; a watcher that falls this far behind is closed (the
@@ -192,6 +192,27 @@ impl Store {
             return Err(ReadError::Compacted(g.compacted));
         }
         Ok((at, g.spaces[res].keys.range(prefix, from, at)))
+    }
+
+    /// One page of `range(res, prefix, from, at)`: the objects that pass `select` (None = all), up to
+    /// `limit` (0 = no limit), walking the keyspace under the lock only as far as the page needs (see
+    /// `Keyspace::page`).
+    /// Returns the revision read.
+    pub fn page(
+        &self,
+        res: ResId,
+        prefix: &str,
+        from: &str,
+        at: Option<u64>,
+        limit: usize,
+        select: Option<&dyn Fn(&Obj) -> bool>,
+    ) -> Result<(u64, KeyPage), ReadError> {
+        let g = self.lock();
+        let at = at.unwrap_or(g.rev);
+        if at < g.compacted {
+            return Err(ReadError::Compacted(g.compacted));
+        }
+        Ok((at, g.spaces[res].keys.page(prefix, from, at, limit, select)))
     }
 
     /// Applies one write to `key` under the lock. `f` sees the current object and the revision the write
