@@ -378,12 +378,13 @@ impl Freshness {
 
     /// Whether a proof (~[`PROOF_COST`]) pays off: a consistent watch, or a big read whose forwarding costs
     /// more, counting the readers it would serve (those waiting now, or the consistent reads of this resource that
-    /// arrived within about one proof's time: a relist storm). Counts this read's arrival.
+    /// arrived within the time forwarding one takes, which overlap it: a relist storm). One client reading again
+    /// and again counts once: each of its reads would wait for a proof of its own, so forwarding is cheaper.
+    /// Counts this read's arrival.
     fn proof_pays(&self, slot: &Slot, bytes: usize, watch: bool) -> bool {
-        let window = self.config.proof_cost.max(Duration::from_millis(1));
-        let arrivals = slot.arrivals.lock().expect("arrivals lock poisoned").note(Instant::now(), window);
-        let readers = (slot.waiters.load(Relaxed) as u32).saturating_add(1).max(arrivals).min(1000);
         let cost = forward_cost(bytes);
+        let arrivals = slot.arrivals.lock().expect("arrivals lock poisoned").note(Instant::now(), cost);
+        let readers = (slot.waiters.load(Relaxed) as u32).saturating_add(1).max(arrivals).min(1000);
         let big = cost >= self.config.proof_cost / PROOF_MIN_FRACTION;
         self.config.prove && (watch || (big && cost.saturating_mul(readers) >= self.config.proof_cost))
     }

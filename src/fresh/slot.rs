@@ -23,7 +23,7 @@ pub(super) struct Slot {
     pub(super) result: watch::Sender<ProbeResult>,
     /// Readers currently waiting for this resource's store to advance.
     pub(super) waiters: AtomicUsize,
-    /// Consistent reads of this resource that arrived in the current window (see [`Arrivals`]).
+    /// The latest consistent reads of this resource (see [`Arrivals`]).
     pub(super) arrivals: Mutex<Arrivals>,
     /// The start of the proof watch in flight (at most one); results published with their start time.
     pub(super) proving: Mutex<Option<Instant>>,
@@ -32,34 +32,26 @@ pub(super) struct Slot {
     pub(super) proof: watch::Sender<ProofResult>,
 }
 
-/// Consistent reads counted over fixed windows: how many readers a proof started now would likely serve
-/// (a relist storm shows up as many arrivals within one window).
+/// The arrival times of the latest consistent reads of a resource: how many readers overlap a read, and so
+/// how many a proof started now would serve (a relist storm shows up as many arrivals within the time one
+/// forwarded read takes; one client reading again and again shows up as one at a time).
 #[derive(Debug, Default)]
 pub(super) struct Arrivals {
-    window_start: Option<Instant>,
-    count: u32,
-    previous: u32,
+    times: std::collections::VecDeque<Instant>,
 }
 
 impl Arrivals {
-    /// Counts one arrival at `now`; returns the arrivals in the last `window` or so (the current window's
-    /// and the previous one's, whichever is larger), this one included.
+    /// Arrivals remembered: more readers than this within one read's time count as this many.
+    pub(super) const REMEMBERED: usize = 64;
+
+    /// Counts one arrival at `now`; returns the arrivals within the last `window` (the time one read would
+    /// take upstream), this one included.
     pub(super) fn note(&mut self, now: Instant, window: std::time::Duration) -> u32 {
-        match self.window_start {
-            Some(start) if now.saturating_duration_since(start) < window => {}
-            Some(start) if now.saturating_duration_since(start) < window * 2 => {
-                self.previous = self.count;
-                self.count = 0;
-                self.window_start = Some(now);
-            }
-            _ => {
-                self.previous = 0;
-                self.count = 0;
-                self.window_start = Some(now);
-            }
+        if self.times.len() == Self::REMEMBERED {
+            self.times.pop_front();
         }
-        self.count = self.count.saturating_add(1);
-        self.count.max(self.previous)
+        self.times.push_back(now);
+        self.times.iter().rev().take_while(|t| now.saturating_duration_since(**t) < window).count() as u32
     }
 }
 
@@ -226,16 +218,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn arrivals_count_a_burst_and_forget_it_after_two_windows() {
-        let w = Duration::from_secs(2);
+    fn arrivals_count_the_readers_within_one_reads_time() {
+        let w = Duration::from_millis(500);
         let t0 = Instant::now();
         let mut a = Arrivals::default();
+        // A burst: every reader overlaps the others.
         for i in 1..=5 {
             assert_eq!(a.note(t0 + Duration::from_millis(i), w), i as u32);
         }
-        // The next window still remembers the burst.
-        assert_eq!(a.note(t0 + Duration::from_millis(2500), w), 5);
-        // Two windows of silence: forgotten.
-        assert_eq!(a.note(t0 + Duration::from_secs(10), w), 1);
+        // Within the window of the burst's last reader: counted with it.
+        assert_eq!(a.note(t0 + Duration::from_millis(400), w), 6);
+        // One client reading again and again, each read after the previous one's time: one at a time.
+        for i in 1..=10 {
+            assert_eq!(a.note(t0 + Duration::from_secs(1) + w * i, w), 1);
+        }
+        // A storm larger than what is remembered counts as the remembered number.
+        let t1 = t0 + Duration::from_secs(60);
+        for i in 0..100 {
+            a.note(t1 + Duration::from_micros(i), w);
+        }
+        assert_eq!(a.note(t1 + Duration::from_millis(1), w), Arrivals::REMEMBERED as u32);
     }
 }
