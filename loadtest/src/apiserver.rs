@@ -631,7 +631,12 @@ async fn storm_rows(
             );
         }
         if s.errors > 0 {
-            report.error(format!("relist storm: {} of {readers} lists failed (target {ti})", s.errors));
+            let reasons: Vec<&str> = s.reasons.iter().map(String::as_str).collect();
+            report.error(format!(
+                "relist storm: {} of {readers} lists failed (target {ti}): {}",
+                s.errors,
+                reasons.join("; ")
+            ));
         }
     }
     table

@@ -21,6 +21,8 @@ pub struct Storm {
     pub wall: Duration,
     pub latency: Latency,
     pub errors: u64,
+    /// The distinct reasons of the failed lists (status and message, or the transport error).
+    pub reasons: std::collections::BTreeSet<String>,
     /// kache's counters over the storm (zero for the direct target).
     pub counters: Counters,
     /// CPU seconds over the storm, per measured process.
@@ -51,15 +53,23 @@ pub async fn run(
     }
     let mut hist = histogram();
     let mut errors = 0;
+    let mut reasons = std::collections::BTreeSet::new();
     while let Some(done) = set.join_next().await {
         match done {
             Ok(Ok(d)) => record(&mut hist, d),
-            _ => errors += 1,
+            Ok(Err(e)) => {
+                errors += 1;
+                reasons.insert(format!("{e:#}").chars().take(200).collect());
+            }
+            Err(e) => {
+                errors += 1;
+                reasons.insert(format!("task: {e}"));
+            }
         }
     }
     let wall = started.elapsed();
     let cpu1 = procs.cpu();
     let cpu = cpu1.iter().map(|(n, v1)| (n.clone(), v1 - cpu0.get(n).copied().unwrap_or(*v1))).collect();
     let after = metrics::scrape(client, kache.metrics_url.as_deref()).await;
-    Storm { wall, latency: Latency::of(&hist), errors, counters: after.minus(&before), cpu }
+    Storm { wall, latency: Latency::of(&hist), errors, reasons, counters: after.minus(&before), cpu }
 }
