@@ -569,7 +569,9 @@ async fn storm_rows(
     let mut table = Table::new(
         format!(
             "Relist storm: consistent full lists (resourceVersion unset) started at once, {rate} foreign writes/s \
-             (per-list latency; upstream requests from kache's /metrics; CPU from /proc over the storm)"
+             (per-list latency; errors: lists that failed, with 429s apart — kache's in-flight byte budget, \
+             `--max-read-bytes-inflight`, which clients retry after `Retry-After`; upstream requests from kache's \
+             /metrics; CPU from /proc over the storm)"
         ),
         &[
             "target",
@@ -604,7 +606,11 @@ async fn storm_rows(
         table.row(vec![
             if ti == 0 { "apiserver direct".into() } else { "through kache".into() },
             readers.to_string(),
-            s.errors.to_string(),
+            if s.throttled > 0 {
+                format!("{} (+ {} answered 429)", s.errors, s.throttled)
+            } else {
+                s.errors.to_string()
+            },
             fmt_num(s.wall.as_secs_f64()),
             fmt_num(s.latency.p50_ms),
             fmt_num(s.latency.p99_ms),

@@ -21,6 +21,9 @@ pub struct Storm {
     pub wall: Duration,
     pub latency: Latency,
     pub errors: u64,
+    /// Lists answered 429 (kache's in-flight byte budget, `--max-read-bytes-inflight`, or the apiserver's
+    /// overload answer): real clients retry them after `Retry-After`; not counted in `errors`.
+    pub throttled: u64,
     /// The distinct reasons of the failed lists (status and message, or the transport error).
     pub reasons: std::collections::BTreeSet<String>,
     /// kache's counters over the storm (zero for the direct target).
@@ -53,10 +56,12 @@ pub async fn run(
     }
     let mut hist = histogram();
     let mut errors = 0;
+    let mut throttled = 0;
     let mut reasons = std::collections::BTreeSet::new();
     while let Some(done) = set.join_next().await {
         match done {
             Ok(Ok(d)) => record(&mut hist, d),
+            Ok(Err(http::HttpError::Status { status, .. })) if status.as_u16() == 429 => throttled += 1,
             Ok(Err(e)) => {
                 errors += 1;
                 reasons.insert(format!("{e:#}").chars().take(200).collect());
@@ -71,5 +76,13 @@ pub async fn run(
     let cpu1 = procs.cpu();
     let cpu = cpu1.iter().map(|(n, v1)| (n.clone(), v1 - cpu0.get(n).copied().unwrap_or(*v1))).collect();
     let after = metrics::scrape(client, kache.metrics_url.as_deref()).await;
-    Storm { wall, latency: Latency::of(&hist), errors, reasons, counters: after.minus(&before), cpu }
+    Storm {
+        wall,
+        latency: Latency::of(&hist),
+        errors,
+        throttled,
+        reasons,
+        counters: after.minus(&before),
+        cpu,
+    }
 }
