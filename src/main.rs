@@ -14,9 +14,10 @@ use kache::fresh::Fallback;
 use kache::front::server::{LimitFlags, TlsConfig, parse_duration};
 use kache::upstream::discovery::{Selection, parse_resource_specs};
 
-/// mimalloc, built with `no_thp`: it no longer asks for transparent huge pages on its arenas (MADV_HUGEPAGE),
-/// which made every partly used 2 MiB of heap resident. Measured (BENCHMARKS-real.md, "The fixed part"):
-/// RSS after syncing 1k pods 38 → 24 MiB, RSS ÷ JSON bytes at 10k pods 2.4× → 1.8×, list times unchanged.
+/// mimalloc with its default transparent huge pages (MADV_HUGEPAGE on its arenas). Built with `no_thp` instead,
+/// kache's RSS fell (1k pods synced: 38 → 24 MiB; a churn soak's median 580 → 431 MiB) but scans of a big heap
+/// took more TLB misses: the admission run's small readers' p99 under 40 heavy lists of 100k pods rose from
+/// 1.8–2.1× to 3.0–3.7× of idle (BENCHMARKS-harden.md, "Transparent huge pages"), so they stay on.
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
 
