@@ -136,7 +136,7 @@ mod baseline {
         let range = start as u32..(start + meta_raw.get().len()) as u32;
         let (key, ns_len) = make_key(meta.namespace.as_deref(), meta.name.as_deref().expect("name"));
         let rv = meta.resource_version.as_deref().and_then(|r| r.parse().ok()).expect("rv");
-        let labels = meta.labels.iter().map(|(k, v)| (&**k, &**v)).collect();
+        let labels = meta.labels.into_iter().map(|(k, v)| (Box::from(&*k), Box::from(&*v))).collect();
         Object {
             key,
             ns_len,

@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
             ns_len,
             uid: "u".into(),
             resource_version: 1,
-            labels: [("app", "web"), ("n", "7")].into_iter().collect(),
+            labels: vec![("app".into(), "web".into()), ("n".into(), "7".into())].into_boxed_slice(),
             fields: Box::new([]),
             raw: bytes::Bytes::new(),
             body_offset: 1,

@@ -42,5 +42,5 @@ pub mod resource;
 #[path = "../../src/store"]
 pub mod store {
     mod object;
-    pub use object::{Key, Labels, Object, label_key_bits, label_pair_bits, make_key};
+    pub use object::{Key, Object, make_key};
 }

@@ -82,7 +82,7 @@ mod tests {
             ns_len,
             uid: "u".into(),
             resource_version: 1,
-            labels: Default::default(),
+            labels: Box::new([]),
             fields: Box::new([]),
             raw: Bytes::from_static(b"{}"),
             body_offset: 1,

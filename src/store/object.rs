@@ -12,95 +12,8 @@ use bytes::Bytes;
 /// sort before `/`, so `kube-system/x` < `kube/x`.
 pub type Key = Arc<str>;
 
-/// An object's labels, sorted by key (binary-searchable), with a 64-bit Bloom filter of their keys and
-/// `key=value` pairs.
-///
-/// A label-selector scan visits every object of a list; looking a label up costs a binary search through
-/// separately allocated strings (three or four cache misses per object). The filter sits inline, so most
-/// objects are decided from it alone: an `app=x` requirement rejects an object whose filter lacks the
-/// pair's bits, `!app` accepts one whose filter lacks the key's. A filter answers only "absent" for sure;
-/// "maybe" falls back to the lookup, so results are exactly those of the lookup.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Labels {
-    pairs: Box<[(Box<str>, Box<str>)]>,
-    bloom: u64,
-}
-
-impl Labels {
-    /// Labels from `(key, value)` pairs in any order; among equal keys the last one wins (as Go's JSON
-    /// decoder keeps the last duplicate member).
-    pub fn new(mut pairs: Vec<(Box<str>, Box<str>)>) -> Self {
-        // Reverse then stable-sort: among equal keys the last one comes first, and dedup keeps the first.
-        pairs.reverse();
-        pairs.sort_by(|a, b| a.0.cmp(&b.0));
-        pairs.dedup_by(|later, kept| later.0 == kept.0);
-        let bloom = pairs.iter().fold(0, |acc, (k, v)| acc | label_key_bits(k) | label_pair_bits(k, v));
-        Self { pairs: pairs.into_boxed_slice(), bloom }
-    }
-
-    /// The value of label `key`.
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.pairs.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.pairs[i].1)
-    }
-
-    /// Whether every bit of `bits` (from [`label_key_bits`] or [`label_pair_bits`]) is set: false means the
-    /// key or pair is certainly absent.
-    pub fn may_contain(&self, bits: u64) -> bool {
-        self.bloom & bits == bits
-    }
-}
-
-impl std::ops::Deref for Labels {
-    type Target = [(Box<str>, Box<str>)];
-
-    fn deref(&self) -> &Self::Target {
-        &self.pairs
-    }
-}
-
-impl<K: Into<Box<str>>, V: Into<Box<str>>> FromIterator<(K, V)> for Labels {
-    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
-        Self::new(iter.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
-    }
-}
-
-/// The filter bits of a label key (two of 64).
-pub fn label_key_bits(key: &str) -> u64 {
-    bloom_bits(hash_bytes(0x6b65_7973, key.as_bytes()))
-}
-
-/// The filter bits of a `key=value` pair (two of 64).
-pub fn label_pair_bits(key: &str, value: &str) -> u64 {
-    // The key's length separates key from value: ("ab", "c") and ("a", "bc") hash apart.
-    let seed = hash_bytes(0x7061_6972 ^ key.len() as u64, key.as_bytes());
-    bloom_bits(hash_bytes(seed, value.as_bytes()))
-}
-
-/// Two bit positions from one 64-bit hash.
-fn bloom_bits(h: u64) -> u64 {
-    (1 << (h & 63)) | (1 << ((h >> 6) & 63))
-}
-
-/// A small multiplicative hash (FxHash's step, then a final avalanche); not exposed to untrusted
-/// collisions in a way that matters: a collision only sends an object to the exact lookup.
-fn hash_bytes(seed: u64, bytes: &[u8]) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h = seed;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let word = u64::from_le_bytes(c.try_into().expect("8-byte chunk"));
-        h = (h.rotate_left(5) ^ word).wrapping_mul(K);
-    }
-    for &b in chunks.remainder() {
-        h = (h.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
-    }
-    // Murmur3's finalizer: every input bit reaches the low 12 bits the filter uses.
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
-}
+/// An object's labels, sorted by key (binary-searchable).
+pub type Labels = Box<[(Box<str>, Box<str>)]>;
 
 /// A cached object. Immutable once built; shared by snapshots, history events and watchers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,7 +52,7 @@ impl Object {
     }
 
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key)
+        self.labels.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.labels[i].1)
     }
 
     /// Estimated heap bytes held by this object alone: its `Arc` allocation, the key, uid, labels and
@@ -289,42 +202,5 @@ mod tests {
         let held = proto_bytes_held();
         assert!(held >= 3, "{held}");
         drop(cells);
-    }
-}
-
-#[cfg(test)]
-mod label_tests {
-    use super::*;
-
-    #[test]
-    fn last_duplicate_wins_and_keys_sort() {
-        let l: Labels = [("b", "1"), ("a", "x"), ("b", "2")].into_iter().collect();
-        assert_eq!(l.iter().map(|(k, v)| (&**k, &**v)).collect::<Vec<_>>(), [("a", "x"), ("b", "2")]);
-        assert_eq!(l.get("b"), Some("2"));
-        assert_eq!(l.get("c"), None);
-    }
-
-    #[test]
-    fn the_filter_never_denies_what_is_present() {
-        let pairs: Vec<(String, String)> =
-            (0..200).map(|i| (format!("k{i}"), format!("v{}", i * 7))).collect();
-        let l: Labels = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        for (k, v) in &pairs {
-            assert!(l.may_contain(label_key_bits(k)), "{k}");
-            assert!(l.may_contain(label_pair_bits(k, v)), "{k}={v}");
-        }
-    }
-
-    #[test]
-    fn the_filter_tells_absent_keys_and_pairs_apart() {
-        // Four labels set at most 16 of 64 bits: most absent keys and pairs are seen absent at once.
-        let l: Labels = [("app", "web"), ("tier", "front"), ("pod-template-hash", "7d9f"), ("env", "prod")]
-            .into_iter()
-            .collect();
-        let absent_keys = (0..1000).filter(|i| !l.may_contain(label_key_bits(&format!("other{i}")))).count();
-        let absent_pairs =
-            (0..1000).filter(|i| !l.may_contain(label_pair_bits("app", &format!("web{i}")))).count();
-        assert!(absent_keys > 800, "{absent_keys}");
-        assert!(absent_pairs > 800, "{absent_pairs}");
     }
 }

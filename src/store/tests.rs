@@ -37,7 +37,7 @@ pub(super) fn pod(key: &str, rv: u64, node: Option<&str>) -> Arc<Object> {
         ns_len,
         uid: format!("uid-{name}").into(),
         resource_version: rv,
-        labels: [("app", "web")].into_iter().collect(),
+        labels: Box::new([(Box::from("app"), Box::from("web"))]),
         fields: fields.into(),
         body_offset: 32,
         metadata_range: 0..0,

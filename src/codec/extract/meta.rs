@@ -77,7 +77,7 @@ impl<'a> MetaValues<'a> {
 /// `metadata.labels` sorted by key (the last duplicate wins, like Go's decoder); null reads as empty.
 fn read_labels(value: &RawValue) -> Result<Labels, ExtractError> {
     if json::is_null(value) {
-        return Ok(Labels::default());
+        return Ok(Box::default());
     }
     let members = json::members(value.get())?.ok_or(ExtractError::WrongType("metadata.labels"))?;
     let mut labels = Vec::with_capacity(members.len());
@@ -85,7 +85,11 @@ fn read_labels(value: &RawValue) -> Result<Labels, ExtractError> {
         let value = json::opt_str(value, "metadata.labels")?.unwrap_or_default();
         labels.push((Box::from(&*key), Box::from(&*value)));
     }
-    Ok(Labels::new(labels))
+    // Reverse then stable-sort: among equal keys the last one comes first, and dedup keeps the first.
+    labels.reverse();
+    labels.sort_by(|a: &(Box<str>, Box<str>), b| a.0.cmp(&b.0));
+    labels.dedup_by(|later, kept| later.0 == kept.0);
+    Ok(labels.into_boxed_slice())
 }
 
 /// Rejects a name or namespace containing `/`, which would break the store's key order.

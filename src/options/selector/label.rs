@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::codec::status::{FieldError, aggregate_message};
-use crate::store::{Labels, Object, label_key_bits, label_pair_bits};
+use crate::store::Object;
 
 use super::validation::{label_value_errors, qualified_name_errors};
 
@@ -34,10 +34,6 @@ pub struct Requirement {
     values: Vec<String>,
     /// The integer operand of `gt`/`lt` (validated at parse time).
     int_value: i64,
-    /// The label filter's bits of `key` (see [`Labels`]).
-    key_bits: u64,
-    /// The label filter's bits of each `key=value` pair, for `=`, `==` and `in`.
-    pair_bits: Box<[u64]>,
 }
 
 /// A parsed label selector: the AND of its requirements, sorted by key. Empty matches everything.
@@ -64,24 +60,6 @@ impl Requirement {
 
     pub fn values(&self) -> &[String] {
         &self.values
-    }
-
-    /// `Requirement.Matches` against an object's labels, decided from their filter where it can be.
-    fn matches_labels(&self, labels: &Labels) -> bool {
-        match self.op {
-            Operator::In | Operator::Equals | Operator::DoubleEquals => {
-                // No pair's bits: no value can be present.
-                self.pair_bits.iter().any(|&b| labels.may_contain(b))
-                    && self.matches_value(labels.get(&self.key))
-            }
-            Operator::Exists | Operator::GreaterThan | Operator::LessThan => {
-                labels.may_contain(self.key_bits) && self.matches_value(labels.get(&self.key))
-            }
-            // Key certainly absent: these match.
-            Operator::NotIn | Operator::NotEquals | Operator::DoesNotExist => {
-                !labels.may_contain(self.key_bits) || self.matches_value(labels.get(&self.key))
-            }
-        }
     }
 
     /// `Requirement.Matches` against a label lookup.
@@ -170,7 +148,7 @@ impl LabelSelector {
 
     /// Whether an object's labels satisfy every requirement.
     pub fn matches(&self, obj: &Object) -> bool {
-        self.reqs.iter().all(|r| r.matches_labels(&obj.labels))
+        self.reqs.iter().all(|r| r.matches_value(obj.label(&r.key)))
     }
 
     /// Matching against any label lookup (for callers without an [`Object`]).
@@ -562,14 +540,7 @@ fn new_requirement(key: String, op: Operator, mut values: Vec<String>) -> Result
         }
     }
     if errs.is_empty() {
-        let key_bits = label_key_bits(&key);
-        let pair_bits = match op {
-            Operator::In | Operator::Equals | Operator::DoubleEquals => {
-                values.iter().map(|v| label_pair_bits(&key, v)).collect()
-            }
-            _ => Box::default(),
-        };
-        Ok(Requirement { key, op, values, int_value, key_bits, pair_bits })
+        Ok(Requirement { key, op, values, int_value })
     } else {
         Err(aggregate_message(&errs))
     }

@@ -179,30 +179,3 @@ proptest! {
         prop_assert_eq!(sel.matches(&obj), reference(&reqs, &pairs));
     }
 }
-
-proptest! {
-    /// The label filter decides most objects without a lookup; with labels drawn from the selector's own
-    /// keys and values (present, absent, other values) and filler labels that fill the filter (false
-    /// positives), the result must equal the plain lookup's.
-    #[test]
-    fn filtered_matching_equals_the_lookup(
-        reqs in proptest::collection::vec(req_strategy(), 1..4),
-        pick in proptest::collection::vec((any::<bool>(), 0usize..4, any::<bool>()), 0..4),
-        filler in 0usize..40,
-    ) {
-        let text: Vec<String> = reqs.iter().map(|r| render(r, "")).collect();
-        let sel = LabelSelector::parse(&text.join(",")).expect("valid");
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        for (i, (present, value, other)) in pick.iter().enumerate() {
-            let (key, _, vals, n) = &reqs[i % reqs.len()];
-            if *present {
-                let v = if *other { format!("{n}") } else { vals[value % vals.len()].clone() };
-                pairs.push((key.clone(), v));
-            }
-        }
-        pairs.extend((0..filler).map(|i| (format!("fill{i}"), format!("v{i}"))));
-        let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let obj = object(Some("ns"), "o", &refs, &[]);
-        prop_assert_eq!(sel.matches(&obj), sel.matches_with(|k| obj.label(k)));
-    }
-}

@@ -165,7 +165,7 @@ mod tests {
             ns_len,
             uid: "u".into(),
             resource_version: rv,
-            labels: [("app", label)].into_iter().collect(),
+            labels: Box::new([("app".into(), label.into())]),
             fields: Box::new([]),
             raw: Bytes::from_static(b"{}"),
             body_offset: 1,

@@ -49,7 +49,7 @@ fn pod(ns: &str, name: &str, rv: u64, node: &str, app: &str) -> Arc<Object> {
         ns_len,
         uid: format!("uid-{ns}-{name}-{rv}").into(),
         resource_version: rv,
-        labels: [("app", app)].into_iter().collect(),
+        labels: Box::new([("app".into(), app.into())]),
         fields: fields.into_boxed_slice(),
         raw,
         body_offset: 1,

@@ -70,7 +70,7 @@ mod tests {
             ns_len: 2,
             uid: "u".into(),
             resource_version: rv,
-            labels: Default::default(),
+            labels: Box::new([]),
             fields: Box::new([]),
             raw: Bytes::from_static(b"{}"),
             body_offset: 1,

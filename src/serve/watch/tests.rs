@@ -44,7 +44,7 @@ fn pod(ns: &str, name: &str, rv: u64, app: &str) -> Arc<Object> {
         ns_len,
         uid: format!("uid-{ns}-{name}").into(),
         resource_version: rv,
-        labels: [("app", app)].into_iter().collect(),
+        labels: Box::new([("app".into(), app.into())]),
         fields: Box::new([]),
         raw,
         body_offset: 1,
