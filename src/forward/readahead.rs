@@ -243,11 +243,22 @@ mod tests {
         assert!(body.frame().await.is_none());
     }
 
+    /// Says when it is dropped (with the upstream body that holds it).
+    struct DropSignal(Option<tokio::sync::oneshot::Sender<()>>);
+
+    impl Drop for DropSignal {
+        fn drop(&mut self) {
+            if let Some(tx) = self.0.take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+
     /// An upstream that always has another 10-byte piece ready, counts the pieces taken, and says when it
     /// is dropped.
     struct Endless {
         taken: Arc<std::sync::atomic::AtomicUsize>,
-        dropped: Option<tokio::sync::oneshot::Sender<()>>,
+        _dropped: DropSignal,
     }
 
     impl HttpBody for Endless {
@@ -262,14 +273,6 @@ mod tests {
         }
     }
 
-    impl Drop for Endless {
-        fn drop(&mut self) {
-            if let Some(tx) = self.dropped.take() {
-                let _ = tx.send(());
-            }
-        }
-    }
-
     #[tokio::test]
     async fn the_pump_stops_at_the_budget_and_when_the_client_goes() {
         use std::sync::atomic::Ordering::Relaxed;
@@ -277,7 +280,7 @@ mod tests {
         let (tx, dropped) = tokio::sync::oneshot::channel();
         let m = crate::metrics::Metrics::default();
         let held = || gauge_value(&m.render(), "kache_forward_read_ahead_bytes");
-        let endless = Endless { taken: taken.clone(), dropped: Some(tx) }.boxed();
+        let endless = Endless { taken: taken.clone(), _dropped: DropSignal(Some(tx)) }.boxed();
         let mut body = read_ahead(endless, 100, m.read_ahead_bytes());
         let mut read = 0;
         for _ in 0..5 {
@@ -298,7 +301,9 @@ mod tests {
     }
 
     /// An upstream that never sends anything (a quiet forwarded watch) and says when it is dropped.
-    struct Quiet(Option<tokio::sync::oneshot::Sender<()>>);
+    struct Quiet {
+        _dropped: DropSignal,
+    }
 
     impl HttpBody for Quiet {
         type Data = Bytes;
@@ -311,18 +316,10 @@ mod tests {
         }
     }
 
-    impl Drop for Quiet {
-        fn drop(&mut self) {
-            if let Some(tx) = self.0.take() {
-                let _ = tx.send(());
-            }
-        }
-    }
-
     #[tokio::test]
     async fn a_quiet_upstream_is_dropped_as_soon_as_the_client_goes() {
         let (tx, dropped) = tokio::sync::oneshot::channel();
-        let body = read_ahead(Quiet(Some(tx)).boxed(), 100, metrics::Gauge::noop());
+        let body = read_ahead(Quiet { _dropped: DropSignal(Some(tx)) }.boxed(), 100, metrics::Gauge::noop());
         // Let the pump start waiting for the upstream's first frame.
         for _ in 0..10 {
             tokio::task::yield_now().await;

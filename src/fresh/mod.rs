@@ -10,8 +10,8 @@
 //!    apiserver itself serves every consistent get from etcd, `CacheDelegator.Get`), so probing for them
 //!    could only add latency: a read is probed only when serving it from memory saves a few measured probes'
 //!    worth of time ([`budget::probe_pays`]: lists of a few hundred KB and more), or when a proof pays (4.).
-//! 1. **Probe**: a consistent list of one name of the resource ([`probe`]). Its `metadata.resourceVersion` is R ≥ the
-//!    upstream's revision when the probe started. Probes are coalesced per resource (one in flight) and a
+//! 1. **Probe**: a consistent list of one name of the resource ([`probe`]). Its `metadata.resourceVersion`
+//!    is R ≥ the upstream's revision when the probe started. Probes are coalesced per resource (one in flight) and a
 //!    request only trusts a probe that *started after the request arrived*, so a write acknowledged before
 //!    the request is always reflected. Every probe also raises [`Freshness::known_revision`], the highest
 //!    revision the upstream is known to have reached (revisions are global, so any resource's probe counts).

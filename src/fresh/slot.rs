@@ -19,7 +19,7 @@ type ProofResult = Option<(Instant, Option<(u64, u64)>)>;
 pub(super) struct Slot {
     pub(super) running: Mutex<bool>,
     /// Whether the upstream takes the probe by name (see [`probe`]); cleared when it answers 400.
-    pub(super) probe_by_name: Arc<AtomicBool>,
+    pub(super) probe_by_name: AtomicBool,
     pub(super) result: watch::Sender<ProbeResult>,
     /// Readers currently waiting for this resource's store to advance.
     pub(super) waiters: AtomicUsize,
@@ -143,7 +143,7 @@ impl Freshness {
             .or_insert_with(|| {
                 Arc::new(Slot {
                     running: Mutex::new(false),
-                    probe_by_name: Arc::new(AtomicBool::new(true)),
+                    probe_by_name: AtomicBool::new(true),
                     result: watch::channel(None).0,
                     waiters: AtomicUsize::new(0),
                     arrivals: Mutex::new(Arrivals::default()),
@@ -182,14 +182,13 @@ impl Freshness {
                     let started = Instant::now();
                     let upstream = self.upstream.clone();
                     let info = info.clone();
-                    let by_name = slot.probe_by_name.clone();
                     let slot2 = slot.clone();
                     let cost = self.probe_cost.clone();
                     self.stats.probes.fetch_add(1, Relaxed);
                     tokio::spawn(async move {
                         let result = match tokio::time::timeout(
                             PROBE_TIMEOUT,
-                            probe::probe(&upstream, &info, &by_name),
+                            probe::probe(&upstream, &info, &slot2.probe_by_name),
                         )
                         .await
                         {
