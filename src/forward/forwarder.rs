@@ -134,7 +134,14 @@ impl Forwarder {
         strip_hop_by_hop(&mut resp_parts.headers);
         let incoming = incoming.map_err(BoxError::from).boxed();
         let mut body = if streams_long(&resp_parts.headers) {
-            readahead::read_ahead(incoming, readahead::READ_AHEAD_BUDGET, self.read_ahead.clone())
+            // A watch (or a followed log) streams events that must not wait; anything else ends with its
+            // body and is handed over in batches.
+            let handoff = if route.is_long_running() {
+                readahead::Handoff::Immediate
+            } else {
+                readahead::Handoff::LIST
+            };
+            readahead::read_ahead(incoming, readahead::READ_AHEAD_BUDGET, handoff, self.read_ahead.clone())
         } else {
             coalesce::coalesced(incoming, coalesce::MAX_COALESCED)
         };

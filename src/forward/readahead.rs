@@ -7,12 +7,22 @@
 //! writes what was already read, and the client's side takes everything buffered at once, so the two
 //! connections work in parallel and the client gets few, large writes.
 //!
+//! A response that ends with its body (a list, a get) is handed to the client's side in **batches**
+//! ([`Handoff::Batched`]): the pump wakes the client's side once [`BATCH_BYTES`] are buffered, the body ended,
+//! or [`BATCH_HOLD`] passed since the oldest byte not yet handed over. An apiserver sends a list as ~16 KiB TLS
+//! records that arrive ~4 KiB at a time, so handing over each piece as it came cost a wake-up, a TLS record and
+//! a `writev` per ~29 KiB: ~230 ms of kache's CPU to relay a 21.5 MiB list, ten times what serving it from
+//! memory costs, on cores the apiserver needs to produce the list (BENCHMARKS-real.md). A client reads
+//! such a body to its end before using it, so a batch held for a millisecond or two delays nothing it can
+//! see. A watch is handed over frame by frame ([`Handoff::Immediate`]): an event must not wait.
+//!
 //! The buffer is bounded (`budget`); a slow client stops the pump, which stops reading the upstream, as
 //! without it. When the client's side is dropped, the pump stops and drops the upstream body.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
@@ -25,6 +35,26 @@ use crate::front::body::{Body, BoxError};
 
 /// How many bytes a pump holds ahead of its client at most.
 pub(crate) const READ_AHEAD_BUDGET: usize = 256 * 1024;
+/// A batched body is handed over once this much is buffered (below the budget, so a full buffer has always
+/// woken the client's side).
+pub(crate) const BATCH_BYTES: usize = 128 * 1024;
+/// ... or once its oldest byte not yet handed over has waited this long (an upstream sending slowly).
+pub(crate) const BATCH_HOLD: Duration = Duration::from_millis(2);
+
+/// When the pump hands what it read to the client's side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Handoff {
+    /// Every piece as soon as it arrives: watches, whose events must not wait.
+    Immediate,
+    /// At `bytes` buffered, at the end of the body, or `hold` after the oldest byte not handed over yet:
+    /// bodies that end with the response (lists), which clients read to the end before using.
+    Batched { bytes: usize, hold: Duration },
+}
+
+impl Handoff {
+    /// The batching of a list: [`BATCH_BYTES`], [`BATCH_HOLD`].
+    pub(crate) const LIST: Handoff = Handoff::Batched { bytes: BATCH_BYTES, hold: BATCH_HOLD };
+}
 
 /// What the pump left for the client's side.
 #[derive(Default)]
@@ -34,6 +64,9 @@ struct Shared {
     end: Option<Result<Option<HeaderMap>, BoxError>>,
     /// The client's side is waiting for data.
     waker: Option<Waker>,
+    /// What is buffered may be taken (always, for [`Handoff::Immediate`]); a batched body sets it when a batch
+    /// is complete or held long enough, and the client's side clears it when it takes the buffer.
+    release: bool,
 }
 
 struct Pipe {
@@ -55,19 +88,29 @@ impl Pipe {
 }
 
 /// Wraps `body` so that a task reads it ahead of the client by up to `budget` bytes, counted in `held`
-/// while buffered. Must be called within a tokio runtime.
-pub(crate) fn read_ahead(body: Body, budget: usize, held: metrics::Gauge) -> Body {
+/// while buffered, and hands it over as `handoff` says. Must be called within a tokio runtime.
+pub(crate) fn read_ahead(body: Body, budget: usize, handoff: Handoff, held: metrics::Gauge) -> Body {
+    let budget = budget.max(1);
+    // A batch larger than the budget would never be complete: the pump stops reading at the budget.
+    let handoff = match handoff {
+        Handoff::Batched { bytes, hold } => Handoff::Batched { bytes: bytes.clamp(1, budget), hold },
+        Handoff::Immediate => Handoff::Immediate,
+    };
     let pipe = Arc::new(Pipe {
-        shared: Mutex::new(Shared::default()),
+        shared: Mutex::new(Shared { release: handoff == Handoff::Immediate, ..Shared::default() }),
         held,
         space: Notify::new(),
         gone: CancellationToken::new(),
     });
-    tokio::spawn(pump(body, pipe.clone(), budget.max(1)));
-    ReadAhead { pipe, done: false }.boxed()
+    tokio::spawn(pump(body, pipe.clone(), budget, handoff));
+    ReadAhead { pipe, done: false, immediate: handoff == Handoff::Immediate }.boxed()
 }
 
-async fn pump(mut body: Body, pipe: Arc<Pipe>, budget: usize) {
+async fn pump(mut body: Body, pipe: Arc<Pipe>, budget: usize, handoff: Handoff) {
+    // Armed (batched bodies only) when bytes wait to be handed over: fires when the oldest of them must be.
+    let hold = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(hold);
+    let mut armed = false;
     loop {
         // Wait for room; a frame may take the buffer past the budget by at most its own size.
         loop {
@@ -83,6 +126,17 @@ async fn pump(mut body: Body, pipe: Arc<Pipe>, budget: usize) {
         let frame = tokio::select! {
             () = pipe.gone.cancelled() => return,
             frame = body.frame() => frame,
+            () = &mut hold, if armed => {
+                armed = false;
+                let mut shared = pipe.lock();
+                if !shared.buf.is_empty() {
+                    shared.release = true;
+                    if let Some(waker) = shared.waker.take() {
+                        waker.wake();
+                    }
+                }
+                continue;
+            }
         };
         let mut shared = pipe.lock();
         // Checked under the lock the client's side clears the buffer under, so nothing is counted after it.
@@ -100,6 +154,11 @@ async fn pump(mut body: Body, pipe: Arc<Pipe>, budget: usize) {
             }
             Some(Ok(frame)) => match frame.into_data() {
                 Ok(data) => {
+                    if shared.buf.capacity() - shared.buf.len() < data.len() {
+                        // The client's side took the last buffer whole: start the next one at a batch's size
+                        // rather than growing it piece by piece.
+                        shared.buf.reserve(data.len().max(RESERVE.min(budget)));
+                    }
                     shared.buf.extend_from_slice(&data);
                     pipe.held.increment(data.len() as f64);
                     false
@@ -110,8 +169,26 @@ async fn pump(mut body: Body, pipe: Arc<Pipe>, budget: usize) {
                 }
             },
         };
-        if let Some(waker) = shared.waker.take() {
-            waker.wake();
+        let hand_over = match handoff {
+            Handoff::Immediate => true,
+            Handoff::Batched { bytes, hold: wait } => {
+                if finished || shared.buf.len() >= bytes {
+                    true
+                } else {
+                    if !shared.buf.is_empty() && !armed {
+                        hold.as_mut().reset(tokio::time::Instant::now() + wait);
+                        armed = true;
+                    }
+                    false
+                }
+            }
+        };
+        if hand_over {
+            shared.release = true;
+            armed = false;
+            if let Some(waker) = shared.waker.take() {
+                waker.wake();
+            }
         }
         if finished {
             return;
@@ -119,9 +196,14 @@ async fn pump(mut body: Body, pipe: Arc<Pipe>, budget: usize) {
     }
 }
 
+/// What a fresh buffer reserves: a batch.
+const RESERVE: usize = BATCH_BYTES;
+
 struct ReadAhead {
     pipe: Arc<Pipe>,
     done: bool,
+    /// [`Handoff::Immediate`]: whatever is buffered may always be taken.
+    immediate: bool,
 }
 
 impl HttpBody for ReadAhead {
@@ -136,7 +218,10 @@ impl HttpBody for ReadAhead {
             return Poll::Ready(None);
         }
         let mut shared = self.pipe.lock();
-        if !shared.buf.is_empty() {
+        if !shared.buf.is_empty() && (shared.release || shared.end.is_some()) {
+            if !self.immediate {
+                shared.release = false;
+            }
             let data = shared.buf.split().freeze();
             self.pipe.held.decrement(data.len() as f64);
             drop(shared);
@@ -201,7 +286,7 @@ mod tests {
         let mut trailers = HeaderMap::new();
         trailers.insert("x", http::HeaderValue::from_static("1"));
         parts.push(Ok(Frame::trailers(trailers)));
-        let mut body = read_ahead(chunks(parts), 1000, metrics::Gauge::noop());
+        let mut body = read_ahead(chunks(parts), 1000, Handoff::Immediate, metrics::Gauge::noop());
         let mut got = Vec::new();
         let mut saw_trailers = false;
         while let Some(frame) = body.frame().await {
@@ -229,7 +314,7 @@ mod tests {
             Ok(Frame::data(Bytes::from_static(b"cd"))),
             Err::<Frame<Bytes>, BoxError>("boom".into()),
         ];
-        let mut body = read_ahead(chunks(parts), 1024, metrics::Gauge::noop());
+        let mut body = read_ahead(chunks(parts), 1024, Handoff::Immediate, metrics::Gauge::noop());
         let mut data = Vec::new();
         let err = loop {
             match body.frame().await {
@@ -241,6 +326,94 @@ mod tests {
         assert_eq!(data, b"abcd");
         assert_eq!(err, "boom");
         assert!(body.frame().await.is_none());
+    }
+
+    /// An upstream whose pieces arrive one at a time: it has nothing ready between two pieces.
+    struct Trickle {
+        pieces: std::collections::VecDeque<Bytes>,
+        ready: bool,
+    }
+
+    impl HttpBody for Trickle {
+        type Data = Bytes;
+        type Error = BoxError;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+            let ready = self.ready;
+            self.ready = !ready;
+            if !ready {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Poll::Ready(self.pieces.pop_front().map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_list_is_handed_over_in_batches_and_whatever_is_left_at_its_end() {
+        // 500 pieces of 1–97 bytes arriving one by one (handed over as they come, each would be its own
+        // frame): every frame but the last is a whole batch.
+        let (mut want, mut pieces) = (Vec::new(), std::collections::VecDeque::new());
+        for i in 0..500u32 {
+            let chunk: Vec<u8> = (0..(i % 97 + 1)).map(|j| (i * 7 + j) as u8).collect();
+            want.extend_from_slice(&chunk);
+            pieces.push_back(Bytes::from(chunk));
+        }
+        let upstream = Trickle { pieces, ready: false }.boxed();
+        let handoff = Handoff::Batched { bytes: 1000, hold: Duration::from_secs(3600) };
+        let mut body = read_ahead(upstream, 4000, handoff, metrics::Gauge::noop());
+        // The client's side is a task like the pump (as hyper's connection task is), so the two take turns.
+        let frames = tokio::spawn(async move {
+            let mut frames = Vec::new();
+            while let Some(frame) = body.frame().await {
+                frames.push(frame.expect("no error").into_data().expect("data"));
+            }
+            frames
+        })
+        .await
+        .expect("the client's side ran");
+        let (last, whole) = frames.split_last().expect("frames");
+        assert!(whole.iter().all(|f| f.len() >= 1000), "a frame before the end was not a whole batch");
+        assert!(!last.is_empty());
+        assert_eq!(frames.concat(), want, "every byte, in order");
+    }
+
+    /// An upstream that sends `first` and then nothing, without ending (a stalled list).
+    struct Stalls {
+        first: Option<Bytes>,
+    }
+
+    impl HttpBody for Stalls {
+        type Data = Bytes;
+        type Error = BoxError;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+            match self.first.take() {
+                Some(b) => Poll::Ready(Some(Ok(Frame::data(b)))),
+                None => Poll::Pending,
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_partial_batch_is_handed_over_once_held_long_enough() {
+        // The batch (1 MB) never fills and the body never ends: the hold releases what came. With the clock
+        // paused, time advances only when every task waits, so the hold fires before the guard.
+        let upstream = Stalls { first: Some(Bytes::from_static(b"partial")) }.boxed();
+        let handoff = Handoff::Batched { bytes: 1 << 20, hold: Duration::from_millis(2) };
+        let mut body = read_ahead(upstream, 2 << 20, handoff, metrics::Gauge::noop());
+        let frame = tokio::time::timeout(Duration::from_secs(3600), body.frame())
+            .await
+            .expect("the held bytes are handed over after the hold")
+            .expect("a frame")
+            .expect("no error");
+        assert_eq!(frame.into_data().expect("data"), Bytes::from_static(b"partial"));
+        // Nothing more comes and the body has not ended.
+        assert!(tokio::time::timeout(Duration::from_secs(3600), body.frame()).await.is_err());
     }
 
     /// Says when it is dropped (with the upstream body that holds it).
@@ -281,7 +454,7 @@ mod tests {
         let m = crate::metrics::Metrics::default();
         let held = || gauge_value(&m.render(), "kache_forward_read_ahead_bytes");
         let endless = Endless { taken: taken.clone(), _dropped: DropSignal(Some(tx)) }.boxed();
-        let mut body = read_ahead(endless, 100, m.read_ahead_bytes());
+        let mut body = read_ahead(endless, 100, Handoff::Immediate, m.read_ahead_bytes());
         let mut read = 0;
         for _ in 0..5 {
             // On this single-threaded runtime the pump runs whenever the test yields: let it fill up.
@@ -319,7 +492,12 @@ mod tests {
     #[tokio::test]
     async fn a_quiet_upstream_is_dropped_as_soon_as_the_client_goes() {
         let (tx, dropped) = tokio::sync::oneshot::channel();
-        let body = read_ahead(Quiet { _dropped: DropSignal(Some(tx)) }.boxed(), 100, metrics::Gauge::noop());
+        let body = read_ahead(
+            Quiet { _dropped: DropSignal(Some(tx)) }.boxed(),
+            100,
+            Handoff::Immediate,
+            metrics::Gauge::noop(),
+        );
         // Let the pump start waiting for the upstream's first frame.
         for _ in 0..10 {
             tokio::task::yield_now().await;
