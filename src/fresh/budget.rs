@@ -8,6 +8,7 @@
 //! expected sooner than the read would take upstream (scaled by how many readers wait for the same proof:
 //! one advance serves them all); otherwise the read is forwarded at once.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -24,9 +25,19 @@ pub(crate) const MEMORY_BYTES_PER_SEC: f64 = 400e6;
 /// A probe is sent for a read only when serving it from memory instead of forwarding saves at least this
 /// many probes' worth of time: a probe costs about what a small forwarded read costs (the apiserver serves a
 /// consistent get from etcd, `CacheDelegator.Get`, and the probe's list of one name as one storage key after
-/// asking etcd for its revision), so for gets and small lists probing can only add latency, and a margin
-/// keeps a read whose probe finds the store behind (then forwarded) within a small factor of direct.
-pub(crate) const PROBE_PAYOFF: u32 = 2;
+/// asking etcd for its revision), so for gets and small lists probing can only add latency. One probe's
+/// worth is the break-even: a probe wasted on a store found behind (then forwarded) is rare, because a store
+/// known to be behind is forwarded without probing (`NotFresh::Quiet`). (It was 2 until the ninth session: a
+/// namespace list of 100 objects, 216 KiB, saves ~5 ms and was forwarded at 1.4–1.6× direct where memory
+/// answers it at 0.4×.)
+pub(crate) const PROBE_PAYOFF: u32 = 1;
+/// When the probe estimate is this old (or was never measured), a read that would pay with a probe this many
+/// times cheaper than estimated probes anyway, once per [`EXPLORE_INTERVAL`]: otherwise a guess that is too
+/// high (the [`FORWARD_BASE`] default before any probe, or one slow probe) would keep reads that never pay
+/// at that estimate from ever measuring a probe.
+pub(crate) const EXPLORE_FACTOR: u32 = 4;
+/// See [`EXPLORE_FACTOR`].
+pub(crate) const EXPLORE_INTERVAL: Duration = Duration::from_secs(30);
 /// Advances of the store looked at to estimate its rate (retained snapshots: one per event or bookmark).
 pub(crate) const ACTIVITY_SAMPLES: usize = 8;
 /// A wait is bounded by this many expected gaps (plus slack): an advance that did not come by then is not
@@ -88,13 +99,19 @@ pub(crate) fn probe_pays(bytes: usize, probe: Duration) -> bool {
 }
 
 /// The cost of a probe round trip, as measured: an exponentially weighted mean of the probes' durations,
-/// [`FORWARD_BASE`] until the first one is measured. Lock-free (microseconds in an atomic).
+/// [`FORWARD_BASE`] until the first one is measured. Lock-free (microseconds in an atomic), with the time of
+/// the last sample or exploration ([`EXPLORE_INTERVAL`]).
 #[derive(Debug)]
-pub(crate) struct ProbeCost(std::sync::atomic::AtomicU64);
+pub(crate) struct ProbeCost {
+    mean_us: AtomicU64,
+    /// Milliseconds since `epoch` of the last sample or granted exploration; 0: never.
+    fresh_at_ms: AtomicU64,
+    epoch: Instant,
+}
 
 impl Default for ProbeCost {
     fn default() -> Self {
-        Self(std::sync::atomic::AtomicU64::new(0))
+        Self { mean_us: AtomicU64::new(0), fresh_at_ms: AtomicU64::new(0), epoch: Instant::now() }
     }
 }
 
@@ -103,19 +120,43 @@ impl ProbeCost {
     const WEIGHT: u64 = 8;
 
     pub fn get(&self) -> Duration {
-        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+        match self.mean_us.load(Relaxed) {
             0 => FORWARD_BASE,
             us => Duration::from_micros(us),
         }
     }
 
     pub fn record(&self, took: Duration) {
+        self.record_at(took, Instant::now());
+    }
+
+    fn record_at(&self, took: Duration, now: Instant) {
         let sample = (took.as_micros() as u64).max(1);
-        let _ = self.0.fetch_update(
-            std::sync::atomic::Ordering::Relaxed,
-            std::sync::atomic::Ordering::Relaxed,
-            |old| Some(if old == 0 { sample } else { (old * (Self::WEIGHT - 1) + sample) / Self::WEIGHT }),
-        );
+        let _ = self.mean_us.fetch_update(Relaxed, Relaxed, |old| {
+            Some(if old == 0 { sample } else { (old * (Self::WEIGHT - 1) + sample) / Self::WEIGHT })
+        });
+        self.fresh_at_ms.fetch_max(self.ms(now), Relaxed);
+    }
+
+    /// Whether a read of `bytes` bytes should be probed: it pays at the estimate ([`probe_pays`]), or it would
+    /// pay at an [`EXPLORE_FACTOR`] times cheaper probe and the estimate is stale: then one such read per
+    /// [`EXPLORE_INTERVAL`] probes, which measures the probe anew.
+    pub fn pays(&self, bytes: usize, now: Instant) -> bool {
+        let probe = self.get();
+        if probe_pays(bytes, probe) {
+            return true;
+        }
+        if !probe_pays(bytes, probe / EXPLORE_FACTOR) {
+            return false;
+        }
+        let (last, now_ms) = (self.fresh_at_ms.load(Relaxed), self.ms(now));
+        let due = last == 0 || now_ms.saturating_sub(last) >= EXPLORE_INTERVAL.as_millis() as u64;
+        // One reader wins the exploration; the others keep the estimate's decision.
+        due && self.fresh_at_ms.compare_exchange(last, now_ms.max(1), Relaxed, Relaxed).is_ok()
+    }
+
+    fn ms(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.epoch).as_millis() as u64
     }
 }
 
@@ -181,6 +222,29 @@ mod tests {
         // A slow upstream makes probes expensive: only big reads still pay.
         assert!(!probe_pays(220_000, Duration::from_millis(20)));
         assert!(probe_pays(22_500_000, Duration::from_millis(20)));
+    }
+
+    #[test]
+    fn a_stale_estimate_lets_one_read_per_interval_measure_a_probe() {
+        let cost = ProbeCost::default();
+        let t0 = cost.epoch + Duration::from_secs(1);
+        // Unmeasured, the estimate is FORWARD_BASE (5 ms): a 216 KiB namespace list saves ~5 ms, so it does
+        // not pay at the estimate, but would at a quarter of it: the first such read explores, the next not.
+        assert!(!probe_pays(216 * 1024, cost.get()));
+        assert!(cost.pays(216 * 1024, t0), "an unmeasured estimate is explored");
+        assert!(!cost.pays(216 * 1024, t0), "one exploration per interval");
+        assert!(!cost.pays(216 * 1024, t0 + EXPLORE_INTERVAL / 2));
+        // A get never pays, even at a quarter of the estimate: it never explores.
+        assert!(!cost.pays(2_500, t0 + EXPLORE_INTERVAL * 4));
+        // The probe measured 2 ms: the list now pays at the estimate.
+        cost.record_at(Duration::from_millis(2), t0 + Duration::from_millis(5));
+        assert!(cost.pays(216 * 1024, t0 + Duration::from_millis(6)));
+        // A slow upstream: probes measured at 8 ms, fresh, no exploration; once stale, one read explores.
+        let slow = ProbeCost::default();
+        slow.record_at(Duration::from_millis(8), t0);
+        assert!(!slow.pays(216 * 1024, t0 + Duration::from_secs(1)), "a fresh estimate is trusted");
+        assert!(slow.pays(216 * 1024, t0 + EXPLORE_INTERVAL + Duration::from_secs(1)), "a stale one is explored");
+        assert!(!slow.pays(216 * 1024, t0 + EXPLORE_INTERVAL + Duration::from_secs(2)));
     }
 
     #[test]

@@ -53,7 +53,7 @@ use tokio::sync::Semaphore;
 use crate::resource::Gvr;
 use crate::store::Store;
 use crate::upstream::Upstream;
-use budget::{ACTIVITY_SAMPLES, Activity, ProbeCost, forward_cost, probe_pays, wait_budget};
+use budget::{ACTIVITY_SAMPLES, Activity, ProbeCost, forward_cost, wait_budget};
 use slot::{Slot, Waiting};
 
 /// The longest a consistent read waits for the store to reach the probed revision, however much waiting
@@ -267,7 +267,7 @@ impl Freshness {
         let slot = self.slot(gvr);
         let budget = self.budget(store, &slot, bytes);
         let prove = self.proof_pays(&slot, bytes, watch);
-        if !prove && !self.config.probe_small_reads && !probe_pays(bytes, self.probe_cost.get()) {
+        if !prove && !self.config.probe_small_reads && !self.probe_cost.pays(bytes, Instant::now()) {
             // A probe costs about what forwarding this read costs: it could only add latency.
             self.stats.small.fetch_add(1, Relaxed);
             return Err(NotFresh::Small { bytes });
