@@ -243,7 +243,10 @@ mod tests {
         let slow = ProbeCost::default();
         slow.record_at(Duration::from_millis(8), t0);
         assert!(!slow.pays(216 * 1024, t0 + Duration::from_secs(1)), "a fresh estimate is trusted");
-        assert!(slow.pays(216 * 1024, t0 + EXPLORE_INTERVAL + Duration::from_secs(1)), "a stale one is explored");
+        assert!(
+            slow.pays(216 * 1024, t0 + EXPLORE_INTERVAL + Duration::from_secs(1)),
+            "a stale one is explored"
+        );
         assert!(!slow.pays(216 * 1024, t0 + EXPLORE_INTERVAL + Duration::from_secs(2)));
     }
 

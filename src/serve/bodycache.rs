@@ -15,7 +15,10 @@
 //! - **Bounded and not stale**: at most [`MAX_ENTRIES`] entries and the cache's byte bound (least recently
 //!   used evicted first; a body over the bound is not recorded at all); an entry unused for [`IDLE_EVICT`] is
 //!   dropped at the next access. A newer snapshot replaces an older one of the same key; an older never
-//!   replaces a newer.
+//!   replaces a newer. Only lists at their resource's current snapshot are cached, so once a list of a
+//!   resource is looked up at a newer snapshot, every entry of that resource at an older one can never be
+//!   served again: it is dropped then (under churn the cache holds next to nothing, instead of its bound in
+//!   dead bodies of other namespaces).
 //! - No coalescing: lists that miss at the same time each assemble their body (as without the cache) and the
 //!   first to finish publishes it.
 //! - **Recorded on the second miss**: a list records its body only when another list of the same key missed
@@ -81,6 +84,9 @@ struct Inner {
     /// Per key, the snapshot of its last miss (a second miss there makes the list worth recording). At most
     /// [`MAX_MISSED_KEYS`] keys; forgotten all at once beyond (a forgotten key costs one more assembly).
     missed: HashMap<String, u64>,
+    /// Per resource (the key's first field), the newest snapshot a list was looked up at: entries of the
+    /// resource at older snapshots are dead. Forgotten all at once beyond [`MAX_MISSED_KEYS`] resources.
+    newest: HashMap<String, u64>,
     bytes: usize,
     /// The kache's metrics (here so the `…_locked` helpers can count).
     metrics: Metrics,
@@ -131,6 +137,7 @@ impl BodyCache {
         let now = Instant::now();
         let mut inner = self.lock();
         evict_idle_locked(&mut inner, now);
+        evict_older_snapshots_locked(&mut inner, key, rv);
         let found = inner.entries.get_mut(key).filter(|e| e.rv == rv).map(|e| {
             e.last_used = now;
             e.body.clone()
@@ -173,13 +180,16 @@ impl BodyCache {
         Recording { inner: chunks, sink }
     }
 
-    /// Publishes a finished body (unless a newer snapshot of its key is cached already) and evicts least
-    /// recently used entries until the cache fits its bounds.
+    /// Publishes a finished body (unless a newer snapshot of its key is cached already, or its resource has
+    /// been listed at a newer snapshot since) and evicts least recently used entries until the cache fits its
+    /// bounds.
     fn publish(&self, key: String, rv: u64, body: CachedBody) {
         let now = Instant::now();
         let mut inner = self.lock();
         evict_idle_locked(&mut inner, now);
-        if inner.entries.get(&key).is_some_and(|e| e.rv >= rv) {
+        if inner.entries.get(&key).is_some_and(|e| e.rv >= rv)
+            || inner.newest.get(resource_of(&key)).is_some_and(|&newest| newest > rv)
+        {
             return;
         }
         if let Some(old) = inner.entries.remove(&key) {
@@ -238,6 +248,39 @@ fn evict_idle_locked(inner: &mut Inner, now: Instant) {
     for k in idle {
         if let Some(old) = inner.entries.remove(&k) {
             remove_accounted_locked(inner, &old, GzipEviction::Idle);
+        }
+    }
+}
+
+/// The resource of a key (`{gvr}|{namespace}|{view}|{encoding}`).
+fn resource_of(key: &str) -> &str {
+    key.split('|').next().unwrap_or(key)
+}
+
+/// A list of `key` is looked up at snapshot `rv`: when that is the newest seen for its resource, drops the
+/// resource's entries at older snapshots (lists are cached only at their resource's current snapshot, so
+/// those can never be served again).
+fn evict_older_snapshots_locked(inner: &mut Inner, key: &str, rv: u64) {
+    let resource = resource_of(key);
+    match inner.newest.get_mut(resource) {
+        Some(newest) if *newest >= rv => return,
+        Some(newest) => *newest = rv,
+        None => {
+            if inner.newest.len() >= MAX_MISSED_KEYS {
+                inner.newest.clear();
+            }
+            inner.newest.insert(resource.to_owned(), rv);
+        }
+    }
+    let dead: Vec<String> = inner
+        .entries
+        .iter()
+        .filter(|(k, e)| e.rv < rv && resource_of(k) == resource)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in dead {
+        if let Some(old) = inner.entries.remove(&k) {
+            remove_accounted_locked(inner, &old, GzipEviction::Replaced);
         }
     }
 }

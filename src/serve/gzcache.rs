@@ -11,7 +11,9 @@
 //!   producer permits as every other heavy body ([`admit::collect`]), so it takes turns with them.
 //! - **Bounded and not stale**: at most [`MAX_ENTRIES`] entries and [`MAX_BYTES`] compressed bytes (least
 //!   recently used evicted first); an entry unused for [`IDLE_EVICT`] is dropped at the next access, so a
-//!   snapshot nobody lists any more does not stay pinned.
+//!   snapshot nobody lists any more does not stay pinned. Only lists at their resource's current snapshot
+//!   are cached, so once a resource is listed at a newer snapshot, its entries at older ones are dropped
+//!   (under churn: every other namespace's entry of that resource).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -45,6 +47,9 @@ struct Entry {
 #[derive(Default)]
 struct Inner {
     entries: HashMap<String, Entry>,
+    /// Per resource (the key's first field), the newest snapshot listed: older entries of it are dead.
+    /// Forgotten all at once beyond [`MAX_ENTRIES`] resources.
+    newest: HashMap<String, u64>,
     bytes: usize,
     /// The kache's metrics (here so the `…_locked` helpers can count).
     metrics: Metrics,
@@ -88,6 +93,8 @@ impl GzipCache {
         let cell = {
             let mut inner = self.lock();
             evict_idle_locked(&mut inner, now);
+            evict_older_snapshots_locked(&mut inner, key, rv);
+            let dead = inner.newest.get(resource_of(key)).is_some_and(|&newest| newest > rv);
             match inner.entries.get_mut(key) {
                 Some(e) if e.rv == rv => {
                     e.last_used = now;
@@ -100,6 +107,8 @@ impl GzipCache {
                 }
                 // An older snapshot than the cached one (a slow request): compress, do not cache.
                 Some(e) if e.rv > rv => None,
+                // Older than a snapshot its resource was listed at: dead on arrival, do not cache.
+                _ if dead => None,
                 _ => {
                     if let Some(old) = inner.entries.remove(key) {
                         remove_accounted_locked(&mut inner, &old, GzipEviction::Replaced);
@@ -205,6 +214,38 @@ fn evict_idle_locked(inner: &mut Inner, now: Instant) {
     for k in idle {
         if let Some(old) = inner.entries.remove(&k) {
             remove_accounted_locked(inner, &old, GzipEviction::Idle);
+        }
+    }
+}
+
+/// The resource of a key (`{gvr}|{namespace}|{view}|{encoding}`).
+fn resource_of(key: &str) -> &str {
+    key.split('|').next().unwrap_or(key)
+}
+
+/// A list of `key` at snapshot `rv`: when that is the newest seen for its resource, drops the resource's
+/// entries at older snapshots (they can never be served again).
+fn evict_older_snapshots_locked(inner: &mut Inner, key: &str, rv: u64) {
+    let resource = resource_of(key);
+    match inner.newest.get_mut(resource) {
+        Some(newest) if *newest >= rv => return,
+        Some(newest) => *newest = rv,
+        None => {
+            if inner.newest.len() >= MAX_ENTRIES {
+                inner.newest.clear();
+            }
+            inner.newest.insert(resource.to_owned(), rv);
+        }
+    }
+    let dead: Vec<String> = inner
+        .entries
+        .iter()
+        .filter(|(k, e)| e.rv < rv && resource_of(k) == resource)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in dead {
+        if let Some(old) = inner.entries.remove(&k) {
+            remove_accounted_locked(inner, &old, GzipEviction::Replaced);
         }
     }
 }

@@ -23,9 +23,10 @@ fn a_body_sent_to_its_end_is_served_at_its_snapshot_only() {
     assert_eq!(sent, b"ababab");
     let hit = c.get("pods|", 5).expect("recorded");
     assert_eq!((body_of(&hit), hit.len, hit.items), (sent.clone(), 6, 3));
-    assert!(c.get("pods|", 6).is_none(), "another snapshot is a miss");
     assert!(c.get("pods|ns-1", 5).is_none(), "another key is a miss");
     assert_eq!((c.entries(), c.bytes()), (1, 6));
+    assert!(c.get("pods|", 6).is_none(), "another snapshot is a miss");
+    assert_eq!((c.entries(), c.bytes()), (0, 0), "and the older snapshot's entry is dead: dropped");
 
     // A newer snapshot replaces the older; a slow list of the older one does not displace it.
     send(&c, "pods|", 7, parts("c", 2));
@@ -101,5 +102,36 @@ fn the_memory_of_misses_is_bounded() {
     for i in 0..(MAX_MISSED_KEYS * 3) {
         let _ = c.lookup(&format!("pods|ns-{i}"), 1);
         assert!(c.lock().missed.len() <= MAX_MISSED_KEYS);
+    }
+}
+
+#[test]
+fn a_newer_snapshot_of_a_resource_drops_its_entries_at_older_ones() {
+    // Only lists at the current snapshot are cached: once pods are listed at 8, the namespace lists recorded
+    // at 5 and 7 can never be served again. Other resources keep theirs.
+    let c = Arc::new(BodyCache::default());
+    send(&c, "pods|ns-1|Full|json", 5, parts("a", 1));
+    send(&c, "pods|ns-2|Full|json", 7, parts("bb", 1));
+    send(&c, "pods|ns-3|Full|json", 8, parts("ccc", 1));
+    send(&c, "nodes||Full|json", 3, parts("dddd", 1));
+    assert_eq!(c.entries(), 4);
+    assert!(c.get("pods|ns-9|Full|json", 8).is_none());
+    assert_eq!((c.entries(), c.bytes()), (2, 7), "pods at 5 and 7 dropped; pods at 8 and nodes kept");
+    assert!(c.get("pods|ns-3|Full|json", 8).is_some());
+    assert!(c.get("nodes||Full|json", 3).is_some());
+    // A slow list of an older snapshot finishing now is not kept either.
+    send(&c, "pods|ns-1|Full|json", 7, parts("e", 1));
+    assert_eq!(c.entries(), 2);
+    // Looking up an older snapshot drops nothing.
+    assert!(c.get("pods|ns-1|Full|json", 6).is_none());
+    assert!(c.get("pods|ns-3|Full|json", 8).is_some());
+}
+
+#[test]
+fn the_memory_of_resources_is_bounded() {
+    let c = Arc::new(BodyCache::default());
+    for i in 0..(MAX_MISSED_KEYS * 3) {
+        let _ = c.lookup(&format!("r{i}|ns|Full|json"), 1);
+        assert!(c.lock().newest.len() <= MAX_MISSED_KEYS);
     }
 }

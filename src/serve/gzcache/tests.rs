@@ -84,3 +84,22 @@ async fn entries_unused_for_the_idle_time_are_evicted() {
     evict_idle_locked(&mut inner, Instant::now() + IDLE_EVICT);
     assert_eq!((inner.entries.len(), inner.bytes), (0, 0));
 }
+
+#[tokio::test]
+async fn a_newer_snapshot_of_a_resource_drops_its_entries_at_older_ones() {
+    // Lists are cached only at the current snapshot: once pods are listed at 8, the other namespaces'
+    // entries at 5 are dead. Other resources keep theirs; a list of an older snapshot is not cached.
+    let c = GzipCache::default();
+    let n = Arc::new(AtomicUsize::new(0));
+    c.get_or_compress("pods|ns-1|Full|json", 5, chunks("a", &n)).await;
+    c.get_or_compress("pods|ns-2|Full|json", 5, chunks("a", &n)).await;
+    c.get_or_compress("nodes||Full|json", 3, chunks("a", &n)).await;
+    assert_eq!(c.entries(), 3);
+    c.get_or_compress("pods|ns-3|Full|json", 8, chunks("a", &n)).await;
+    assert_eq!(c.entries(), 2, "pods at 5 dropped; pods at 8 and nodes kept");
+    let before = n.load(Ordering::SeqCst);
+    c.get_or_compress("nodes||Full|json", 3, chunks("a", &n)).await;
+    assert_eq!(n.load(Ordering::SeqCst), before, "nodes stayed (hit)");
+    c.get_or_compress("pods|ns-1|Full|json", 6, chunks("a", &n)).await;
+    assert_eq!(c.entries(), 2, "a list older than the resource's newest is not cached");
+}
