@@ -386,12 +386,12 @@ pub const ALL: &[MetricDef] = &[
     counter(
         GZIP_CACHE_TOTAL,
         &["result"],
-        "Compressed full lists asked of the gzip cache: hit (ready), coalesced (waited for another request's compression of the same snapshot), miss (compressed it), bypass (an older snapshot than the cached one: compressed, not cached).",
+        "Compressed full lists asked of the gzip cache: hit (ready), coalesced (waited for another request's compression of the same snapshot), miss (compressed it), bypass (an older snapshot than the cached one, or than the newest its resource was listed at: compressed, not cached).",
     ),
     counter(
         GZIP_CACHE_EVICTIONS_TOTAL,
         &["reason"],
-        "Entries dropped from the gzip cache: replaced (a newer snapshot), idle (unused for the idle time), size (over the byte or entry bound).",
+        "Entries dropped from the gzip cache: replaced (a newer snapshot of the key, or the resource listed at a newer snapshot), idle (unused for the idle time), size (over the byte or entry bound).",
     ),
     gauge(
         LIST_BODY_CACHE_BYTES,
@@ -411,7 +411,7 @@ pub const ALL: &[MetricDef] = &[
     counter(
         LIST_BODY_CACHE_EVICTIONS_TOTAL,
         &["reason"],
-        "Entries dropped from the body cache: replaced (a newer snapshot), idle (unused for the idle time), size (over the byte or entry bound).",
+        "Entries dropped from the body cache: replaced (a newer snapshot of the key, or the resource listed at a newer snapshot), idle (unused for the idle time), size (over the byte or entry bound).",
     ),
     gauge(
         COMPRESSIONS_IN_FLIGHT,
