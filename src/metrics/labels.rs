@@ -112,6 +112,7 @@ pub enum Limit {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BodyCacheResult {
     Hit,
+    Coalesced,
     Miss,
 }
 
@@ -180,7 +181,7 @@ label_values!(Limit {
     TokenReviews => "token_reviews", ReadBytes => "read_bytes", HeavyBodies => "heavy_bodies",
 });
 label_values!(GzipCacheResult { Hit => "hit", Coalesced => "coalesced", Miss => "miss", Bypass => "bypass" });
-label_values!(BodyCacheResult { Hit => "hit", Miss => "miss" });
+label_values!(BodyCacheResult { Hit => "hit", Coalesced => "coalesced", Miss => "miss" });
 label_values!(GzipEviction { Replaced => "replaced", Idle => "idle", Size => "size" });
 label_values!(Encoding { Json => "json", Protobuf => "protobuf", Cbor => "cbor", Other => "other" });
 label_values!(Served { Memory => "memory", Forwarded => "forwarded" });

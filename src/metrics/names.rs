@@ -406,7 +406,7 @@ pub const ALL: &[MetricDef] = &[
     counter(
         LIST_BODY_CACHE_TOTAL,
         &["result"],
-        "Uncompressed full lists looked up in the body cache: hit (sent from the cached body of the same snapshot), miss (assembled from the store; recorded when another list of the same snapshot missed before it).",
+        "Uncompressed full lists looked up in the body cache: hit (sent from the cached body of the same snapshot), coalesced (waited for another list's assembly of the same snapshot), miss (assembled from the store; for the cache when another list of the same snapshot missed before it).",
     ),
     counter(
         LIST_BODY_CACHE_EVICTIONS_TOTAL,

@@ -3,27 +3,27 @@
 //!
 //! Only the lists the gzip cache would key (a whole resource or namespace, no selector, no pagination, not a
 //! Table, not pretty-printed) are cached, by the same key — (resource, namespace, view, encoding) — and the
-//! list's resourceVersion. Recording costs no copy: a list streamed from memory hands each chunk it sends to
-//! [`Recording`] as a refcounted `Bytes`, and a body that was produced to its end is published as the entry;
-//! later lists at the same snapshot send those chunks (many 64 KiB frames per vectored write, like a static
-//! buffer). A write moves the snapshot on, so under churn lists miss and record, which costs what a list
-//! cost before the cache.
+//! list's resourceVersion. A list worth caching is **assembled once** ([`Assembly`]): its chunks are produced
+//! to the end (yielding the worker every [`YIELD_EVERY`] chunks), published as the entry, and sent from it;
+//! the lists of the same key and snapshot that arrive meanwhile wait for that assembly ([`Lookup::Pending`])
+//! instead of each assembling the same body. (A relist storm released at once by a proof is the case: 98
+//! lists of 21.5 MiB assembled one each cost kache ~16 s of CPU, against ~4 s sent from one body.)
 //!
 //! Invariants:
-//! - **Byte-identical**: an entry is exactly the body its first list sent, published only when that body
-//!   was produced to its end; it is served only for the same key and resourceVersion.
+//! - **Byte-identical**: an entry is exactly the body its list produced, published only when produced to its
+//!   end; it is served only for the same key and resourceVersion.
 //! - **Bounded and not stale**: at most [`MAX_ENTRIES`] entries and the cache's byte bound (least recently
-//!   used evicted first; a body over the bound is not recorded at all); an entry unused for [`IDLE_EVICT`] is
-//!   dropped at the next access. A newer snapshot replaces an older one of the same key; an older never
-//!   replaces a newer. Only lists at their resource's current snapshot are cached, so once a list of a
-//!   resource is looked up at a newer snapshot, every entry of that resource at an older one can never be
-//!   served again: it is dropped then (under churn the cache holds next to nothing, instead of its bound in
-//!   dead bodies of other namespaces).
-//! - No coalescing: lists that miss at the same time each assemble their body (as without the cache) and the
-//!   first to finish publishes it.
-//! - **Recorded on the second miss**: a list records its body only when another list of the same key missed
-//!   at the same snapshot before it ([`BodyCache::lookup`]), so under churn, where no snapshot is listed
-//!   twice, nothing is recorded and the cache costs nothing.
+//!   used evicted first; a body over the bound is neither assembled nor cached); an entry unused for
+//!   [`IDLE_EVICT`] is dropped at the next access. A newer snapshot replaces an older one of the same key; an
+//!   older never replaces a newer. Only lists at their resource's current snapshot are cached, so once a
+//!   list of a resource is looked up at a newer snapshot, every entry of that resource at an older one can
+//!   never be served again: it is dropped then (under churn the cache holds next to nothing, instead of its
+//!   bound in dead bodies of other namespaces).
+//! - **Assembled on the second miss**: a list is assembled for the cache only when another list of the same
+//!   key missed at the same snapshot before it ([`BodyCache::lookup`]), so under churn, where no snapshot is
+//!   listed twice, nothing is assembled ahead and the cache costs nothing.
+//! - **Waiting is bounded**: an assembly is produced from memory, not paced by any client; one whose list
+//!   goes away before the end wakes its waiters, which then assemble their own bodies.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,6 +31,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use bytes::Bytes;
+use tokio::sync::watch;
 
 use crate::metrics::{BodyCacheResult, GzipEviction, Metrics};
 
@@ -43,6 +44,9 @@ pub(crate) const MAX_BYTES: usize = crate::front::server::limits::DEFAULT_LIST_B
 /// An entry nobody asked for in this long is dropped (as the gzip cache's: informers relist on their resync
 /// period or after a watch failure).
 pub(crate) const IDLE_EVICT: Duration = Duration::from_secs(120);
+/// An assembly yields its runtime worker after this many chunks (1 MiB of 64 KiB chunks), so the requests
+/// queued behind it wait a millisecond, not the whole body.
+pub(crate) const YIELD_EVERY: usize = 16;
 
 /// One snapshot's body of one key.
 struct Entry {
@@ -72,21 +76,85 @@ impl CachedBody {
 /// What [`BodyCache::lookup`] found.
 pub enum Lookup {
     Hit(CachedBody),
-    /// Not cached; `record`: this list is the second of its snapshot to miss, so its body is worth recording.
+    /// Another list of the same key and snapshot is assembling the body: [`Pending::wait`] for it.
+    Pending(Pending),
+    /// Not cached. `assembly`: this list is the second of its snapshot to miss, so it assembles the body
+    /// for the cache (and the lists arriving meanwhile wait for it).
     Miss {
-        record: bool,
+        assembly: Option<Assembly>,
     },
+}
+
+/// A body being assembled by another list.
+pub struct Pending(watch::Receiver<Option<CachedBody>>);
+
+impl Pending {
+    /// The body once assembled; `None` if its list went away first (then assemble your own).
+    pub async fn wait(mut self) -> Option<CachedBody> {
+        self.0.wait_for(Option::is_some).await.ok().and_then(|body| body.clone())
+    }
+}
+
+/// The right, and duty, to assemble one key's body at one snapshot for the cache: [`Assembly::finish`]
+/// produces it, publishes it and wakes the waiting lists; dropped before, it wakes them empty-handed.
+pub struct Assembly {
+    cache: Arc<BodyCache>,
+    key: String,
+    rv: u64,
+    done: watch::Sender<Option<CachedBody>>,
+}
+
+impl Assembly {
+    /// Whether a body of `len` bytes can be cached at all (within the cache's byte bound).
+    pub fn fits(&self, len: usize) -> bool {
+        len <= self.cache.max_bytes
+    }
+
+    /// Produces `chunks` (`len` bytes, `items` items) to their end, yielding the worker every [`YIELD_EVERY`]
+    /// chunks; publishes the body (when it has its announced length) and hands it to the waiting lists.
+    pub async fn finish<I>(self, len: usize, items: usize, chunks: I) -> CachedBody
+    where
+        I: Iterator<Item = Bytes>,
+    {
+        let mut parts = Vec::with_capacity(len / crate::codec::list::LIST_CHUNK_BYTES + 2);
+        let mut produced = 0;
+        for (i, chunk) in chunks.enumerate() {
+            produced += chunk.len();
+            parts.push(chunk);
+            if (i + 1) % YIELD_EVERY == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        let body = CachedBody { chunks: parts.into(), len: produced, items };
+        if produced == len {
+            self.cache.publish(self.key.clone(), self.rv, body.clone());
+        }
+        self.done.send_replace(Some(body.clone()));
+        body
+    }
+}
+
+impl Drop for Assembly {
+    fn drop(&mut self) {
+        // Finished or not, it no longer assembles: later lists look up the cache (or assemble their own).
+        let mut inner = self.cache.lock();
+        if inner.assembling.get(&self.key).is_some_and(|(rv, _)| *rv == self.rv) {
+            inner.assembling.remove(&self.key);
+        }
+    }
 }
 
 #[derive(Default)]
 struct Inner {
     entries: HashMap<String, Entry>,
-    /// Per key, the snapshot of its last miss (a second miss there makes the list worth recording). At most
+    /// Per key, the snapshot of its last miss (a second miss there makes the list worth assembling for the cache). At most
     /// [`MAX_MISSED_KEYS`] keys; forgotten all at once beyond (a forgotten key costs one more assembly).
     missed: HashMap<String, u64>,
     /// Per resource (the key's first field), the newest snapshot a list was looked up at: entries of the
     /// resource at older snapshots are dead. Forgotten all at once beyond [`MAX_MISSED_KEYS`] resources.
     newest: HashMap<String, u64>,
+    /// Per key, the snapshot whose body a list is assembling, and where it will be announced.
+    assembling: HashMap<String, (u64, watch::Receiver<Option<CachedBody>>)>,
     bytes: usize,
     /// The kache's metrics (here so the `…_locked` helpers can count).
     metrics: Metrics,
@@ -118,22 +186,25 @@ impl BodyCache {
         self
     }
 
-    /// The body of `key` at `rv`, when cached (counted as a hit or a miss).
-    pub fn get(&self, key: &str, rv: u64) -> Option<CachedBody> {
+    /// The body of `key` at `rv`, when cached (counted as a hit or a miss; a miss that would assemble gives
+    /// its assembly up at once).
+    #[cfg(test)]
+    pub fn get(self: &Arc<Self>, key: &str, rv: u64) -> Option<CachedBody> {
         match self.lookup(key, rv) {
             Lookup::Hit(body) => Some(body),
-            Lookup::Miss { .. } => None,
+            Lookup::Pending(_) | Lookup::Miss { .. } => None,
         }
     }
 
-    /// The body of `key` at `rv` when cached; otherwise whether this list should be recorded: only when
-    /// another list of the same key missed at the same snapshot before it (counted as a hit or a miss).
+    /// The body of `key` at `rv` when cached; a body another list is assembling for it; otherwise a miss, which
+    /// assembles the body for the cache when another list of the same key missed at the same snapshot before
+    /// it (counted as a hit, a coalesced wait or a miss).
     ///
-    /// A body is recorded only once a second list of its snapshot shows the snapshot is read again. Under
-    /// churn every list of a key is at a new snapshot, and recording each one only to replace it unread made
-    /// a 30-minute soak's RSS ~3× the same run's without the cache (BENCHMARKS-harden.md); a relist storm or
-    /// a repeated list of a quiet resource pays one extra assembly before its hits.
-    pub fn lookup(&self, key: &str, rv: u64) -> Lookup {
+    /// A body is assembled for the cache only once a second list of its snapshot shows the snapshot is read
+    /// again. Under churn every list of a key is at a new snapshot, and recording each one only to replace it
+    /// unread made a 30-minute soak's RSS ~3× the same run's without the cache (BENCHMARKS-harden.md); a relist
+    /// storm or a repeated list of a quiet resource pays one extra assembly before its hits.
+    pub fn lookup(self: &Arc<Self>, key: &str, rv: u64) -> Lookup {
         let now = Instant::now();
         let mut inner = self.lock();
         evict_idle_locked(&mut inner, now);
@@ -142,42 +213,30 @@ impl BodyCache {
             e.last_used = now;
             e.body.clone()
         });
-        inner.metrics.body_cache(if found.is_some() { BodyCacheResult::Hit } else { BodyCacheResult::Miss });
         if let Some(body) = found {
+            inner.metrics.body_cache(BodyCacheResult::Hit);
             return Lookup::Hit(body);
         }
-        let record = inner.missed.get(key) == Some(&rv);
-        if !record {
+        if let Some((_, rx)) = inner.assembling.get(key).filter(|(at, _)| *at == rv) {
+            let pending = Pending(rx.clone());
+            inner.metrics.body_cache(BodyCacheResult::Coalesced);
+            return Lookup::Pending(pending);
+        }
+        inner.metrics.body_cache(BodyCacheResult::Miss);
+        let second = inner.missed.get(key) == Some(&rv);
+        if !second {
             if inner.missed.len() >= MAX_MISSED_KEYS {
                 inner.missed.clear();
             }
             inner.missed.insert(key.to_owned(), rv);
+            return Lookup::Miss { assembly: None };
         }
-        Lookup::Miss { record }
-    }
-
-    /// Records the body of `key` at `rv` as it is produced, when it can fit the cache.
-    pub fn record<I>(
-        self: &Arc<Self>,
-        key: String,
-        rv: u64,
-        len: usize,
-        items: usize,
-        chunks: I,
-    ) -> Recording<I>
-    where
-        I: Iterator<Item = Bytes>,
-    {
-        let sink = (len <= self.max_bytes).then(|| Sink {
-            cache: self.clone(),
-            key,
-            rv,
-            items,
-            parts: Vec::with_capacity(len / crate::codec::list::LIST_CHUNK_BYTES + 2),
-            len: 0,
-            expected: len,
-        });
-        Recording { inner: chunks, sink }
+        if self.max_bytes == 0 {
+            return Lookup::Miss { assembly: None };
+        }
+        let (done, rx) = watch::channel(None);
+        inner.assembling.insert(key.to_owned(), (rv, rx));
+        Lookup::Miss { assembly: Some(Assembly { cache: self.clone(), key: key.to_owned(), rv, done }) }
     }
 
     /// Publishes a finished body (unless a newer snapshot of its key is cached already, or its resource has
@@ -294,64 +353,6 @@ fn evict_lru_locked(inner: &mut Inner) -> bool {
         remove_accounted_locked(inner, &old, GzipEviction::Size);
     }
     true
-}
-
-/// Where a recorded body goes once produced to its end.
-struct Sink {
-    cache: Arc<BodyCache>,
-    key: String,
-    rv: u64,
-    items: usize,
-    parts: Vec<Bytes>,
-    len: usize,
-    /// The body's announced length: reached, the body is complete (hyper stops polling a body whose
-    /// Content-Length has been sent, so the end of the iterator may never be seen).
-    expected: usize,
-}
-
-// === impl Sink ===
-
-impl Sink {
-    fn publish(self) {
-        let Self { cache, key, rv, items, parts, len, expected } = self;
-        if len == expected {
-            cache.publish(key, rv, CachedBody { chunks: parts.into(), len, items });
-        }
-    }
-}
-
-/// A list body's chunks, passed through unchanged while refcounted clones are kept; published to the cache
-/// when the announced length has been produced (a body dropped before its end is not cached).
-pub struct Recording<I> {
-    inner: I,
-    sink: Option<Sink>,
-}
-
-impl<I: Iterator<Item = Bytes>> Iterator for Recording<I> {
-    type Item = Bytes;
-
-    fn next(&mut self) -> Option<Bytes> {
-        match self.inner.next() {
-            Some(chunk) => {
-                let complete = self.sink.as_mut().is_some_and(|sink| {
-                    sink.len += chunk.len();
-                    sink.parts.push(chunk.clone());
-                    sink.len >= sink.expected
-                });
-                if complete && let Some(sink) = self.sink.take() {
-                    sink.publish();
-                }
-                Some(chunk)
-            }
-            None => {
-                // An empty body, or one shorter than announced (never published).
-                if let Some(sink) = self.sink.take() {
-                    sink.publish();
-                }
-                None
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::front::body::{self, Body};
 use crate::metrics::Metrics;
 use crate::resource::ResourceInfo;
 use crate::serve::admit::{self, ReadBudget};
-use crate::serve::bodycache::{BodyCache, CachedBody, Lookup};
+use crate::serve::bodycache::{Assembly, BodyCache, CachedBody, Lookup};
 use crate::serve::gzcache::GzipCache;
 use crate::serve::protobuf::{self, ProtoTarget};
 use crate::serve::read::{ContinueAt, ListPlan, Match, ReadAt, Rv, plan_list, plan_single};
@@ -133,16 +133,23 @@ pub(crate) async fn serve_list(
     // Sent as is (neither gzipped nor indented): from the body cache when this snapshot's body is there.
     let plain = !q.response.gzip && !q.response.pretty;
     let body_cache = q.body_cache.filter(|_| cacheable && plain);
-    let mut worth_recording = false;
+    let mut assembly = None;
     if let Some(cache) = body_cache {
-        match cache.lookup(&key, rv) {
-            Lookup::Hit(hit) => {
-                let stats = ListStats { fetched: snapshot.objects.len(), returned: hit.items };
-                let content_type =
-                    if q.proto.is_some() { crate::codec::proto::MEDIA_TYPE } else { "application/json" };
-                return Ok((respond_cached(hit, content_type, q.budget)?, stats));
+        let hit = match cache.lookup(&key, rv) {
+            Lookup::Hit(hit) => Some(hit),
+            // Another list of this snapshot is assembling the body (a relist storm): send it from there. `None`:
+            // that list went away first; this one assembles its own.
+            Lookup::Pending(pending) => pending.wait().await,
+            Lookup::Miss { assembly: a } => {
+                assembly = a;
+                None
             }
-            Lookup::Miss { record } => worth_recording = record,
+        };
+        if let Some(hit) = hit {
+            let stats = ListStats { fetched: snapshot.objects.len(), returned: hit.items };
+            let content_type =
+                if q.proto.is_some() { crate::codec::proto::MEDIA_TYPE } else { "application/json" };
+            return Ok((respond_cached(hit, content_type, q.budget)?, stats));
         }
     }
     let req = ScanRequest {
@@ -159,12 +166,7 @@ pub(crate) async fn serve_list(
     let meta =
         listcodec::ListMeta { resource_version: rv, continue_token, remaining_item_count: page.remaining };
     let stats = ListStats { fetched: snapshot.objects.len(), returned: page.items.len() };
-    let record = body_cache.filter(|_| worth_recording).map(|c| Record {
-        cache: c.clone(),
-        key: key.clone(),
-        rv,
-        items: page.items.len(),
-    });
+    let record = assembly.map(|assembly| Record { assembly, items: page.items.len() });
     let reuse = Reuse { gzip: q.gzip_cache.filter(|_| cacheable).map(|c| (c, key.as_str())), record };
     let resp = match q.proto {
         Some(target) => respond_proto(info, target, &meta, &page.items, q, reuse).await?,
@@ -181,23 +183,26 @@ pub struct Reuse<'a> {
     pub record: Option<Record>,
 }
 
-/// Where a list body streamed as is is recorded for the next lists of the same snapshot.
+/// A list body sent as is that is assembled once for the body cache, for the next lists of the same snapshot
+/// (and those waiting for it now).
 pub struct Record {
-    pub cache: Arc<BodyCache>,
-    pub key: String,
-    pub rv: u64,
+    pub assembly: Assembly,
     pub items: usize,
 }
 
 // === impl Record ===
 
 impl Record {
-    /// The body of `chunks` (`len` bytes) as sent, recorded on its way out.
-    pub fn body<I>(self, len: usize, chunks: I) -> Body
+    /// The body of `chunks` (`len` bytes): assembled, published and sent from the cached chunks when it fits
+    /// the cache; otherwise streamed as produced (the lists waiting for it then assemble their own).
+    pub async fn body<I>(self, len: usize, chunks: I) -> Body
     where
         I: Iterator<Item = Bytes> + Send + Sync + 'static,
     {
-        body::stream_iter(self.cache.record(self.key, self.rv, len, self.items, chunks))
+        if !self.assembly.fits(len) {
+            return body::stream_iter(chunks);
+        }
+        body::stream_iter(self.assembly.finish(len, self.items, chunks).await.iter())
     }
 }
 
@@ -400,7 +405,7 @@ async fn respond_streamed(
         (builder, admit::offloaded(pretty::PrettyChunks::new(chunks)))
     } else {
         let body = match record {
-            Some(record) => record.body(len, chunks),
+            Some(record) => record.body(len, chunks).await,
             None => body::stream_iter(chunks),
         };
         (builder.header(header::CONTENT_LENGTH, len), body)

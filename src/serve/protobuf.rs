@@ -273,7 +273,7 @@ pub(crate) async fn list_response(
         }
     } else {
         let body = match record {
-            Some(record) => record.body(len, chunks),
+            Some(record) => record.body(len, chunks).await,
             None => body::stream_iter(chunks),
         };
         (builder.header(header::CONTENT_LENGTH, len), body)
