@@ -85,6 +85,11 @@ pub(crate) fn forward_cost(bytes: usize) -> Duration {
     FORWARD_BASE + transfer(bytes, FORWARD_BYTES_PER_SEC)
 }
 
+/// The estimated time to send a read of `bytes` bytes from memory.
+pub(crate) fn memory_cost(bytes: usize) -> Duration {
+    transfer(bytes, MEMORY_BYTES_PER_SEC)
+}
+
 fn transfer(bytes: usize, per_sec: f64) -> Duration {
     Duration::from_secs_f64(bytes as f64 / per_sec)
 }

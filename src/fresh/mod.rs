@@ -53,7 +53,7 @@ use tokio::sync::Semaphore;
 use crate::resource::Gvr;
 use crate::store::Store;
 use crate::upstream::Upstream;
-use budget::{ACTIVITY_SAMPLES, Activity, ProbeCost, forward_cost, wait_budget};
+use budget::{ACTIVITY_SAMPLES, Activity, ProbeCost, forward_cost, memory_cost, wait_budget};
 use slot::{Slot, Waiting};
 
 /// The longest a consistent read waits for the store to reach the probed revision, however much waiting
@@ -266,7 +266,7 @@ impl Freshness {
         self.observe(current);
         let slot = self.slot(gvr);
         let budget = self.budget(store, &slot, bytes);
-        let prove = self.proof_pays(&slot, bytes, watch);
+        let (prove, seq) = self.proof_pays(&slot, bytes, watch);
         if !prove && !self.config.probe_small_reads && !self.probe_cost.pays(bytes, Instant::now()) {
             // A probe costs about what forwarding this read costs: it could only add latency.
             self.stats.small.fetch_add(1, Relaxed);
@@ -301,11 +301,13 @@ impl Freshness {
         };
         if store.resource_version() >= required || self.wait(store, &slot, required, budget).await {
             self.stats.fresh.fetch_add(1, Relaxed);
+            Self::served(&slot, seq, bytes);
             return Ok(store.resource_version());
         }
         if prove && self.prove(store, &slot, required).await {
             self.stats.fresh.fetch_add(1, Relaxed);
             self.stats.proven.fetch_add(1, Relaxed);
+            Self::served(&slot, seq, bytes);
             return Ok(store.resource_version());
         }
         self.stats.lagging.fetch_add(1, Relaxed);
@@ -377,16 +379,25 @@ impl Freshness {
     }
 
     /// Whether a proof (~[`PROOF_COST`]) pays off: a consistent watch, or a big read whose forwarding costs
-    /// more, counting the readers it would serve (those waiting now, or the consistent reads of this resource that
-    /// arrived within the time forwarding one takes, which overlap it: a relist storm). One client reading again
-    /// and again counts once: each of its reads would wait for a proof of its own, so forwarding is cheaper.
-    /// Counts this read's arrival.
-    fn proof_pays(&self, slot: &Slot, bytes: usize, watch: bool) -> bool {
+    /// more, counting the readers it would serve (those waiting now, or the consistent reads of this resource
+    /// still in flight — a forwarded one for the time forwarding takes, one served from memory until its body
+    /// is sent: a relist storm). One client reading again and again counts once, whether forwarded or served
+    /// from memory: each of its reads would wait for a proof of its own, so forwarding is cheaper. Counts this
+    /// read's arrival; returns its number in `slot.arrivals` too.
+    fn proof_pays(&self, slot: &Slot, bytes: usize, watch: bool) -> (bool, u64) {
         let cost = forward_cost(bytes);
-        let arrivals = slot.arrivals.lock().expect("arrivals lock poisoned").note(Instant::now(), cost);
-        let readers = (slot.waiters.load(Relaxed) as u32).saturating_add(1).max(arrivals).min(1000);
+        let (in_flight, seq) =
+            slot.arrivals.lock().expect("arrivals lock poisoned").note(Instant::now(), cost);
+        let readers = (slot.waiters.load(Relaxed) as u32).saturating_add(1).max(in_flight).min(1000);
         let big = cost >= self.config.proof_cost / PROOF_MIN_FRACTION;
-        self.config.prove && (watch || (big && cost.saturating_mul(readers) >= self.config.proof_cost))
+        (self.config.prove && (watch || (big && cost.saturating_mul(readers) >= self.config.proof_cost)), seq)
+    }
+
+    /// Read `seq` of `slot` is served from memory: it no longer counts as a reader in flight once its body
+    /// of `bytes` is sent.
+    fn served(slot: &Slot, seq: u64, bytes: usize) {
+        let end = Instant::now() + memory_cost(bytes);
+        slot.arrivals.lock().expect("arrivals lock poisoned").served(seq, end);
     }
 
     /// Proves the store fresh at `required` (the probed revision): joins the proof watch in flight, or starts

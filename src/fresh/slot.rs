@@ -32,26 +32,41 @@ pub(super) struct Slot {
     pub(super) proof: watch::Sender<ProofResult>,
 }
 
-/// The arrival times of the latest consistent reads of a resource: how many readers overlap a read, and so
-/// how many a proof started now would serve (a relist storm shows up as many arrivals within the time one
-/// forwarded read takes; one client reading again and again shows up as one at a time).
+/// The latest consistent reads of a resource, each with when it is expected to end: how many readers overlap
+/// a read, and so how many a proof started now would serve. A read is expected to take what forwarding it
+/// takes until it is served from memory, which ends it sooner ([`Arrivals::served`]): a relist storm shows up
+/// as many reads in flight at once; one client reading again and again shows up as one at a time, whether its
+/// reads are forwarded or served from memory (counting every arrival within one forwarded read's time made
+/// a client listing from memory every 25 ms look like twenty readers, and wait for a proof).
 #[derive(Debug, Default)]
 pub(super) struct Arrivals {
-    times: std::collections::VecDeque<Instant>,
+    /// (sequence number, expected end), oldest first.
+    reads: std::collections::VecDeque<(u64, Instant)>,
+    next: u64,
 }
 
 impl Arrivals {
-    /// Arrivals remembered: more readers than this within one read's time count as this many.
+    /// Reads remembered: more readers than this in flight count as this many.
     pub(super) const REMEMBERED: usize = 64;
 
-    /// Counts one arrival at `now`; returns the arrivals within the last `window` (the time one read would
-    /// take upstream), this one included.
-    pub(super) fn note(&mut self, now: Instant, window: std::time::Duration) -> u32 {
-        if self.times.len() == Self::REMEMBERED {
-            self.times.pop_front();
+    /// Counts one read arriving at `now`, expected to take `forward` (the time it would take upstream);
+    /// returns the reads in flight, this one included, and this read's number for [`Arrivals::served`].
+    pub(super) fn note(&mut self, now: Instant, forward: std::time::Duration) -> (u32, u64) {
+        if self.reads.len() == Self::REMEMBERED {
+            self.reads.pop_front();
         }
-        self.times.push_back(now);
-        self.times.iter().rev().take_while(|t| now.saturating_duration_since(**t) < window).count() as u32
+        let seq = self.next;
+        self.next += 1;
+        self.reads.push_back((seq, now + forward));
+        let in_flight = self.reads.iter().filter(|(_, end)| *end > now).count();
+        (in_flight as u32, seq)
+    }
+
+    /// Read `seq` is served from memory: it ends by `end`, before a forwarded read would have.
+    pub(super) fn served(&mut self, seq: u64, end: Instant) {
+        if let Some((_, e)) = self.reads.iter_mut().rev().find(|(s, _)| *s == seq) {
+            *e = (*e).min(end);
+        }
     }
 }
 
@@ -217,25 +232,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn arrivals_count_the_readers_within_one_reads_time() {
+    fn arrivals_count_the_readers_in_flight() {
         let w = Duration::from_millis(500);
         let t0 = Instant::now();
         let mut a = Arrivals::default();
         // A burst: every reader overlaps the others.
         for i in 1..=5 {
-            assert_eq!(a.note(t0 + Duration::from_millis(i), w), i as u32);
+            assert_eq!(a.note(t0 + Duration::from_millis(i), w).0, i as u32);
         }
-        // Within the window of the burst's last reader: counted with it.
-        assert_eq!(a.note(t0 + Duration::from_millis(400), w), 6);
+        // Within the forwarded time of the burst's readers: counted with them.
+        assert_eq!(a.note(t0 + Duration::from_millis(400), w).0, 6);
         // One client reading again and again, each read after the previous one's time: one at a time.
         for i in 1..=10 {
-            assert_eq!(a.note(t0 + Duration::from_secs(1) + w * i, w), 1);
+            assert_eq!(a.note(t0 + Duration::from_secs(1) + w * i, w).0, 1);
+        }
+        // One client whose reads are served from memory, each 25 ms after the previous one: one at a time,
+        // though twenty arrive within one forwarded read's time.
+        let t2 = t0 + Duration::from_secs(30);
+        for i in 0..20u32 {
+            let at = t2 + Duration::from_millis(25) * i;
+            let (n, seq) = a.note(at, w);
+            assert_eq!(n, 1, "read {i}");
+            a.served(seq, at + Duration::from_millis(20));
         }
         // A storm larger than what is remembered counts as the remembered number.
         let t1 = t0 + Duration::from_secs(60);
         for i in 0..100 {
             a.note(t1 + Duration::from_micros(i), w);
         }
-        assert_eq!(a.note(t1 + Duration::from_millis(1), w), Arrivals::REMEMBERED as u32);
+        assert_eq!(a.note(t1 + Duration::from_millis(1), w).0, Arrivals::REMEMBERED as u32);
     }
 }
