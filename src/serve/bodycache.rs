@@ -34,6 +34,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use crate::metrics::{BodyCacheResult, GzipEviction, Metrics};
+use crate::serve::newest::Newest;
 
 /// At most this many (resource, namespace, view, encoding) entries.
 pub(crate) const MAX_ENTRIES: usize = 64;
@@ -150,9 +151,9 @@ struct Inner {
     /// Per key, the snapshot of its last miss (a second miss there makes the list worth assembling for the cache). At most
     /// [`MAX_MISSED_KEYS`] keys; forgotten all at once beyond (a forgotten key costs one more assembly).
     missed: HashMap<String, u64>,
-    /// Per resource (the key's first field), the newest snapshot a list was looked up at: entries of the
-    /// resource at older snapshots are dead. Forgotten all at once beyond [`MAX_MISSED_KEYS`] resources.
-    newest: HashMap<String, u64>,
+    /// Per resource, the newest snapshot a list was looked up at: entries of the resource at older snapshots
+    /// are dead. At most [`MAX_MISSED_KEYS`] resources.
+    newest: Newest,
     /// Per key, the snapshot whose body a list is assembling, and where it will be announced.
     assembling: HashMap<String, (u64, watch::Receiver<Option<CachedBody>>)>,
     bytes: usize,
@@ -208,7 +209,15 @@ impl BodyCache {
         let now = Instant::now();
         let mut inner = self.lock();
         evict_idle_locked(&mut inner, now);
-        evict_older_snapshots_locked(&mut inner, key, rv);
+        let older = {
+            let i = &mut *inner;
+            i.newest.advance(key, rv, MAX_MISSED_KEYS, &i.entries, |e| e.rv)
+        };
+        for dead in older {
+            if let Some(old) = inner.entries.remove(&dead) {
+                remove_accounted_locked(&mut inner, &old, GzipEviction::Replaced);
+            }
+        }
         let found = inner.entries.get_mut(key).filter(|e| e.rv == rv).map(|e| {
             e.last_used = now;
             e.body.clone()
@@ -246,9 +255,7 @@ impl BodyCache {
         let now = Instant::now();
         let mut inner = self.lock();
         evict_idle_locked(&mut inner, now);
-        if inner.entries.get(&key).is_some_and(|e| e.rv >= rv)
-            || inner.newest.get(resource_of(&key)).is_some_and(|&newest| newest > rv)
-        {
+        if inner.entries.get(&key).is_some_and(|e| e.rv >= rv) || inner.newest.is_older(&key, rv) {
             return;
         }
         if let Some(old) = inner.entries.remove(&key) {
@@ -307,39 +314,6 @@ fn evict_idle_locked(inner: &mut Inner, now: Instant) {
     for k in idle {
         if let Some(old) = inner.entries.remove(&k) {
             remove_accounted_locked(inner, &old, GzipEviction::Idle);
-        }
-    }
-}
-
-/// The resource of a key (`{gvr}|{namespace}|{view}|{encoding}`).
-fn resource_of(key: &str) -> &str {
-    key.split('|').next().unwrap_or(key)
-}
-
-/// A list of `key` is looked up at snapshot `rv`: when that is the newest seen for its resource, drops the
-/// resource's entries at older snapshots (lists are cached only at their resource's current snapshot, so
-/// those can never be served again).
-fn evict_older_snapshots_locked(inner: &mut Inner, key: &str, rv: u64) {
-    let resource = resource_of(key);
-    match inner.newest.get_mut(resource) {
-        Some(newest) if *newest >= rv => return,
-        Some(newest) => *newest = rv,
-        None => {
-            if inner.newest.len() >= MAX_MISSED_KEYS {
-                inner.newest.clear();
-            }
-            inner.newest.insert(resource.to_owned(), rv);
-        }
-    }
-    let dead: Vec<String> = inner
-        .entries
-        .iter()
-        .filter(|(k, e)| e.rv < rv && resource_of(k) == resource)
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in dead {
-        if let Some(old) = inner.entries.remove(&k) {
-            remove_accounted_locked(inner, &old, GzipEviction::Replaced);
         }
     }
 }

@@ -26,6 +26,7 @@ use tokio::sync::OnceCell;
 use crate::codec::gzip::GzipChunks;
 use crate::metrics::{GzipCacheResult, GzipEviction, Metrics};
 use crate::serve::admit;
+use crate::serve::newest::Newest;
 
 /// At most this many (resource, namespace, view) entries.
 pub(crate) const MAX_ENTRIES: usize = 256;
@@ -47,9 +48,9 @@ struct Entry {
 #[derive(Default)]
 struct Inner {
     entries: HashMap<String, Entry>,
-    /// Per resource (the key's first field), the newest snapshot listed: older entries of it are dead.
-    /// Forgotten all at once beyond [`MAX_ENTRIES`] resources.
-    newest: HashMap<String, u64>,
+    /// Per resource, the newest snapshot listed: older entries of it are dead. At most [`MAX_ENTRIES`]
+    /// resources.
+    newest: Newest,
     bytes: usize,
     /// The kache's metrics (here so the `…_locked` helpers can count).
     metrics: Metrics,
@@ -93,8 +94,16 @@ impl GzipCache {
         let cell = {
             let mut inner = self.lock();
             evict_idle_locked(&mut inner, now);
-            evict_older_snapshots_locked(&mut inner, key, rv);
-            let dead = inner.newest.get(resource_of(key)).is_some_and(|&newest| newest > rv);
+            let older = {
+                let i = &mut *inner;
+                i.newest.advance(key, rv, MAX_ENTRIES, &i.entries, |e| e.rv)
+            };
+            for dead in older {
+                if let Some(old) = inner.entries.remove(&dead) {
+                    remove_accounted_locked(&mut inner, &old, GzipEviction::Replaced);
+                }
+            }
+            let dead = inner.newest.is_older(key, rv);
             match inner.entries.get_mut(key) {
                 Some(e) if e.rv == rv => {
                     e.last_used = now;
@@ -214,38 +223,6 @@ fn evict_idle_locked(inner: &mut Inner, now: Instant) {
     for k in idle {
         if let Some(old) = inner.entries.remove(&k) {
             remove_accounted_locked(inner, &old, GzipEviction::Idle);
-        }
-    }
-}
-
-/// The resource of a key (`{gvr}|{namespace}|{view}|{encoding}`).
-fn resource_of(key: &str) -> &str {
-    key.split('|').next().unwrap_or(key)
-}
-
-/// A list of `key` at snapshot `rv`: when that is the newest seen for its resource, drops the resource's
-/// entries at older snapshots (they can never be served again).
-fn evict_older_snapshots_locked(inner: &mut Inner, key: &str, rv: u64) {
-    let resource = resource_of(key);
-    match inner.newest.get_mut(resource) {
-        Some(newest) if *newest >= rv => return,
-        Some(newest) => *newest = rv,
-        None => {
-            if inner.newest.len() >= MAX_ENTRIES {
-                inner.newest.clear();
-            }
-            inner.newest.insert(resource.to_owned(), rv);
-        }
-    }
-    let dead: Vec<String> = inner
-        .entries
-        .iter()
-        .filter(|(k, e)| e.rv < rv && resource_of(k) == resource)
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in dead {
-        if let Some(old) = inner.entries.remove(&k) {
-            remove_accounted_locked(inner, &old, GzipEviction::Replaced);
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod bodycache;
 pub mod crd_fields;
 pub mod gzcache;
 pub mod list;
+mod newest;
 pub mod protobuf;
 pub mod read;
 pub mod reads;
