@@ -64,9 +64,20 @@ struct Shared {
     end: Option<Result<Option<HeaderMap>, BoxError>>,
     /// The client's side is waiting for data.
     waker: Option<Waker>,
-    /// What is buffered may be taken (always, for [`Handoff::Immediate`]); a batched body sets it when a batch
-    /// is complete or held long enough, and the client's side clears it when it takes the buffer.
+    /// What is buffered may be taken: the pump sets it when it hands data over (every piece, for
+    /// [`Handoff::Immediate`]; a complete or long-held batch otherwise), the client's side clears it when it
+    /// takes the buffer.
     release: bool,
+}
+
+impl Shared {
+    /// Lets the client's side take what is buffered, and wakes it if it waits.
+    fn hand_over(&mut self) {
+        self.release = true;
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
 }
 
 struct Pipe {
@@ -97,13 +108,13 @@ pub(crate) fn read_ahead(body: Body, budget: usize, handoff: Handoff, held: metr
         Handoff::Immediate => Handoff::Immediate,
     };
     let pipe = Arc::new(Pipe {
-        shared: Mutex::new(Shared { release: handoff == Handoff::Immediate, ..Shared::default() }),
+        shared: Mutex::new(Shared::default()),
         held,
         space: Notify::new(),
         gone: CancellationToken::new(),
     });
     tokio::spawn(pump(body, pipe.clone(), budget, handoff));
-    ReadAhead { pipe, done: false, immediate: handoff == Handoff::Immediate }.boxed()
+    ReadAhead { pipe, done: false }.boxed()
 }
 
 async fn pump(mut body: Body, pipe: Arc<Pipe>, budget: usize, handoff: Handoff) {
@@ -130,10 +141,7 @@ async fn pump(mut body: Body, pipe: Arc<Pipe>, budget: usize, handoff: Handoff) 
                 armed = false;
                 let mut shared = pipe.lock();
                 if !shared.buf.is_empty() {
-                    shared.release = true;
-                    if let Some(waker) = shared.waker.take() {
-                        waker.wake();
-                    }
+                    shared.hand_over();
                 }
                 continue;
             }
@@ -154,10 +162,13 @@ async fn pump(mut body: Body, pipe: Arc<Pipe>, budget: usize, handoff: Handoff) 
             }
             Some(Ok(frame)) => match frame.into_data() {
                 Ok(data) => {
-                    if shared.buf.capacity() - shared.buf.len() < data.len() {
-                        // The client's side took the last buffer whole: start the next one at a batch's size
-                        // rather than growing it piece by piece.
-                        shared.buf.reserve(data.len().max(RESERVE.min(budget)));
+                    if let Handoff::Batched { bytes, .. } = handoff
+                        && shared.buf.capacity() - shared.buf.len() < data.len()
+                    {
+                        // The client's side took the last batch whole: start the next one at a batch's size
+                        // rather than growing it piece by piece. (A watch event is handed over alone: no
+                        // batch to reserve for.)
+                        shared.buf.reserve(data.len().max(bytes));
                     }
                     shared.buf.extend_from_slice(&data);
                     pipe.held.increment(data.len() as f64);
@@ -184,11 +195,8 @@ async fn pump(mut body: Body, pipe: Arc<Pipe>, budget: usize, handoff: Handoff) 
             }
         };
         if hand_over {
-            shared.release = true;
             armed = false;
-            if let Some(waker) = shared.waker.take() {
-                waker.wake();
-            }
+            shared.hand_over();
         }
         if finished {
             return;
@@ -196,14 +204,9 @@ async fn pump(mut body: Body, pipe: Arc<Pipe>, budget: usize, handoff: Handoff) 
     }
 }
 
-/// What a fresh buffer reserves: a batch.
-const RESERVE: usize = BATCH_BYTES;
-
 struct ReadAhead {
     pipe: Arc<Pipe>,
     done: bool,
-    /// [`Handoff::Immediate`]: whatever is buffered may always be taken.
-    immediate: bool,
 }
 
 impl HttpBody for ReadAhead {
@@ -219,9 +222,7 @@ impl HttpBody for ReadAhead {
         }
         let mut shared = self.pipe.lock();
         if !shared.buf.is_empty() && (shared.release || shared.end.is_some()) {
-            if !self.immediate {
-                shared.release = false;
-            }
+            shared.release = false;
             let data = shared.buf.split().freeze();
             self.pipe.held.decrement(data.len() as f64);
             drop(shared);

@@ -8,8 +8,9 @@
 //!
 //! 0. **Forward small reads at once.** A probe costs about what forwarding a get or a small list costs (the
 //!    apiserver itself serves every consistent get from etcd, `CacheDelegator.Get`), so probing for them
-//!    could only add latency: a read is probed only when serving it from memory saves a few measured probes'
-//!    worth of time ([`budget::probe_pays`]: lists of a few hundred KB and more), or when a proof pays (4.).
+//!    could only add latency: a read is probed only when serving it from memory saves a measured probe's
+//!    worth of time ([`budget::ProbeCost::pays`]: lists of ~100 KB and more; an unmeasured or stale estimate
+//!    is explored by one read per 30 s), or when a proof pays (4.).
 //! 1. **Probe**: a consistent list of one name of the resource ([`probe`]). Its `metadata.resourceVersion`
 //!    is R ≥ the upstream's revision when the probe started. Probes are coalesced per resource (one in flight) and a
 //!    request only trusts a probe that *started after the request arrived*, so a write acknowledged before

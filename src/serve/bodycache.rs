@@ -148,8 +148,9 @@ impl Drop for Assembly {
 #[derive(Default)]
 struct Inner {
     entries: HashMap<String, Entry>,
-    /// Per key, the snapshot of its last miss (a second miss there makes the list worth assembling for the cache). At most
-    /// [`MAX_MISSED_KEYS`] keys; forgotten all at once beyond (a forgotten key costs one more assembly).
+    /// Per key, the snapshot of its last miss (a second miss there makes the list worth assembling for the
+    /// cache). At most [`MAX_MISSED_KEYS`] keys; forgotten all at once beyond (a forgotten key costs one more
+    /// assembly).
     missed: HashMap<String, u64>,
     /// Per resource, the newest snapshot a list was looked up at: entries of the resource at older snapshots
     /// are dead. At most [`MAX_MISSED_KEYS`] resources.
