@@ -55,6 +55,7 @@ use crate::resource::Gvr;
 use crate::store::Store;
 use crate::upstream::Upstream;
 use budget::{ACTIVITY_SAMPLES, Activity, ProbeCost, forward_cost, memory_cost, wait_budget};
+pub(crate) use slot::Forwarding;
 use slot::{Slot, Waiting};
 
 /// The longest a consistent read waits for the store to reach the probed revision, however much waiting
@@ -78,6 +79,11 @@ const CATCH_UP_INTERVAL: Duration = Duration::from_secs(10);
 /// storm: informers restarting at once) share one probe. Small against the proof's 1–2 s, which runs
 /// meanwhile.
 const PROOF_GATHER: Duration = Duration::from_millis(250);
+/// While a proof is in flight, the readers that will need it probe together this long after it started:
+/// its first bookmark comes at the watch's deadline − 2 s (`PROOF_WATCH_SECONDS` = 3: ≥ 1 s in), and only
+/// a bookmark after the probe's answer (the upstream's cache caught up to the probed revision) proves the
+/// readers fresh; one that comes first is followed by another proof.
+const PROOF_PROBE_BY: Duration = Duration::from_millis(600);
 /// How long a proven reader waits for the reflector to apply the proof.
 const PROOF_APPLY_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -290,8 +296,14 @@ impl Freshness {
         if prove && (current < known || *slot.running.lock().expect("probe lock poisoned")) {
             // A read that will (likely) need a proof, or that cannot use the probe in flight (it started
             // before the read arrived): let the readers arriving together (a relist storm) gather before
-            // probing, so that one probe serves them all.
-            tokio::time::sleep_until(arrived + PROOF_GATHER).await;
+            // probing, so that one probe serves them all. While a proof is in flight, its bookmark comes no
+            // sooner than a second after it started: the readers gather until shortly before that, which
+            // costs them nothing (they wait for the bookmark anyway) and lets one probe serve the readers
+            // of the storm's first [`PROOF_PROBE_BY`] instead of one per [`PROOF_GATHER`].
+            let proving = *slot.proving.lock().expect("proof lock poisoned");
+            let until =
+                proving.map_or(arrived + PROOF_GATHER, |p| (p + PROOF_PROBE_BY).max(arrived + PROOF_GATHER));
+            tokio::time::sleep_until(until).await;
         }
         let required = match self.probe_after(store.info(), &slot, arrived).await {
             Ok(rv) => rv.max(min_rv),
@@ -366,6 +378,12 @@ impl Freshness {
         }
     }
 
+    /// Marks a consistent read of `gvr` as forwarded until the returned guard is dropped (with the answer's
+    /// body): the read no longer counts as in flight for proofs ([`Freshness::proof_pays`]) once sent.
+    pub(crate) fn forwarding(&self, gvr: &Gvr) -> Forwarding {
+        Forwarding(self.slot(gvr))
+    }
+
     /// A permit for one fallback (forwarded consistent read); `None` when too many are in flight.
     pub(crate) fn try_fallback(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
         self.fallbacks.clone().try_acquire_owned().ok()
@@ -381,7 +399,7 @@ impl Freshness {
 
     /// Whether a proof (~[`PROOF_COST`]) pays off: a consistent watch, or a big read whose forwarding costs
     /// more, counting the readers it would serve (those waiting now, or the consistent reads of this resource
-    /// still in flight — a forwarded one for the time forwarding takes, one served from memory until its body
+    /// still in flight — a forwarded one until its answer is sent, one served from memory until its body
     /// is sent: a relist storm). One client reading again and again counts once, whether forwarded or served
     /// from memory: each of its reads would wait for a proof of its own, so forwarding is cheaper. Counts this
     /// read's arrival; returns its number in `slot.arrivals` too.

@@ -313,7 +313,14 @@ impl KacheHandler {
             Err(NotServed::NotFresh) => {
                 self.stats.not_fresh.fetch_add(1, Relaxed);
                 self.metrics.consistent_read(&r.gvr, false, true);
-                self.fallback(req, id).await
+                // A forwarded list or get counts as a read in flight until its answer is sent (proofs count
+                // the readers they would serve); a forwarded watch is not a read that ends.
+                let forwarding = (r.verb != Verb::Watch).then(|| self.reads.freshness().forwarding(&r.gvr));
+                let resp = self.fallback(req, id).await;
+                match forwarding {
+                    Some(guard) => resp.map(|b| body::guarded(b, guard)),
+                    None => resp,
+                }
             }
             Err(NotServed::Overloaded) => admit::too_many_requests(),
             Err(NotServed::TooLarge { requested, current }) => {
