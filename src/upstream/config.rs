@@ -12,6 +12,7 @@ use kube::client::ConfigExt;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tower::ServiceBuilder;
 
+use super::buffered::BufferedConnector;
 use super::client::{
     Credentials, Dispatch, HttpService, POOL_IDLE_TIMEOUT, Upstream, UpstreamError, http_connector,
     parse_base,
@@ -153,10 +154,12 @@ fn build(config: &kube::Config) -> Result<Upstream, UpstreamError> {
             Some(name) => builder.with_server_name_resolver(FixedServerNameResolver::new(name.clone())),
             None => builder,
         };
+        // Read through a buffer under TLS (see `buffered`): rustls reads 4 KiB at a time.
+        let tcp = BufferedConnector(http_connector());
         let connector = if http2 {
-            builder.enable_http1().enable_http2().wrap_connector(http_connector())
+            builder.enable_http1().enable_http2().wrap_connector(tcp)
         } else {
-            builder.enable_http1().wrap_connector(http_connector())
+            builder.enable_http1().wrap_connector(tcp)
         };
         Client::builder(TokioExecutor::new())
             .timer(TokioTimer::new())

@@ -3,6 +3,7 @@
 //! [`Upstream`] is the one HTTP client kache uses for everything it sends upstream: the reflectors'
 //! list and watch requests, freshness probes, and forwarded client requests.
 
+mod buffered;
 mod client;
 mod config;
 pub mod discovery;
