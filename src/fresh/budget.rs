@@ -81,7 +81,7 @@ impl Activity {
 }
 
 /// The estimated cost of forwarding a read of `bytes` bytes.
-pub(crate) fn forward_cost(bytes: usize) -> Duration {
+pub fn forward_cost(bytes: usize) -> Duration {
     FORWARD_BASE + transfer(bytes, FORWARD_BYTES_PER_SEC)
 }
 

@@ -273,7 +273,7 @@ impl Freshness {
         self.observe(current);
         let slot = self.slot(gvr);
         let budget = self.budget(store, &slot, bytes);
-        let (prove, seq) = self.proof_pays(&slot, bytes, watch);
+        let prove = self.proof_pays(&slot, bytes, watch, arrived);
         if !prove && !self.config.probe_small_reads && !self.probe_cost.pays(bytes, Instant::now()) {
             // A probe costs about what forwarding this read costs: it could only add latency.
             self.stats.small.fetch_add(1, Relaxed);
@@ -314,13 +314,13 @@ impl Freshness {
         };
         if store.resource_version() >= required || self.wait(store, &slot, required, budget).await {
             self.stats.fresh.fetch_add(1, Relaxed);
-            Self::served(&slot, seq, bytes);
+            Self::served(&slot, arrived, bytes);
             return Ok(store.resource_version());
         }
         if prove && self.prove(store, &slot, required).await {
             self.stats.fresh.fetch_add(1, Relaxed);
             self.stats.proven.fetch_add(1, Relaxed);
-            Self::served(&slot, seq, bytes);
+            Self::served(&slot, arrived, bytes);
             return Ok(store.resource_version());
         }
         self.stats.lagging.fetch_add(1, Relaxed);
@@ -378,10 +378,10 @@ impl Freshness {
         }
     }
 
-    /// Marks a consistent read of `gvr` as forwarded until the returned guard is dropped (with the answer's
-    /// body): the read no longer counts as in flight for proofs ([`Freshness::proof_pays`]) once sent.
-    pub(crate) fn forwarding(&self, gvr: &Gvr) -> Forwarding {
-        Forwarding(self.slot(gvr))
+    /// Held with the body of a forwarded consistent read of `gvr` that arrived at `arrived`: once the body has
+    /// been sent (or given up), the read no longer counts as in flight for proofs ([`Freshness::proof_pays`]).
+    pub(crate) fn forwarding(&self, gvr: &Gvr, arrived: Instant) -> Forwarding {
+        Forwarding { slot: self.slot(gvr), arrived }
     }
 
     /// A permit for one fallback (forwarded consistent read); `None` when too many are in flight.
@@ -398,25 +398,30 @@ impl Freshness {
     }
 
     /// Whether a proof (~[`PROOF_COST`]) pays off: a consistent watch, or a big read whose forwarding costs
-    /// more, counting the readers it would serve (those waiting now, or the consistent reads of this resource
-    /// still in flight — a forwarded one until its answer is sent, one served from memory until its body
-    /// is sent: a relist storm). One client reading again and again counts once, whether forwarded or served
-    /// from memory: each of its reads would wait for a proof of its own, so forwarding is cheaper. Counts this
-    /// read's arrival; returns its number in `slot.arrivals` too.
-    fn proof_pays(&self, slot: &Slot, bytes: usize, watch: bool) -> (bool, u64) {
+    /// more, counting the readers it would serve (those waiting now, or the big consistent reads of this
+    /// resource still in flight — a forwarded one until its answer is sent, one served from memory until its
+    /// body is sent: a relist storm). One client reading again and again counts once, whether forwarded or
+    /// served from memory: each of its reads would wait for a proof of its own, so forwarding is cheaper.
+    /// Counts the arrival of a big read (only big reads are proven, so only they count), keyed by `arrived`.
+    fn proof_pays(&self, slot: &Slot, bytes: usize, watch: bool, arrived: Instant) -> bool {
+        if watch {
+            return self.config.prove;
+        }
         let cost = forward_cost(bytes);
-        let (in_flight, seq) =
-            slot.arrivals.lock().expect("arrivals lock poisoned").note(Instant::now(), cost);
+        if cost < self.config.proof_cost / PROOF_MIN_FRACTION {
+            return false;
+        }
+        let in_flight =
+            slot.arrivals.lock().expect("arrivals lock poisoned").note(arrived, Instant::now(), cost);
         let readers = (slot.waiters.load(Relaxed) as u32).saturating_add(1).max(in_flight).min(1000);
-        let big = cost >= self.config.proof_cost / PROOF_MIN_FRACTION;
-        (self.config.prove && (watch || (big && cost.saturating_mul(readers) >= self.config.proof_cost)), seq)
+        self.config.prove && cost.saturating_mul(readers) >= self.config.proof_cost
     }
 
-    /// Read `seq` of `slot` is served from memory: it no longer counts as a reader in flight once its body
-    /// of `bytes` is sent.
-    fn served(slot: &Slot, seq: u64, bytes: usize) {
+    /// The read that arrived at `arrived` is served from memory: it no longer counts as a reader in flight
+    /// once its body of `bytes` is sent (a read that was not counted is not found).
+    fn served(slot: &Slot, arrived: Instant, bytes: usize) {
         let end = Instant::now() + memory_cost(bytes);
-        slot.arrivals.lock().expect("arrivals lock poisoned").served(seq, end);
+        slot.arrivals.lock().expect("arrivals lock poisoned").served(arrived, end);
     }
 
     /// Proves the store fresh at `required` (the probed revision): joins the proof watch in flight, or starts

@@ -32,10 +32,10 @@ pub(super) struct Slot {
     pub(super) proof: watch::Sender<ProofResult>,
 }
 
-/// The latest consistent reads of a resource, each with when it is expected to end: how many readers overlap
-/// a read, and so how many a proof started now would serve. A read is expected to take what forwarding it
-/// takes until it is served from memory ([`Arrivals::served`]) or its forwarded answer has been sent
-/// ([`Arrivals::forwarded`]), which settle its end: a relist storm shows up as many reads in flight at once;
+/// The latest big consistent reads of a resource (those a proof may serve), each with when it is expected to
+/// end: how many readers overlap a read, and so how many a proof started now would serve. A read is expected
+/// to take what forwarding it takes until it is served from memory ([`Arrivals::served`]) or its forwarded
+/// answer has been sent ([`Arrivals::forwarded`]), which settle its end: a relist storm shows up as many reads in flight at once;
 /// one client reading again and again shows up as one at a time, whether its reads are forwarded or served
 /// from memory. (Counting every arrival within one forwarded read's estimated time made a client listing from
 /// memory every 25 ms look like twenty readers; and the estimate, 682 ms for a 21.5 MiB list the real
@@ -44,13 +44,14 @@ pub(super) struct Slot {
 #[derive(Debug, Default)]
 pub(super) struct Arrivals {
     reads: std::collections::VecDeque<Read>,
-    next: u64,
 }
 
 /// One read in [`Arrivals`].
 #[derive(Debug)]
 struct Read {
-    seq: u64,
+    /// When it arrived (its key: the pipeline knows it, and no two reads of a resource arrive at the same
+    /// nanosecond in practice; if two did, the wrong one of the two would end first, and the count stays exact).
+    arrived: Instant,
     /// When it is expected to end, or did.
     end: Instant,
     /// Whether `end` is known (served from memory, or forwarded and sent) rather than estimated.
@@ -61,45 +62,45 @@ impl Arrivals {
     /// Reads remembered: more readers than this in flight count as this many.
     pub(super) const REMEMBERED: usize = 64;
 
-    /// Counts one read arriving at `now`, expected to take `forward` (the time it would take upstream);
-    /// returns the reads in flight, this one included, and this read's number for [`Arrivals::served`].
-    pub(super) fn note(&mut self, now: Instant, forward: std::time::Duration) -> (u32, u64) {
+    /// Counts one read that arrived at `arrived`, seen at `now` and expected to take `forward` (the time it
+    /// would take upstream); returns the reads in flight, this one included.
+    pub(super) fn note(&mut self, arrived: Instant, now: Instant, forward: std::time::Duration) -> u32 {
         if self.reads.len() == Self::REMEMBERED {
             self.reads.pop_front();
         }
-        let seq = self.next;
-        self.next += 1;
-        self.reads.push_back(Read { seq, end: now + forward, settled: false });
-        let in_flight = self.reads.iter().filter(|r| r.end > now).count();
-        (in_flight as u32, seq)
+        self.reads.push_back(Read { arrived, end: now + forward, settled: false });
+        self.reads.iter().filter(|r| r.end > now).count() as u32
     }
 
-    /// Read `seq` is served from memory: it ends by `end`, before a forwarded read would have.
-    pub(super) fn served(&mut self, seq: u64, end: Instant) {
-        if let Some(r) = self.reads.iter_mut().rev().find(|r| r.seq == seq) {
+    /// The read that arrived at `arrived` is served from memory: it ends by `end`, before a forwarded read
+    /// would have.
+    pub(super) fn served(&mut self, arrived: Instant, end: Instant) {
+        if let Some(r) = self.reads.iter_mut().rev().find(|r| r.arrived == arrived && !r.settled) {
             r.end = r.end.min(end);
             r.settled = true;
         }
     }
 
-    /// A forwarded read of this resource has been sent (or given up) at `now`. Which one is not known (the
-    /// forwarding path does not carry the read's number), so the oldest read still in flight on its estimate
-    /// ends: the count of reads in flight stays exact, which is all it is used for.
-    pub(super) fn forwarded(&mut self, now: Instant) {
-        if let Some(r) = self.reads.iter_mut().find(|r| !r.settled && r.end > now) {
+    /// The read that arrived at `arrived` was forwarded, and its answer has been sent (or failed, or its client
+    /// went away) at `now`: it ends then. A read that was not counted (too small to be proven) ends none.
+    pub(super) fn forwarded(&mut self, arrived: Instant, now: Instant) {
+        if let Some(r) = self.reads.iter_mut().rev().find(|r| r.arrived == arrived && !r.settled) {
             r.end = now;
             r.settled = true;
         }
     }
 }
 
-/// Held while a consistent read of a resource is forwarded; its drop (the answer sent, failed or abandoned)
-/// ends one of the resource's reads in flight ([`Arrivals::forwarded`]).
-pub(crate) struct Forwarding(pub(super) Arc<Slot>);
+/// Held with a forwarded consistent read's body; its drop (the answer sent, failed or abandoned) ends the read
+/// in its resource's [`Arrivals`].
+pub(crate) struct Forwarding {
+    pub(super) slot: Arc<Slot>,
+    pub(super) arrived: Instant,
+}
 
 impl Drop for Forwarding {
     fn drop(&mut self) {
-        self.0.arrivals.lock().expect("arrivals lock poisoned").forwarded(Instant::now());
+        self.slot.arrivals.lock().expect("arrivals lock poisoned").forwarded(self.arrived, Instant::now());
     }
 }
 
@@ -269,45 +270,58 @@ mod tests {
         let w = Duration::from_millis(500);
         let t0 = Instant::now();
         let mut a = Arrivals::default();
+        // A read noted as it arrives (the usual case: `note` runs as the read starts).
+        let note = |a: &mut Arrivals, at: Instant| a.note(at, at, w);
         // A burst: every reader overlaps the others.
         for i in 1..=5 {
-            assert_eq!(a.note(t0 + Duration::from_millis(i), w).0, i as u32);
+            assert_eq!(note(&mut a, t0 + Duration::from_millis(i)), i as u32);
         }
         // Within the forwarded time of the burst's readers: counted with them.
-        assert_eq!(a.note(t0 + Duration::from_millis(400), w).0, 6);
+        assert_eq!(note(&mut a, t0 + Duration::from_millis(400)), 6);
         // One client reading again and again, each read after the previous one's time: one at a time.
         for i in 1..=10 {
-            assert_eq!(a.note(t0 + Duration::from_secs(1) + w * i, w).0, 1);
+            assert_eq!(note(&mut a, t0 + Duration::from_secs(1) + w * i), 1);
         }
         // One client whose reads are served from memory, each 25 ms after the previous one: one at a time,
         // though twenty arrive within one forwarded read's time.
         let t2 = t0 + Duration::from_secs(30);
         for i in 0..20u32 {
             let at = t2 + Duration::from_millis(25) * i;
-            let (n, seq) = a.note(at, w);
-            assert_eq!(n, 1, "read {i}");
-            a.served(seq, at + Duration::from_millis(20));
+            assert_eq!(note(&mut a, at), 1, "read {i}");
+            a.served(at, at + Duration::from_millis(20));
         }
         // One client whose reads are forwarded, each faster than estimated: its next read arrives after the
         // previous one was sent, within that one's estimated time, and still counts alone.
         let t3 = t0 + Duration::from_secs(45);
         for i in 0..10u32 {
             let at = t3 + Duration::from_millis(300) * i;
-            assert_eq!(a.note(at, w).0, 1, "forwarded read {i}");
-            a.forwarded(at + Duration::from_millis(290));
+            assert_eq!(note(&mut a, at), 1, "forwarded read {i}");
+            a.forwarded(at, at + Duration::from_millis(290));
         }
-        // Forwarded reads of a burst end one by one: the ones left still count.
+        // Forwarded reads of a burst end one by one, each its own: the others still count.
         let t4 = t0 + Duration::from_secs(50);
-        for i in 1..=3 {
-            a.note(t4 + Duration::from_millis(i), w);
+        let burst: Vec<Instant> = (1..=3).map(|i| t4 + Duration::from_millis(i)).collect();
+        for at in &burst {
+            note(&mut a, *at);
         }
-        a.forwarded(t4 + Duration::from_millis(100));
-        assert_eq!(a.note(t4 + Duration::from_millis(101), w).0, 3, "two of the burst and this one");
+        // A read that was never counted (too small for a proof) ends none of them.
+        a.forwarded(
+            t4 + Duration::from_millis(2) + Duration::from_micros(500),
+            t4 + Duration::from_millis(50),
+        );
+        assert_eq!(note(&mut a, t4 + Duration::from_millis(51)), 4, "the burst and this one");
+        a.forwarded(burst[1], t4 + Duration::from_millis(100));
+        a.forwarded(burst[1], t4 + Duration::from_millis(100));
+        assert_eq!(
+            note(&mut a, t4 + Duration::from_millis(101)),
+            4,
+            "two of the burst, the one before, this one"
+        );
         // A storm larger than what is remembered counts as the remembered number.
         let t1 = t0 + Duration::from_secs(60);
         for i in 0..100 {
-            a.note(t1 + Duration::from_micros(i), w);
+            note(&mut a, t1 + Duration::from_micros(i));
         }
-        assert_eq!(a.note(t1 + Duration::from_millis(1), w).0, Arrivals::REMEMBERED as u32);
+        assert_eq!(note(&mut a, t1 + Duration::from_millis(1)), Arrivals::REMEMBERED as u32);
     }
 }

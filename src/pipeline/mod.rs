@@ -313,13 +313,14 @@ impl KacheHandler {
             Err(NotServed::NotFresh) => {
                 self.stats.not_fresh.fetch_add(1, Relaxed);
                 self.metrics.consistent_read(&r.gvr, false, true);
-                // A forwarded list or get counts as a read in flight until its answer is sent (proofs count
-                // the readers they would serve); a forwarded watch is not a read that ends.
-                let forwarding = (r.verb != Verb::Watch).then(|| self.reads.freshness().forwarding(&r.gvr));
+                // A forwarded list counts as a read in flight until its answer is sent (proofs count the
+                // readers they would serve).
                 let resp = self.fallback(req, id).await;
-                match forwarding {
-                    Some(guard) => resp.map(|b| body::guarded(b, guard)),
-                    None => resp,
+                if r.verb == Verb::List {
+                    let forwarding = self.reads.freshness().forwarding(&r.gvr, arrived);
+                    resp.map(|b| body::guarded(b, forwarding))
+                } else {
+                    resp
                 }
             }
             Err(NotServed::Overloaded) => admit::too_many_requests(),

@@ -98,8 +98,9 @@ async fn ahead(
     }
 }
 
-/// The estimated size of a read of `objects` objects of `store` (average stored object size × count).
-pub(crate) fn read_bytes(store: &Store, objects: usize) -> usize {
+/// The estimated size of a read of `objects` objects of `store` (average stored object size × count): what
+/// [`crate::fresh`] takes a read to cost upstream.
+pub fn read_bytes(store: &Store, objects: usize) -> usize {
     let state = store.load();
     let avg = state.live_bytes / state.snapshot.len().max(1);
     avg.saturating_mul(objects)
