@@ -42,17 +42,10 @@ async fn cluster(foreign_rate: f64) -> (SimHandle, Kache) {
 }
 
 async fn cluster_with(foreign_rate: f64, tweak: impl FnOnce(&mut kache::app::Config)) -> (SimHandle, Kache) {
-    let sim = Sim::builder()
-        .bookmark_interval(APISERVER_BOOKMARK_PERIOD)
-        .wait_timeout(TEST_BLOCK_TIMEOUT)
-        .start()
-        .await
-        .expect("sim starts");
+    let sim = quiet_sim().await;
     common::seed_pods(&sim, &NAMESPACES, PODS_PER_NAMESPACE);
     let kache = start_kache(&sim.url(), |c| {
-        c.selection =
-            Selection { include: Some(parse_resource_specs("pods").expect("specs")), exclude: Vec::new() };
-        c.lazy = false;
+        pods_only(c);
         c.freshness.wait = Duration::from_millis(500);
         // The default decision: gets and small lists are forwarded without a probe.
         c.freshness.probe_small_reads = false;
@@ -61,6 +54,24 @@ async fn cluster_with(foreign_rate: f64, tweak: impl FnOnce(&mut kache::app::Con
     .await;
     sim.set_foreign_writes(foreign_rate);
     (sim, kache)
+}
+
+/// A sim whose bookmarks do not move a quiet store during a test (the apiserver's period), with the tests'
+/// block timeout.
+async fn quiet_sim() -> SimHandle {
+    Sim::builder()
+        .bookmark_interval(APISERVER_BOOKMARK_PERIOD)
+        .wait_timeout(TEST_BLOCK_TIMEOUT)
+        .start()
+        .await
+        .expect("sim starts")
+}
+
+/// kache caches pods only, from the start.
+fn pods_only(c: &mut kache::app::Config) {
+    c.selection =
+        Selection { include: Some(parse_resource_specs("pods").expect("specs")), exclude: Vec::new() };
+    c.lazy = false;
 }
 
 /// Moves the global revision with a write kache does not cache (a config map), as a lease renewal would.
@@ -185,19 +196,12 @@ fn metric(text: &str, name: &str) -> Option<f64> {
 /// The counter is this kache's own (its `Metrics`), so other tests' 504s do not move it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_504_counter_stays_0_under_foreign_writes_and_counts_what_kache_answers() {
-    let sim = Sim::builder()
-        .bookmark_interval(APISERVER_BOOKMARK_PERIOD)
-        .wait_timeout(TEST_BLOCK_TIMEOUT)
-        .start()
-        .await
-        .expect("sim starts");
+    let sim = quiet_sim().await;
     common::seed_pods(&sim, &NAMESPACES, PODS_PER_NAMESPACE);
     let mut config = kache::app::Config::for_url(sim.url());
     config.handler.block_timeout = TEST_BLOCK_TIMEOUT;
     config.handler.watch.wait_timeout = TEST_BLOCK_TIMEOUT;
-    config.selection =
-        Selection { include: Some(parse_resource_specs("pods").expect("specs")), exclude: Vec::new() };
-    config.lazy = false;
+    pods_only(&mut config);
     let kache = common::start_with_metrics(config, true).await;
     let metrics_url = kache.metrics_url().expect("metrics listener");
     let too_large = || async {
@@ -302,18 +306,11 @@ async fn store_rv(kache: &Kache) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gets_are_forwarded_without_a_probe_and_big_lists_are_probed_and_served_from_memory() {
-    let sim = Sim::builder()
-        .bookmark_interval(APISERVER_BOOKMARK_PERIOD)
-        .wait_timeout(TEST_BLOCK_TIMEOUT)
-        .start()
-        .await
-        .expect("sim starts");
+    let sim = quiet_sim().await;
     common::seed_pods(&sim, &NAMESPACES, PODS_PER_NAMESPACE);
     seed_big_pods(&sim);
     let kache = start_kache(&sim.url(), |c| {
-        c.selection =
-            Selection { include: Some(parse_resource_specs("pods").expect("specs")), exclude: Vec::new() };
-        c.lazy = false;
+        pods_only(c);
         c.freshness.probe_small_reads = false;
     })
     .await;
@@ -492,21 +489,10 @@ async fn one_client_listing_again_and_again_is_forwarded_not_made_to_wait_for_pr
     // until its answer has been sent (before the tenth session, for the estimated forwarding time: a fast
     // upstream left the previous list counted, two readers, and every list waited for a proof). The proof's
     // cost is set to 1.5 lists' estimated forwarding: one list does not pay for a proof, two at once would.
-    let sim = Sim::builder()
-        .bookmark_interval(APISERVER_BOOKMARK_PERIOD)
-        .wait_timeout(TEST_BLOCK_TIMEOUT)
-        .start()
-        .await
-        .expect("sim starts");
+    let sim = quiet_sim().await;
     // Lists of 1.6 MB: the sim and kache send one in less than its estimate (the apiserver's ~40 MB/s over
     // the store's estimated size, `fresh::budget`), as a real cluster's fast apiserver does.
     common::seed_pods(&sim, &NAMESPACES, 1000);
-    let pods_only = |c: &mut kache::app::Config| {
-        c.selection =
-            Selection { include: Some(parse_resource_specs("pods").expect("specs")), exclude: Vec::new() };
-        c.lazy = false;
-        c.freshness.probe_small_reads = false;
-    };
     // What kache estimates a full list to cost upstream, from a first kache's store.
     let estimate = {
         let first = start_kache(&sim.url(), pods_only).await;
@@ -517,6 +503,7 @@ async fn one_client_listing_again_and_again_is_forwarded_not_made_to_wait_for_pr
     };
     let kache = start_kache(&sim.url(), |c| {
         pods_only(c);
+        c.freshness.probe_small_reads = false;
         c.freshness.proof_cost = estimate * 3 / 2;
     })
     .await;
