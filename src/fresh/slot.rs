@@ -35,9 +35,9 @@ pub(super) struct Slot {
 /// The latest big consistent reads of a resource (those a proof may serve), each with when it is expected to
 /// end: how many readers overlap a read, and so how many a proof started now would serve. A read is expected
 /// to take what forwarding it takes until it is served from memory ([`Arrivals::served`]) or its forwarded
-/// answer has been sent ([`Arrivals::forwarded`]), which settle its end: a relist storm shows up as many reads in flight at once;
-/// one client reading again and again shows up as one at a time, whether its reads are forwarded or served
-/// from memory. (Counting every arrival within one forwarded read's estimated time made a client listing from
+/// answer has been sent ([`Arrivals::forwarded`]), which settle its end: a relist storm shows up as many
+/// reads in flight at once; one client reading again and again shows up as one at a time, whether its reads
+/// are forwarded or served from memory. (Counting every arrival within one forwarded read's estimated time made a client listing from
 /// memory every 25 ms look like twenty readers; and the estimate, 682 ms for a 21.5 MiB list the real
 /// apiserver forwarded in 350–400 ms, made one client's forwarded lists look like two or three readers:
 /// both waited 1–2 s for proofs they did not need.)
@@ -75,7 +75,7 @@ impl Arrivals {
     /// The read that arrived at `arrived` is served from memory: it ends by `end`, before a forwarded read
     /// would have.
     pub(super) fn served(&mut self, arrived: Instant, end: Instant) {
-        if let Some(r) = self.reads.iter_mut().rev().find(|r| r.arrived == arrived && !r.settled) {
+        if let Some(r) = self.unsettled(arrived) {
             r.end = r.end.min(end);
             r.settled = true;
         }
@@ -84,10 +84,15 @@ impl Arrivals {
     /// The read that arrived at `arrived` was forwarded, and its answer has been sent (or failed, or its client
     /// went away) at `now`: it ends then. A read that was not counted (too small to be proven) ends none.
     pub(super) fn forwarded(&mut self, arrived: Instant, now: Instant) {
-        if let Some(r) = self.reads.iter_mut().rev().find(|r| r.arrived == arrived && !r.settled) {
+        if let Some(r) = self.unsettled(arrived) {
             r.end = now;
             r.settled = true;
         }
+    }
+
+    /// The counted read that arrived at `arrived`, while its end is still an estimate.
+    fn unsettled(&mut self, arrived: Instant) -> Option<&mut Read> {
+        self.reads.iter_mut().rev().find(|r| r.arrived == arrived && !r.settled)
     }
 }
 

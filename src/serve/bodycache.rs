@@ -210,14 +210,9 @@ impl BodyCache {
         let now = Instant::now();
         let mut inner = self.lock();
         evict_idle_locked(&mut inner, now);
-        let older = {
-            let i = &mut *inner;
-            i.newest.advance(key, rv, MAX_MISSED_KEYS, &i.entries, |e| e.rv)
-        };
-        for dead in older {
-            if let Some(old) = inner.entries.remove(&dead) {
-                remove_accounted_locked(&mut inner, &old, GzipEviction::Replaced);
-            }
+        let i = &mut *inner;
+        for old in i.newest.advance(key, rv, MAX_MISSED_KEYS, &mut i.entries, |e| e.rv) {
+            remove_accounted_locked(i, &old, GzipEviction::Replaced);
         }
         let found = inner.entries.get_mut(key).filter(|e| e.rv == rv).map(|e| {
             e.last_used = now;

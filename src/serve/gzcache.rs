@@ -94,14 +94,9 @@ impl GzipCache {
         let cell = {
             let mut inner = self.lock();
             evict_idle_locked(&mut inner, now);
-            let older = {
-                let i = &mut *inner;
-                i.newest.advance(key, rv, MAX_ENTRIES, &i.entries, |e| e.rv)
-            };
-            for dead in older {
-                if let Some(old) = inner.entries.remove(&dead) {
-                    remove_accounted_locked(&mut inner, &old, GzipEviction::Replaced);
-                }
+            let i = &mut *inner;
+            for old in i.newest.advance(key, rv, MAX_ENTRIES, &mut i.entries, |e| e.rv) {
+                remove_accounted_locked(i, &old, GzipEviction::Replaced);
             }
             let dead = inner.newest.is_older(key, rv);
             match inner.entries.get_mut(key) {

@@ -17,16 +17,17 @@ pub(crate) struct Newest {
 }
 
 impl Newest {
-    /// A list of `key` at `rv`. When that is newer than any seen for its resource, returns the keys of
-    /// `entries` (`rv_of` their snapshot) of that resource at older snapshots: dead, to be dropped.
+    /// A list of `key` at `rv`. When that is newer than any seen for its resource, removes the entries of
+    /// that resource at older snapshots (`rv_of` an entry's snapshot) from `entries` and returns them: dead, for
+    /// the cache to account for.
     pub(crate) fn advance<E>(
         &mut self,
         key: &str,
         rv: u64,
         bound: usize,
-        entries: &HashMap<String, E>,
+        entries: &mut HashMap<String, E>,
         rv_of: impl Fn(&E) -> u64,
-    ) -> Vec<String> {
+    ) -> Vec<E> {
         let resource = resource_of(key);
         match self.rv.get_mut(resource) {
             Some(newest) if *newest >= rv => return Vec::new(),
@@ -38,11 +39,7 @@ impl Newest {
                 self.rv.insert(resource.to_owned(), rv);
             }
         }
-        entries
-            .iter()
-            .filter(|(k, e)| rv_of(e) < rv && resource_of(k) == resource)
-            .map(|(k, _)| k.clone())
-            .collect()
+        entries.extract_if(|k, e| rv_of(e) < rv && resource_of(k) == resource).map(|(_, e)| e).collect()
     }
 
     /// Whether a list of `key` at `rv` is older than its resource's newest (dead on arrival: not cached).
@@ -63,17 +60,20 @@ mod tests {
 
     #[test]
     fn older_entries_of_the_resource_only_and_only_when_newer() {
-        let entries: HashMap<String, u64> = [("pods|a", 5), ("pods|b", 7), ("pods|c", 9), ("nodes|", 1)]
+        let mut entries: HashMap<String, u64> = [("pods|a", 5), ("pods|b", 7), ("pods|c", 9), ("nodes|", 1)]
             .map(|(k, v)| (k.to_owned(), v))
             .into();
         let mut n = Newest::default();
-        let mut dead = n.advance("pods|x", 8, 10, &entries, |rv| *rv);
+        let mut dead = n.advance("pods|x", 8, 10, &mut entries, |rv| *rv);
         dead.sort();
-        assert_eq!(dead, ["pods|a", "pods|b"]);
-        assert!(n.advance("pods|y", 8, 10, &entries, |rv| *rv).is_empty(), "not newer: nothing more");
+        assert_eq!(dead, [5, 7]);
+        let mut left: Vec<_> = entries.keys().cloned().collect();
+        left.sort();
+        assert_eq!(left, ["nodes|", "pods|c"]);
+        assert!(n.advance("pods|y", 8, 10, &mut entries, |rv| *rv).is_empty(), "not newer: nothing more");
         assert!(n.is_older("pods|z", 7) && !n.is_older("pods|z", 8) && !n.is_older("nodes|", 0));
         for i in 0..25 {
-            n.advance(&format!("r{i}|"), 1, 10, &entries, |rv| *rv);
+            n.advance(&format!("r{i}|"), 1, 10, &mut entries, |rv| *rv);
             assert!(n.len() <= 10);
         }
     }
