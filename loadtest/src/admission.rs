@@ -53,6 +53,10 @@ pub struct Args {
     pub rounds: usize,
     #[arg(long, default_value = "loadtest/out")]
     pub out: PathBuf,
+    /// Also writes every small read as a CSV line (window, milliseconds since the run's start, latency in
+    /// milliseconds, request kind) to this file: to see whether the slow ones come in bursts.
+    #[arg(long)]
+    pub latencies_csv: Option<PathBuf>,
     #[arg(long)]
     pub kache_bin: Option<PathBuf>,
     #[arg(long)]
@@ -126,9 +130,12 @@ async fn run(ctx: &Ctx, args: &Args, report: &mut RunReport) -> anyhow::Result<(
     let mut errors = 0u64;
     let (heavy_ok, heavy_429) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut rss_peak = rss_start;
+    let t0 = Instant::now();
+    let mut samples = Vec::new();
     for round in 0..args.rounds {
         ctx.progress.set_message(format!("admission: round {} idle", round + 1));
-        let (h, e) = readers(&client, &base, args.readers, window).await;
+        let (h, e, s) = readers(&client, &base, args.readers, window, t0).await;
+        samples.extend(s.into_iter().map(|s| ("idle", s)));
         idle.add(&h).map_err(|e| anyhow::anyhow!("{e}"))?;
         errors += e;
 
@@ -173,7 +180,8 @@ async fn run(ctx: &Ctx, args: &Args, report: &mut RunReport) -> anyhow::Result<(
                 peak
             }
         });
-        let (h, e) = readers(&client, &base, args.readers, window).await;
+        let (h, e, s) = readers(&client, &base, args.readers, window, t0).await;
+        samples.extend(s.into_iter().map(|s| ("loaded", s)));
         loaded.add(&h).map_err(|e| anyhow::anyhow!("{e}"))?;
         errors += e;
         stop.store(true, Relaxed);
@@ -183,6 +191,13 @@ async fn run(ctx: &Ctx, args: &Args, report: &mut RunReport) -> anyhow::Result<(
         rss_peak = rss_peak.max(sampler.await.unwrap_or(0));
     }
     drop(heavy_rt);
+    if let Some(path) = &args.latencies_csv {
+        let mut csv = String::from("window,at_ms,latency_ms,kind\n");
+        for (window, (at, latency, kind)) in &samples {
+            csv.push_str(&format!("{window},{:.3},{:.3},{kind}\n", ms(*at), ms(*latency)));
+        }
+        std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
+    }
     kache.stop().await;
     sim.stop().await;
 
@@ -273,14 +288,27 @@ impl Drop for Background {
     }
 }
 
-/// `n` closed-loop small readers for `window`: latencies and errors.
-async fn readers(client: &Client, base: &str, n: usize, window: Duration) -> (Histogram<u64>, u64) {
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// One small read: when it started (since the run's start), how long it took, and its kind.
+type Sample = (Duration, Duration, &'static str);
+
+/// `n` closed-loop small readers for `window`: latencies, errors and each read's [`Sample`].
+async fn readers(
+    client: &Client,
+    base: &str,
+    n: usize,
+    window: Duration,
+    t0: Instant,
+) -> (Histogram<u64>, u64, Vec<Sample>) {
     let deadline = Instant::now() + window;
     let mut set = tokio::task::JoinSet::new();
     for r in 0..n {
         let (client, base) = (client.clone(), base.to_string());
         set.spawn(async move {
-            let (mut h, mut errors) = (histogram(), 0u64);
+            let (mut h, mut errors, mut samples) = (histogram(), 0u64, Vec::new());
             let mut i = r;
             while Instant::now() < deadline {
                 let url = if i % 2 == 0 {
@@ -288,20 +316,25 @@ async fn readers(client: &Client, base: &str, n: usize, window: Duration) -> (Hi
                 } else {
                     format!("{base}/api/v1/namespaces/ns-{}/pods?resourceVersion=0&limit=1", i % 50)
                 };
+                let at = t0.elapsed();
                 match lhttp::get(&client, &url, None, false).await {
-                    Ok(f) => record(&mut h, f.elapsed),
+                    Ok(f) => {
+                        record(&mut h, f.elapsed);
+                        samples.push((at, f.elapsed, if i % 2 == 0 { "namespace" } else { "limit1" }));
+                    }
                     Err(_) => errors += 1,
                 }
                 i += 1;
             }
-            (h, errors)
+            (h, errors, samples)
         });
     }
     let mut all = histogram();
-    let mut errors = 0;
-    for (h, e) in set.join_all().await {
+    let (mut errors, mut samples) = (0, Vec::new());
+    for (h, e, s) in set.join_all().await {
         let _ = all.add(&h);
         errors += e;
+        samples.extend(s);
     }
-    (all, errors)
+    (all, errors, samples)
 }

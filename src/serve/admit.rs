@@ -126,6 +126,17 @@ impl ReadBudget {
         Ok(Charge { budget: self.clone(), bytes })
     }
 
+    /// Whether `bytes` would be charged now ([`Self::try_charge`]'s rule, nothing charged): a list judged by its
+    /// estimated size before its objects are walked. A refusal is counted like [`Self::try_charge`]'s.
+    pub(crate) fn has_room(&self, bytes: usize) -> bool {
+        let current = self.in_flight.load(Ordering::Relaxed);
+        let room = self.limit == 0 || current == 0 || current.saturating_add(bytes) <= self.limit;
+        if !room {
+            self.metrics.limit_rejected(Limit::ReadBytes);
+        }
+        room
+    }
+
     /// Bytes charged now.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
@@ -155,6 +166,35 @@ pub(crate) struct HeavySlot {
 impl Drop for HeavySlot {
     fn drop(&mut self) {
         self.budget.heavy_in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What a list response is admitted under: the byte budget it is charged to, and the heavy-body slot its list
+/// took before its objects were walked (see [`Admission::heavy`]).
+#[derive(Default)]
+pub(crate) struct Admission<'a> {
+    pub budget: Option<&'a Arc<ReadBudget>>,
+    pub slot: Option<HeavySlot>,
+}
+
+impl<'a> Admission<'a> {
+    /// Under `budget`, no slot taken yet.
+    pub fn new(budget: Option<&'a Arc<ReadBudget>>) -> Self {
+        Self { budget, slot: None }
+    }
+
+    /// The heavy-body slot a body produced on the fly needs: the one taken ahead, or a new one.
+    pub fn heavy(&mut self) -> Result<Option<HeavySlot>, OverBudget> {
+        match (self.slot.take(), self.budget) {
+            (Some(slot), _) => Ok(Some(slot)),
+            (None, Some(b)) => b.try_heavy().map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// Charges `len` bytes to the budget (none: unlimited).
+    pub fn charge(&self, len: usize) -> Result<Option<Charge>, OverBudget> {
+        self.budget.map(|b| b.try_charge(len)).transpose()
     }
 }
 

@@ -24,7 +24,7 @@ use crate::codec::{gzip, list as listcodec};
 use crate::front::body::{self, Body};
 use crate::metrics::Metrics;
 use crate::resource::{Gvr, ResourceInfo};
-use crate::serve::admit::{self, ReadBudget};
+use crate::serve::admit::{self, Admission};
 use crate::serve::gzcache::GzipCache;
 use crate::serve::list::{NotServed, Record, ResponseOptions};
 use crate::serve::watch::frame::top_level_member;
@@ -252,10 +252,10 @@ pub(crate) async fn list_response(
     cache: Option<ListCache<'_>>,
     record: Option<Record>,
     rv: u64,
-    budget: Option<&Arc<ReadBudget>>,
+    mut admission: Admission<'_>,
 ) -> Result<Response<Body>, NotServed> {
     let len = chunks.total_len();
-    let charge = budget.map(|b| b.try_charge(len)).transpose().map_err(|_| NotServed::Overloaded)?;
+    let charge = admission.charge(len).map_err(|_| NotServed::Overloaded)?;
     let builder = Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, HeaderValue::from_static(pb::MEDIA_TYPE))
@@ -269,7 +269,18 @@ pub(crate) async fn list_response(
                 let compressed = cache.get_or_compress(&key, rv, chunks).await;
                 (builder.header(header::CONTENT_LENGTH, compressed.len()), body::full(compressed))
             }
-            None => (builder, admit::offloaded(gzip::GzipChunks::new(chunks))),
+            // Compressed on the fly: a heavy body, admitted like the JSON ones.
+            None => {
+                let slot = admission.heavy().map_err(|_| NotServed::Overloaded)?;
+                let body = admit::offloaded(gzip::GzipChunks::new(chunks));
+                (
+                    builder,
+                    match slot {
+                        Some(slot) => body::guarded(body, slot),
+                        None => body,
+                    },
+                )
+            }
         }
     } else {
         let body = match record {
