@@ -137,6 +137,11 @@ impl ReadBudget {
         room
     }
 
+    /// Whether any list would be charged now, whatever its size (no limit, or nothing in flight).
+    pub(crate) fn admits_any(&self) -> bool {
+        self.limit == 0 || self.in_flight.load(Ordering::Relaxed) == 0
+    }
+
     /// Bytes charged now.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)

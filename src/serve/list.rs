@@ -167,7 +167,8 @@ pub(crate) async fn serve_list(
     let gzip_cache = q.gzip_cache.filter(|_| cacheable);
     let produced = (q.response.pretty && q.proto.is_none()) || (q.response.gzip && gzip_cache.is_none());
     let mut admission = Admission::new(q.budget);
-    if let Some(budget) = q.budget {
+    // (Counting a namespace's objects is skipped when nothing could be refused: an idle budget admits any list.)
+    if let Some(budget) = q.budget.filter(|b| produced || !b.admits_any()) {
         let estimate = read_bytes(store, list_size(store, q.namespace, limit));
         if !budget.has_room(estimate) {
             return Err(NotServed::Overloaded);
