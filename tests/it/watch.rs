@@ -536,16 +536,21 @@ pub mod blackbox {
         // ~1000 events of ~8 KiB: far more than socket buffers, hyper's write buffer and the ring hold.
         let padding = "x".repeat(8 << 10);
         let total = 1000;
+        // The writer stays within half the ring of the fast watcher (awaiting its progress), so only the stalled
+        // one falls behind however loaded the machine is.
+        let (progress, mut read) = tokio::sync::watch::channel(0usize);
         let fast_reader = tokio::spawn(async move {
             let mut rvs = Vec::new();
             while rvs.len() < total {
                 let v = fast.next_event().await.expect("fast watcher keeps streaming");
                 rvs.push(rv_of(&v["object"]));
+                progress.send_replace(rvs.len());
             }
             rvs
         });
         let mut written = Vec::new();
         for i in 0..total {
+            read.wait_for(|&n| n + 32 >= i).await.expect("the fast reader runs until it has every event");
             let pod = json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": format!("big-{i}"), "annotations": {"padding": padding}},
