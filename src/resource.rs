@@ -61,6 +61,18 @@ pub struct ResourceInfo {
 }
 
 impl ResourceInfo {
+    /// Core v1 pods, as discovery describes them (for unit tests).
+    #[cfg(test)]
+    pub(crate) fn pods() -> Self {
+        Self {
+            gvr: Gvr::new("", "v1", "pods"),
+            kind: "Pod".into(),
+            list_kind: "PodList".into(),
+            namespaced: true,
+            list_items_have_type_meta: false,
+        }
+    }
+
     /// The `apiVersion` of objects of this resource.
     pub fn api_version(&self) -> String {
         self.gvr.api_version()

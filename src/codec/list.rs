@@ -307,14 +307,7 @@ mod tests {
 
     #[test]
     fn chunks_equal_assembled_list_and_length_is_exact() {
-        use crate::resource::Gvr;
-        let info = ResourceInfo {
-            gvr: Gvr::new("", "v1", "pods"),
-            kind: "Pod".into(),
-            list_kind: "PodList".into(),
-            namespaced: true,
-            list_items_have_type_meta: false,
-        };
+        let info = ResourceInfo::pods();
         let raw = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a"}}"#;
         let items: Vec<Arc<Object>> = (0..5000)
             .map(|i| {
@@ -345,14 +338,7 @@ mod tests {
 
     #[test]
     fn metadata_view_slices_the_stored_metadata() {
-        use crate::resource::Gvr;
-        let info = ResourceInfo {
-            gvr: Gvr::new("", "v1", "pods"),
-            kind: "Pod".into(),
-            list_kind: "PodList".into(),
-            namespaced: true,
-            list_items_have_type_meta: false,
-        };
+        let info = ResourceInfo::pods();
         let raw = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","labels":{"x":"y"}},"spec":{}}"#;
         let start = raw.windows(11).position(|w| w == b"\"metadata\":").unwrap() + 11;
         let end = start + br#"{"name":"a","labels":{"x":"y"}}"#.len();

@@ -8,7 +8,6 @@ use tokio::time::Instant;
 
 use super::*;
 use crate::fresh::FreshnessConfig;
-use crate::resource::Gvr;
 use crate::store::{StoreConfig, Writer};
 use crate::upstream::Upstream;
 
@@ -16,13 +15,7 @@ use crate::upstream::Upstream;
 const PODS: usize = 2000;
 
 fn store() -> (Arc<Store>, Writer) {
-    let info = ResourceInfo {
-        gvr: Gvr::new("", "v1", "pods"),
-        kind: "Pod".into(),
-        list_kind: "PodList".into(),
-        namespaced: true,
-        list_items_have_type_meta: false,
-    };
+    let info = ResourceInfo::pods();
     let (store, mut writer) = Store::new(info.clone(), StoreConfig::default());
     let pods = (0..PODS).map(|i| {
         let raw = format!(

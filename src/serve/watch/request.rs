@@ -157,20 +157,14 @@ fn error_response(e: &ApiError, proto: bool) -> Response<Body> {
 mod tests {
     use super::*;
     use crate::options::params::parse_list_request;
-    use crate::resource::{Gvr, ResourceInfo};
+    use crate::resource::ResourceInfo;
     use crate::store::{StoreConfig, Writer};
     use bytes::Bytes;
     use http::{StatusCode, header};
     use http_body_util::BodyExt;
 
     fn store() -> (Arc<Store>, Writer) {
-        let info = ResourceInfo {
-            gvr: Gvr::new("", "v1", "pods"),
-            kind: "Pod".into(),
-            list_kind: "PodList".into(),
-            namespaced: true,
-            list_items_have_type_meta: false,
-        };
+        let info = ResourceInfo::pods();
         let (store, mut writer) = Store::new(info.clone(), StoreConfig::default());
         let pods = [("ns1", "a", 3, "web"), ("ns1", "b", 5, "db"), ("ns2", "c", 10, "web")].map(|(ns, name, rv, app)| {
             let raw = format!(
