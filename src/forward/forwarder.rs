@@ -121,6 +121,10 @@ impl Forwarder {
         *upstream_req.method_mut() = parts.method;
         *upstream_req.uri_mut() = parts.uri;
         *upstream_req.headers_mut() = self.upstream_headers(parts.headers, &parts.extensions);
+        let list = is_list(&route);
+        if list {
+            upstream_req.extensions_mut().insert(crate::upstream::fwdrt::ForwardedList);
+        }
 
         let resp = match self.upstream.send(upstream_req).await {
             Ok(resp) => resp,
@@ -141,7 +145,14 @@ impl Forwarder {
             } else {
                 readahead::Handoff::LIST
             };
-            readahead::read_ahead(incoming, readahead::READ_AHEAD_BUDGET, handoff, self.read_ahead.clone())
+            let held = self.read_ahead.clone();
+            if list {
+                readahead::read_ahead_with(incoming, readahead::READ_AHEAD_BUDGET, handoff, held, |pump| {
+                    crate::upstream::fwdrt::spawn(pump)
+                })
+            } else {
+                readahead::read_ahead(incoming, readahead::READ_AHEAD_BUDGET, handoff, held)
+            }
         } else {
             coalesce::coalesced(incoming, coalesce::MAX_COALESCED)
         };
@@ -268,6 +279,12 @@ fn tracked_write(route: &Route, status: StatusCode, headers: &HeaderMap) -> Opti
 
 /// Whether a response body is long enough to be read ahead: no length given (a chunked list or a watch)
 /// or more than one coalesced frame.
+/// A list (a GET of a collection, not a watch): its upstream connection and read-ahead pump run on the forward
+/// thread (`upstream::fwdrt`).
+fn is_list(route: &Route) -> bool {
+    route.resource().is_some_and(|r| r.verb == Verb::List)
+}
+
 fn streams_long(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_LENGTH)

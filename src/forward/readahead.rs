@@ -101,6 +101,18 @@ impl Pipe {
 /// Wraps `body` so that a task reads it ahead of the client by up to `budget` bytes, counted in `held`
 /// while buffered, and hands it over as `handoff` says. Must be called within a tokio runtime.
 pub(crate) fn read_ahead(body: Body, budget: usize, handoff: Handoff, held: metrics::Gauge) -> Body {
+    read_ahead_with(body, budget, handoff, held, |pump| drop(tokio::spawn(pump)))
+}
+
+/// [`read_ahead`] with the pump started by `spawn` (a forwarded list's on the forward thread, beside its
+/// upstream connection: `upstream::fwdrt`).
+pub(crate) fn read_ahead_with(
+    body: Body,
+    budget: usize,
+    handoff: Handoff,
+    held: metrics::Gauge,
+    spawn: impl FnOnce(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>),
+) -> Body {
     let budget = budget.max(1);
     // A batch larger than the budget would never be complete: the pump stops reading at the budget.
     let handoff = match handoff {
@@ -113,7 +125,7 @@ pub(crate) fn read_ahead(body: Body, budget: usize, handoff: Handoff, held: metr
         space: Notify::new(),
         gone: CancellationToken::new(),
     });
-    tokio::spawn(pump(body, pipe.clone(), budget, handoff));
+    spawn(Box::pin(pump(body, pipe.clone(), budget, handoff)));
     ReadAhead { pipe, done: false }.boxed()
 }
 

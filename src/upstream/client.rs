@@ -123,18 +123,25 @@ pub(crate) struct Dispatch<C> {
     pool: Arc<[Client<C, Body>]>,
     next: Arc<AtomicUsize>,
     upgrade: Client<C, Body>,
+    /// HTTP/1.1 for forwarded lists, its connections on the forward thread ([`super::fwdrt`]).
+    lists: Client<C, Body>,
 }
 
 impl<C: Clone> Clone for Dispatch<C> {
     fn clone(&self) -> Self {
-        Self { pool: self.pool.clone(), next: self.next.clone(), upgrade: self.upgrade.clone() }
+        Self {
+            pool: self.pool.clone(),
+            next: self.next.clone(),
+            upgrade: self.upgrade.clone(),
+            lists: self.lists.clone(),
+        }
     }
 }
 
 impl<C> Dispatch<C> {
-    pub(crate) fn new(pool: Vec<Client<C, Body>>, upgrade: Client<C, Body>) -> Self {
+    pub(crate) fn new(pool: Vec<Client<C, Body>>, upgrade: Client<C, Body>, lists: Client<C, Body>) -> Self {
         assert!(!pool.is_empty(), "an upstream needs at least one client");
-        Self { pool: pool.into(), next: Arc::new(AtomicUsize::new(0)), upgrade }
+        Self { pool: pool.into(), next: Arc::new(AtomicUsize::new(0)), upgrade, lists }
     }
 }
 
@@ -152,6 +159,12 @@ where
     }
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
+        if short_reads_over_http1()
+            && req.extensions().get::<super::fwdrt::ForwardedList>().is_some()
+            && is_short_read(&req)
+        {
+            return self.lists.request(req);
+        }
         if req.extensions().get::<UpgradeRequest>().is_some()
             || (short_reads_over_http1() && is_short_read(&req))
         {
@@ -216,7 +229,9 @@ impl Upstream {
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .pool_timer(TokioTimer::new())
             .build(http_connector());
-        let svc = HttpService::new(Dispatch::new(vec![client.clone()], client).map_err(BoxError::from));
+        let svc = HttpService::new(
+            Dispatch::new(vec![client.clone()], client.clone(), client).map_err(BoxError::from),
+        );
         Ok(Self::from_parts(base, svc, 1, Credentials::PassThrough))
     }
 

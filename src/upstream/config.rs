@@ -148,7 +148,7 @@ fn build(config: &kube::Config) -> Result<Upstream, UpstreamError> {
         Credentials::PassThrough
     };
 
-    let client = |http2: bool| {
+    let client = |http2: bool, forward_thread: bool| {
         let builder = HttpsConnectorBuilder::new().with_tls_config(tls.clone()).https_or_http();
         let builder = match &server_name {
             Some(name) => builder.with_server_name_resolver(FixedServerNameResolver::new(name.clone())),
@@ -161,7 +161,13 @@ fn build(config: &kube::Config) -> Result<Upstream, UpstreamError> {
         } else {
             builder.enable_http1().wrap_connector(tcp)
         };
-        Client::builder(TokioExecutor::new())
+        let connector = super::fwdrt::Connector { inner: connector, forward: forward_thread };
+        let mut builder = if forward_thread {
+            Client::builder(super::fwdrt::OnForwardThread)
+        } else {
+            Client::builder(TokioExecutor::new())
+        };
+        builder
             .timer(TokioTimer::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
@@ -173,8 +179,8 @@ fn build(config: &kube::Config) -> Result<Upstream, UpstreamError> {
             .http2_adaptive_window(true)
             .build(connector)
     };
-    let pool = (0..H2_POOL_SIZE).map(|_| client(true)).collect();
-    let dispatch = Dispatch::new(pool, client(false));
+    let pool = (0..H2_POOL_SIZE).map(|_| client(true, false)).collect();
+    let dispatch = Dispatch::new(pool, client(false, false), client(false, true));
     let svc = ServiceBuilder::new()
         .layer(extra_headers)
         .option_layer(auth)

@@ -7,6 +7,7 @@ mod buffered;
 mod client;
 mod config;
 pub mod discovery;
+pub mod fwdrt;
 mod transport;
 
 pub use client::{Credentials, Upstream, UpstreamError};
