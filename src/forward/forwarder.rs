@@ -146,13 +146,10 @@ impl Forwarder {
                 readahead::Handoff::LIST
             };
             let held = self.read_ahead.clone();
-            if list {
-                readahead::read_ahead_with(incoming, readahead::READ_AHEAD_BUDGET, handoff, held, |pump| {
-                    crate::upstream::fwdrt::spawn(pump)
-                })
-            } else {
-                readahead::read_ahead(incoming, readahead::READ_AHEAD_BUDGET, handoff, held)
-            }
+            readahead::read_ahead(incoming, readahead::READ_AHEAD_BUDGET, handoff, held, |pump| match list {
+                true => crate::upstream::fwdrt::spawn(pump),
+                false => drop(tokio::spawn(pump)),
+            })
         } else {
             coalesce::coalesced(incoming, coalesce::MAX_COALESCED)
         };
@@ -277,14 +274,14 @@ fn tracked_write(route: &Route, status: StatusCode, headers: &HeaderMap) -> Opti
     (!encoded && !too_large).then(|| (res.gvr.clone(), encoding))
 }
 
-/// Whether a response body is long enough to be read ahead: no length given (a chunked list or a watch)
-/// or more than one coalesced frame.
 /// A list (a GET of a collection, not a watch): its upstream connection and read-ahead pump run on the forward
 /// thread (`upstream::fwdrt`).
 fn is_list(route: &Route) -> bool {
     route.resource().is_some_and(|r| r.verb == Verb::List)
 }
 
+/// Whether a response body is long enough to be read ahead: no length given (a chunked list or a watch)
+/// or more than one coalesced frame.
 fn streams_long(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_LENGTH)

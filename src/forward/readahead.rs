@@ -98,15 +98,10 @@ impl Pipe {
     }
 }
 
-/// Wraps `body` so that a task reads it ahead of the client by up to `budget` bytes, counted in `held`
-/// while buffered, and hands it over as `handoff` says. Must be called within a tokio runtime.
-pub(crate) fn read_ahead(body: Body, budget: usize, handoff: Handoff, held: metrics::Gauge) -> Body {
-    read_ahead_with(body, budget, handoff, held, |pump| drop(tokio::spawn(pump)))
-}
-
-/// [`read_ahead`] with the pump started by `spawn` (a forwarded list's on the forward thread, beside its
-/// upstream connection: `upstream::fwdrt`).
-pub(crate) fn read_ahead_with(
+/// Wraps `body` so that a task, started by `spawn` (a forwarded list's on the forward thread, beside its
+/// upstream connection: `upstream::fwdrt`), reads it ahead of the client by up to `budget` bytes, counted in
+/// `held` while buffered, and hands it over as `handoff` says.
+pub(crate) fn read_ahead(
     body: Body,
     budget: usize,
     handoff: Handoff,
@@ -281,6 +276,11 @@ impl Drop for ReadAhead {
 mod tests {
 
     use super::*;
+
+    /// [`read_ahead`] with the pump on the test's runtime.
+    fn spawned(body: Body, budget: usize, handoff: Handoff, held: metrics::Gauge) -> Body {
+        read_ahead(body, budget, handoff, held, |pump| drop(tokio::spawn(pump)))
+    }
     use http_body_util::StreamBody;
 
     fn chunks(parts: Vec<Result<Frame<Bytes>, BoxError>>) -> Body {
@@ -299,7 +299,7 @@ mod tests {
         let mut trailers = HeaderMap::new();
         trailers.insert("x", http::HeaderValue::from_static("1"));
         parts.push(Ok(Frame::trailers(trailers)));
-        let mut body = read_ahead(chunks(parts), 1000, Handoff::Immediate, metrics::Gauge::noop());
+        let mut body = spawned(chunks(parts), 1000, Handoff::Immediate, metrics::Gauge::noop());
         let mut got = Vec::new();
         let mut saw_trailers = false;
         while let Some(frame) = body.frame().await {
@@ -327,7 +327,7 @@ mod tests {
             Ok(Frame::data(Bytes::from_static(b"cd"))),
             Err::<Frame<Bytes>, BoxError>("boom".into()),
         ];
-        let mut body = read_ahead(chunks(parts), 1024, Handoff::Immediate, metrics::Gauge::noop());
+        let mut body = spawned(chunks(parts), 1024, Handoff::Immediate, metrics::Gauge::noop());
         let mut data = Vec::new();
         let err = loop {
             match body.frame().await {
@@ -376,7 +376,7 @@ mod tests {
         }
         let upstream = Trickle { pieces, ready: false }.boxed();
         let handoff = Handoff::Batched { bytes: 1000, hold: Duration::from_secs(3600) };
-        let mut body = read_ahead(upstream, 4000, handoff, metrics::Gauge::noop());
+        let mut body = spawned(upstream, 4000, handoff, metrics::Gauge::noop());
         // The client's side is a task like the pump (as hyper's connection task is), so the two take turns.
         let frames = tokio::spawn(async move {
             let mut frames = Vec::new();
@@ -418,7 +418,7 @@ mod tests {
         // paused, time advances only when every task waits, so the hold fires before the guard.
         let upstream = Stalls { first: Some(Bytes::from_static(b"partial")) }.boxed();
         let handoff = Handoff::Batched { bytes: 1 << 20, hold: Duration::from_millis(2) };
-        let mut body = read_ahead(upstream, 2 << 20, handoff, metrics::Gauge::noop());
+        let mut body = spawned(upstream, 2 << 20, handoff, metrics::Gauge::noop());
         let frame = tokio::time::timeout(Duration::from_secs(3600), body.frame())
             .await
             .expect("the held bytes are handed over after the hold")
@@ -467,7 +467,7 @@ mod tests {
         let m = crate::metrics::Metrics::default();
         let held = || gauge_value(&m.render(), "kache_forward_read_ahead_bytes");
         let endless = Endless { taken: taken.clone(), _dropped: DropSignal(Some(tx)) }.boxed();
-        let mut body = read_ahead(endless, 100, Handoff::Immediate, m.read_ahead_bytes());
+        let mut body = spawned(endless, 100, Handoff::Immediate, m.read_ahead_bytes());
         let mut read = 0;
         for _ in 0..5 {
             // On this single-threaded runtime the pump runs whenever the test yields: let it fill up.
@@ -505,7 +505,7 @@ mod tests {
     #[tokio::test]
     async fn a_quiet_upstream_is_dropped_as_soon_as_the_client_goes() {
         let (tx, dropped) = tokio::sync::oneshot::channel();
-        let body = read_ahead(
+        let body = spawned(
             Quiet { _dropped: DropSignal(Some(tx)) }.boxed(),
             100,
             Handoff::Immediate,

@@ -108,7 +108,7 @@ impl ReadBudget {
     pub(crate) fn try_charge(self: &Arc<Self>, bytes: usize) -> Result<Charge, OverBudget> {
         let mut current = self.in_flight.load(Ordering::Relaxed);
         loop {
-            if self.limit > 0 && current > 0 && current.saturating_add(bytes) > self.limit {
+            if !self.fits(current, bytes) {
                 self.metrics.limit_rejected(Limit::ReadBytes);
                 return Err(OverBudget);
             }
@@ -126,20 +126,24 @@ impl ReadBudget {
         Ok(Charge { budget: self.clone(), bytes })
     }
 
-    /// Whether `bytes` would be charged now ([`Self::try_charge`]'s rule, nothing charged): a list judged by its
-    /// estimated size before its objects are walked. A refusal is counted like [`Self::try_charge`]'s.
+    /// The budget's rule: `bytes` more fit beside `current` (always under no limit, or with nothing in flight).
+    fn fits(&self, current: usize, bytes: usize) -> bool {
+        self.limit == 0 || current == 0 || current.saturating_add(bytes) <= self.limit
+    }
+
+    /// Whether `bytes` would be charged now ([`Self::try_charge`]'s rule, nothing charged).
+    pub(crate) fn would_fit(&self, bytes: usize) -> bool {
+        self.fits(self.in_flight.load(Ordering::Relaxed), bytes)
+    }
+
+    /// [`Self::would_fit`] for a list judged by its estimated size before its objects are walked; a refusal is
+    /// counted like [`Self::try_charge`]'s.
     pub(crate) fn has_room(&self, bytes: usize) -> bool {
-        let current = self.in_flight.load(Ordering::Relaxed);
-        let room = self.limit == 0 || current == 0 || current.saturating_add(bytes) <= self.limit;
+        let room = self.would_fit(bytes);
         if !room {
             self.metrics.limit_rejected(Limit::ReadBytes);
         }
         room
-    }
-
-    /// Whether any list would be charged now, whatever its size (no limit, or nothing in flight).
-    pub(crate) fn admits_any(&self) -> bool {
-        self.limit == 0 || self.in_flight.load(Ordering::Relaxed) == 0
     }
 
     /// Bytes charged now.

@@ -105,15 +105,12 @@ pub(crate) async fn serve_list(
         // The cache reports its own RV for single-key reads (`watch_cache.go` WaitUntilFreshAndGet).
         let meta = listcodec::ListMeta { resource_version: resolved.snapshot.rv, ..Default::default() };
         let stats = ListStats { fetched: items.len(), returned: items.len() };
+        let admission = Admission::new(q.budget);
         let resp = match q.proto {
             Some(target) => {
-                respond_proto(info, target, &meta, &items, q, Reuse::default(), Admission::new(q.budget))
-                    .await?
+                respond_proto(info, target, &meta, &items, q, Reuse::default(), admission).await?
             }
-            None => {
-                respond(info, &meta, items, q.response, Reuse::default(), q.view, Admission::new(q.budget))
-                    .await?
-            }
+            None => respond(info, &meta, items, q.response, Reuse::default(), q.view, admission).await?,
         };
         return Ok((resp, stats));
     }
@@ -167,8 +164,8 @@ pub(crate) async fn serve_list(
     let gzip_cache = q.gzip_cache.filter(|_| cacheable);
     let produced = (q.response.pretty && q.proto.is_none()) || (q.response.gzip && gzip_cache.is_none());
     let mut admission = Admission::new(q.budget);
-    // (Counting a namespace's objects is skipped when nothing could be refused: an idle budget admits any list.)
-    if let Some(budget) = q.budget.filter(|b| produced || !b.admits_any()) {
+    // (Counting a namespace's objects is skipped when nothing could be refused: the whole resource fits.)
+    if let Some(budget) = q.budget.filter(|b| produced || !b.would_fit(read_bytes(store, snapshot.len()))) {
         let estimate = read_bytes(store, list_size(store, q.namespace, limit));
         if !budget.has_room(estimate) {
             return Err(NotServed::Overloaded);

@@ -159,15 +159,14 @@ where
     }
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
-        if short_reads_over_http1()
-            && req.extensions().get::<super::fwdrt::ForwardedList>().is_some()
-            && is_short_read(&req)
-        {
-            return self.lists.request(req);
+        if short_reads_over_http1() && is_short_read(&req) {
+            // A forwarded list on the forward thread's connections, any other short read on the main ones.
+            return match req.extensions().get::<super::fwdrt::ForwardedList>() {
+                Some(_) => self.lists.request(req),
+                None => self.upgrade.request(req),
+            };
         }
-        if req.extensions().get::<UpgradeRequest>().is_some()
-            || (short_reads_over_http1() && is_short_read(&req))
-        {
+        if req.extensions().get::<UpgradeRequest>().is_some() {
             return self.upgrade.request(req);
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len();
