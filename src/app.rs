@@ -424,6 +424,10 @@ impl StatsSource for KacheStats {
             ahead_forwarded: s.ahead_forwarded.load(Relaxed),
             proofs_succeeded: s.proofs_succeeded.load(Relaxed),
             proofs_failed: s.proofs_failed.load(Relaxed),
+            censuses: s.censuses.load(Relaxed),
+            census_same: s.census_same.load(Relaxed),
+            census_behind: s.census_behind.load(Relaxed),
+            census_failed: s.census_failed.load(Relaxed),
             too_large: s.too_large.load(Relaxed),
         })
     }

@@ -594,11 +594,12 @@ async fn storm_rows(
         let c = &s.counters;
         let upstream = if ti == 1 {
             format!(
-                "{} ({} forwarded, {} probes, {} proofs)",
-                c.forwarded_reads + c.probes + c.proofs,
+                "{} ({} forwarded, {} probes, {} proofs, {} censuses)",
+                c.forwarded_reads + c.probes + c.proofs + c.censuses,
                 c.forwarded_reads,
                 c.probes,
-                c.proofs
+                c.proofs,
+                c.censuses
             )
         } else {
             format!("{readers} (every list)")
@@ -621,14 +622,15 @@ async fn storm_rows(
         if ti == 1 {
             report.figure(
                 format!("real apiserver, relist storm of {readers} consistent full lists: upstream requests"),
-                c.forwarded_reads + c.probes + c.proofs,
+                c.forwarded_reads + c.probes + c.proofs + c.censuses,
                 "requests",
                 Some(5.0),
                 format!(
-                    "{} forwarded, {} probes, {} proofs; all read in {} s, p50 {} ms, p99 {} ms; {} foreign writes/s",
+                    "{} forwarded, {} probes, {} proofs, {} censuses; all read in {} s, p50 {} ms, p99 {} ms; {} foreign writes/s",
                     c.forwarded_reads,
                     c.probes,
                     c.proofs,
+                    c.censuses,
                     fmt_num(s.wall.as_secs_f64()),
                     fmt_num(s.latency.p50_ms),
                     fmt_num(s.latency.p99_ms),

@@ -39,6 +39,7 @@
 //! Fallbacks are bounded by a semaphore so a slow upstream cannot cause a storm.
 
 pub mod budget;
+pub(crate) mod census;
 mod probe;
 pub mod proof;
 mod slot;
@@ -52,7 +53,7 @@ use tokio::time::Instant;
 use tokio::sync::Semaphore;
 
 use crate::resource::Gvr;
-use crate::store::Store;
+use crate::store::{Snapshot, Store};
 use crate::upstream::Upstream;
 use budget::{ACTIVITY_SAMPLES, Activity, ProbeCost, forward_cost, memory_cost, wait_budget};
 pub(crate) use slot::Forwarding;
@@ -84,6 +85,17 @@ const PROOF_GATHER: Duration = Duration::from_millis(250);
 /// a bookmark after the probe's answer (the upstream's cache caught up to the probed revision) proves the
 /// readers fresh; one that comes first is followed by another proof.
 const PROOF_PROBE_BY: Duration = Duration::from_millis(600);
+/// A census that takes longer than this fails (and its readers are forwarded).
+const CENSUS_TIMEOUT: Duration = Duration::from_secs(10);
+/// Reads smaller than this are never served by a census: forwarding them costs little, and a census of the
+/// whole resource costs at least a round trip.
+pub(crate) const CENSUS_MIN_BYTES: usize = 1 << 20;
+/// A census is taken for a read when it and serving from memory together cost at most this fraction of
+/// forwarding the read (estimates, [`budget::forward_cost`]).
+const CENSUS_MAX_FRACTION: f64 = 0.75;
+/// How long a read whose census shows writes the store lacks waits for them (their events are on the way:
+/// the upstream's cache had them when it answered the census) before comparing again once.
+const CENSUS_CATCH_UP: Duration = Duration::from_millis(100);
 /// How long a proven reader waits for the reflector to apply the proof.
 const PROOF_APPLY_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -112,6 +124,9 @@ pub struct FreshnessConfig {
     /// small lists, which are otherwise forwarded at once). For tests that exercise the memory path with
     /// small objects.
     pub probe_small_reads: bool,
+    /// Prove a quiet store behind the upstream fresh by a census ([`census`]) where that beats forwarding a
+    /// big list.
+    pub census: bool,
 }
 
 impl Default for FreshnessConfig {
@@ -123,6 +138,7 @@ impl Default for FreshnessConfig {
             prove: true,
             proof_cost: PROOF_COST,
             probe_small_reads: false,
+            census: true,
         }
     }
 }
@@ -143,6 +159,10 @@ pub enum NotFresh {
     /// The store did not reach the probed revision (at once, or within a wait that could pay off).
     #[error("store at {current} did not reach upstream revision {required} in time")]
     Lagging { required: u64, current: u64 },
+    /// The store is behind the upstream's revision and the read is big: a census ([`Freshness::by_census`])
+    /// may show the store holds what the upstream holds.
+    #[error("store at {current} is behind the upstream's revision {known}: a census decides")]
+    Census { known: u64, current: u64 },
 }
 
 /// What to do with a read at a revision ahead of the store.
@@ -193,6 +213,15 @@ pub struct FreshnessStats {
     pub proven: AtomicU64,
     /// Proofs started in the background for a quiet store behind the upstream (no reader waits for them).
     pub catch_ups: AtomicU64,
+    /// Censuses taken upstream (metadata-only consistent lists, [`census`]).
+    pub censuses: AtomicU64,
+    /// Reads served after a census: the snapshot held the upstream's objects, or the store had reached the
+    /// census's revision.
+    pub census_same: AtomicU64,
+    /// Reads whose census showed writes the store lacked, still lacking after the catch-up wait: forwarded.
+    pub census_behind: AtomicU64,
+    /// Reads whose census failed: forwarded.
+    pub census_failed: AtomicU64,
 }
 
 /// Consistent-read freshness for every cached resource.
@@ -274,12 +303,17 @@ impl Freshness {
         let slot = self.slot(gvr);
         let budget = self.budget(store, &slot, bytes);
         let prove = self.proof_pays(&slot, bytes, watch, arrived);
+        let known = self.known_revision().max(min_rv);
+        if current < known && !watch && self.census_pays(store, &slot, bytes) {
+            // Known to be behind, and big: a census shows in one round trip whether the store holds what the
+            // upstream holds (a proof takes 1–2 s, forwarding costs more than the census).
+            return Err(NotFresh::Census { known, current });
+        }
         if !prove && !self.config.probe_small_reads && !self.probe_cost.pays(bytes, Instant::now()) {
             // A probe costs about what forwarding this read costs: it could only add latency.
             self.stats.small.fetch_add(1, Relaxed);
             return Err(NotFresh::Small { bytes });
         }
-        let known = self.known_revision().max(min_rv);
         if current < known && budget.is_zero() && !prove {
             // Any probe started now returns ≥ known > current: the read cannot be served without an advance,
             // and none is expected soon. A proof in the background lets later reads find the store caught
@@ -316,6 +350,9 @@ impl Freshness {
             self.stats.fresh.fetch_add(1, Relaxed);
             Self::served(&slot, arrived, bytes);
             return Ok(store.resource_version());
+        }
+        if !watch && self.census_pays(store, &slot, bytes) {
+            return Err(NotFresh::Census { known: required, current: store.resource_version() });
         }
         if prove && self.prove(store, &slot, required).await {
             self.stats.fresh.fetch_add(1, Relaxed);
@@ -382,6 +419,59 @@ impl Freshness {
     /// been sent (or given up), the read no longer counts as in flight for proofs ([`Freshness::proof_pays`]).
     pub(crate) fn forwarding(&self, gvr: &Gvr, arrived: Instant) -> Forwarding {
         Forwarding { slot: self.slot(gvr), arrived }
+    }
+
+    /// Whether a census ([`census`]) pays for a consistent list of `bytes` bytes of `store`: the census (the
+    /// resource's metadata, as measured by the last one, or estimated from the stored objects' metadata share)
+    /// and serving the read from memory cost less than forwarding it, by [`CENSUS_MAX_FRACTION`].
+    fn census_pays(&self, store: &Store, slot: &Slot, bytes: usize) -> bool {
+        if !self.config.census || bytes < CENSUS_MIN_BYTES {
+            return false;
+        }
+        let census_bytes = match slot.census_bytes.load(Relaxed) {
+            0 => census::estimate_bytes(&store.load()),
+            measured => measured,
+        };
+        let cost = forward_cost(census_bytes) + memory_cost(bytes);
+        cost.as_secs_f64() <= forward_cost(bytes).as_secs_f64() * CENSUS_MAX_FRACTION
+    }
+
+    /// Serves a consistent read of `store` that arrived at `arrived` by a census started after it: the
+    /// snapshot to serve when it holds the upstream's objects at the census's revision (or the store has
+    /// reached that revision), `None` when it does not (the read is forwarded). A census showing writes
+    /// the store lacks waits up to [`CENSUS_CATCH_UP`] for their events and compares once more. Censuses
+    /// are coalesced per resource.
+    pub(crate) async fn by_census(&self, store: &Arc<Store>, arrived: Instant) -> Option<Arc<Snapshot>> {
+        let slot = self.slot(&store.info().gvr);
+        let census = match self.census_after(store, &slot, arrived).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(resource = %store.info().gvr, error = %e, "census failed");
+                self.stats.census_failed.fetch_add(1, Relaxed);
+                return None;
+            }
+        };
+        self.observe(census.rv);
+        for attempt in 0..2 {
+            let snapshot = store.current();
+            let compared = if snapshot.rv >= census.rv {
+                census::Compared::Same
+            } else {
+                census::compare(&snapshot, &census)
+            };
+            match compared {
+                census::Compared::Same => {
+                    self.stats.census_same.fetch_add(1, Relaxed);
+                    return Some(snapshot);
+                }
+                census::Compared::Behind { upto } if attempt == 0 => {
+                    let _ = store.wait_for(upto, CENSUS_CATCH_UP).await;
+                }
+                census::Compared::Behind { .. } => {}
+            }
+        }
+        self.stats.census_behind.fetch_add(1, Relaxed);
+        None
     }
 
     /// A permit for one fallback (forwarded consistent read); `None` when too many are in flight.

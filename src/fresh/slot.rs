@@ -7,11 +7,15 @@ use tokio::time::Instant;
 
 use tokio::sync::watch;
 
-use super::{CATCH_UP_INTERVAL, Freshness, PROBE_TIMEOUT, probe, proof};
+use super::census::{self, Census};
+use super::{CATCH_UP_INTERVAL, CENSUS_TIMEOUT, Freshness, PROBE_TIMEOUT, probe, proof};
 use crate::resource::{Gvr, ResourceInfo};
 use crate::store::Store;
 
-type ProbeResult = Option<(Instant, Result<u64, String>)>;
+/// A coalesced upstream call's latest result, with its start time.
+type Started<T> = Option<(Instant, Result<T, String>)>;
+type ProbeResult = Started<u64>;
+type CensusResult = Started<Arc<Census>>;
 /// A proof's outcome, with its start time: `(from, upto)` when proven.
 type ProofResult = Option<(Instant, Option<(u64, u64)>)>;
 
@@ -30,6 +34,11 @@ pub(super) struct Slot {
     /// When the last proof watch started (rate-bounds background catch-ups).
     pub(super) last_proof: Mutex<Option<Instant>>,
     pub(super) proof: watch::Sender<ProofResult>,
+    /// Whether a census is in flight (at most one); results published with their start time.
+    pub(super) census_running: Mutex<bool>,
+    pub(super) census: watch::Sender<CensusResult>,
+    /// Bytes of the last census's answer (0: none yet), what the next one is expected to cost.
+    pub(super) census_bytes: AtomicUsize,
 }
 
 /// The latest big consistent reads of a resource (those a proof may serve), each with when it is expected to
@@ -204,6 +213,9 @@ impl Freshness {
                     proving: Mutex::new(None),
                     last_proof: Mutex::new(None),
                     proof: watch::channel(None).0,
+                    census_running: Mutex::new(false),
+                    census: watch::channel(None).0,
+                    census_bytes: AtomicUsize::new(0),
                 })
             })
             .clone()
@@ -216,50 +228,102 @@ impl Freshness {
         slot: &Arc<Slot>,
         arrived: Instant,
     ) -> Result<u64, String> {
-        let mut rx = slot.result.subscribe();
-        loop {
-            {
-                let current = rx.borrow_and_update();
-                if let Some((started, result)) = &*current
-                    && *started >= arrived
+        let result = after(&slot.running, &slot.result, arrived, |started| {
+            let upstream = self.upstream.clone();
+            let info = info.clone();
+            let slot2 = slot.clone();
+            let cost = self.probe_cost.clone();
+            self.stats.probes.fetch_add(1, Relaxed);
+            tokio::spawn(async move {
+                let result = match tokio::time::timeout(
+                    PROBE_TIMEOUT,
+                    probe::probe(&upstream, &info, &slot2.probe_by_name),
+                )
+                .await
                 {
-                    if let Ok(rv) = result {
-                        self.observe(*rv);
+                    Ok(r) => r,
+                    Err(_) => Err("probe timed out".to_owned()),
+                };
+                if result.is_ok() {
+                    cost.record(started.elapsed());
+                }
+                *slot2.running.lock().expect("probe lock poisoned") = false;
+                slot2.result.send_replace(Some((started, result)));
+            });
+        })
+        .await;
+        if let Ok(rv) = result {
+            self.observe(rv);
+        }
+        result
+    }
+
+    /// A census of `store`'s resource ([`census`]) that started at or after `arrived`.
+    pub(super) async fn census_after(
+        &self,
+        store: &Arc<Store>,
+        slot: &Arc<Slot>,
+        arrived: Instant,
+    ) -> Result<Arc<Census>, String> {
+        after(&slot.census_running, &slot.census, arrived, |started| {
+            let upstream = self.upstream.clone();
+            let info = store.info();
+            let collection = format!("{}/{}", info.gvr.path_prefix(), info.gvr.resource);
+            let selection = self.selection_of(&info.gvr);
+            // The metadata of the objects is at most their whole JSON: the store's bytes bound the answer.
+            let max_bytes = store.load().live_bytes.saturating_add(CENSUS_SLACK_BYTES);
+            let slot2 = slot.clone();
+            self.stats.censuses.fetch_add(1, Relaxed);
+            tokio::spawn(async move {
+                let taken = census::take(&upstream, &collection, selection.as_deref(), max_bytes);
+                let result = match tokio::time::timeout(CENSUS_TIMEOUT, taken).await {
+                    Ok(Ok(c)) => {
+                        slot2.census_bytes.store(c.bytes, Relaxed);
+                        Ok(Arc::new(c))
                     }
-                    return result.clone();
-                }
-            }
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => Err("census timed out".to_owned()),
+                };
+                *slot2.census_running.lock().expect("census lock poisoned") = false;
+                slot2.census.send_replace(Some((started, result)));
+            });
+        })
+        .await
+    }
+}
+
+/// Bytes a census's answer may exceed the store's own by (list and metadata framing, an empty store).
+const CENSUS_SLACK_BYTES: usize = 16 << 20;
+
+/// The result of a coalesced upstream call (at most one in flight, `running`; results published on
+/// `result` with their start time) that started at or after `arrived`: the one in flight when it started
+/// late enough, otherwise a new one once it ends. `start` begins a call started at the instant it is given;
+/// the call clears `running` and publishes its result.
+async fn after<T: Clone>(
+    running: &Mutex<bool>,
+    result: &watch::Sender<Started<T>>,
+    arrived: Instant,
+    start: impl Fn(Instant),
+) -> Result<T, String> {
+    let mut rx = result.subscribe();
+    loop {
+        {
+            let current = rx.borrow_and_update();
+            if let Some((started, result)) = &*current
+                && *started >= arrived
             {
-                let mut running = slot.running.lock().expect("probe lock poisoned");
-                if !*running {
-                    *running = true;
-                    let started = Instant::now();
-                    let upstream = self.upstream.clone();
-                    let info = info.clone();
-                    let slot2 = slot.clone();
-                    let cost = self.probe_cost.clone();
-                    self.stats.probes.fetch_add(1, Relaxed);
-                    tokio::spawn(async move {
-                        let result = match tokio::time::timeout(
-                            PROBE_TIMEOUT,
-                            probe::probe(&upstream, &info, &slot2.probe_by_name),
-                        )
-                        .await
-                        {
-                            Ok(r) => r,
-                            Err(_) => Err("probe timed out".to_owned()),
-                        };
-                        if result.is_ok() {
-                            cost.record(started.elapsed());
-                        }
-                        *slot2.running.lock().expect("probe lock poisoned") = false;
-                        slot2.result.send_replace(Some((started, result)));
-                    });
-                }
+                return result.clone();
             }
-            if rx.changed().await.is_err() {
-                return Err("freshness prober dropped".into());
+        }
+        {
+            let mut running = running.lock().expect("coalescing lock poisoned");
+            if !*running {
+                *running = true;
+                start(Instant::now());
             }
+        }
+        if rx.changed().await.is_err() {
+            return Err("freshness prober dropped".into());
         }
     }
 }

@@ -91,6 +91,10 @@ pub struct FreshnessCounters {
     pub ahead_forwarded: u64,
     pub proofs_succeeded: u64,
     pub proofs_failed: u64,
+    pub censuses: u64,
+    pub census_same: u64,
+    pub census_behind: u64,
+    pub census_failed: u64,
     /// 504s decided by the freshness check.
     pub too_large: u64,
 }
@@ -168,6 +172,10 @@ impl Metrics {
             for o in ["proven", "failed"] {
                 self.counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", o)]).increment(0);
             }
+            for o in ["served", "behind", "failed"] {
+                self.counter(FRESHNESS_CENSUSES_TOTAL, vec![label("outcome", o)]).increment(0);
+            }
+            self.counter(FRESHNESS_UPSTREAM_CENSUSES_TOTAL, vec![]).increment(0);
             self.counter(TOO_LARGE_RESOURCE_VERSION_TOTAL, vec![]).absolute(watch_too_large);
             return;
         };
@@ -190,6 +198,12 @@ impl Metrics {
             .absolute(s.ahead_forwarded);
         self.counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", "proven")]).absolute(s.proofs_succeeded);
         self.counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", "failed")]).absolute(s.proofs_failed);
+        self.counter(FRESHNESS_UPSTREAM_CENSUSES_TOTAL, vec![]).absolute(s.censuses);
+        for (outcome, value) in
+            [("served", s.census_same), ("behind", s.census_behind), ("failed", s.census_failed)]
+        {
+            self.counter(FRESHNESS_CENSUSES_TOTAL, vec![label("outcome", outcome)]).absolute(value);
+        }
         // Reads' 504s are decided by the freshness check; watches' by the watch start.
         self.counter(TOO_LARGE_RESOURCE_VERSION_TOTAL, vec![]).absolute(s.too_large + watch_too_large);
     }

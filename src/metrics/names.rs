@@ -82,6 +82,8 @@ pub(crate) const FRESHNESS_UPSTREAM_PROBES_TOTAL: &str = "kache_freshness_upstre
 pub(crate) const FRESHNESS_WAITS_TOTAL: &str = "kache_freshness_waits_total";
 pub(crate) const FRESHNESS_AHEAD_READS_TOTAL: &str = "kache_freshness_ahead_reads_total";
 pub(crate) const FRESHNESS_PROOFS_TOTAL: &str = "kache_freshness_proofs_total";
+pub(crate) const FRESHNESS_CENSUSES_TOTAL: &str = "kache_freshness_censuses_total";
+pub(crate) const FRESHNESS_UPSTREAM_CENSUSES_TOTAL: &str = "kache_freshness_upstream_censuses_total";
 pub(crate) const TOO_LARGE_RESOURCE_VERSION_TOTAL: &str = "kache_too_large_resource_version_total";
 pub(crate) const FORWARDED_REQUESTS_TOTAL: &str = "kache_forwarded_requests_total";
 pub(crate) const FORWARD_READ_AHEAD_BYTES: &str = "kache_forward_read_ahead_bytes";
@@ -305,6 +307,16 @@ pub const ALL: &[MetricDef] = &[
         FRESHNESS_PROOFS_TOTAL,
         &["outcome"],
         "Proof watches opened upstream to prove a quiet resource fresh (a short watch whose first frame is the pre-deadline bookmark), for waiting readers or in the background for a quiet store behind the upstream (at most every 10 s per resource): proven or failed (an event, an error or no bookmark came first).",
+    ),
+    counter(
+        FRESHNESS_CENSUSES_TOTAL,
+        &["outcome"],
+        "Big consistent lists of a store behind the upstream decided by a census (a consistent metadata-only list of the resource compared with the store): served (the store held the upstream's objects, or reached the census's revision; served from memory), behind (writes the store lacked, still lacking after 100 ms; forwarded) or failed (forwarded).",
+    ),
+    counter(
+        FRESHNESS_UPSTREAM_CENSUSES_TOTAL,
+        &[],
+        "Censuses sent upstream (metadata-only consistent lists of a whole resource; coalesced: one in flight per resource).",
     ),
     counter(
         FRESHNESS_AHEAD_READS_TOTAL,

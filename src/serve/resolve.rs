@@ -57,11 +57,19 @@ pub async fn resolve(
             let snapshot = store.current();
             Ok(Resolved { rv: snapshot.rv, snapshot })
         }
-        ReadAt::Consistent => {
-            freshness.ensure(store, arrived, min_rv, bytes, false).await?;
-            let snapshot = store.current();
-            Ok(Resolved { rv: snapshot.rv, snapshot })
-        }
+        ReadAt::Consistent => match freshness.ensure(store, arrived, min_rv, bytes, false).await {
+            Ok(_) => {
+                let snapshot = store.current();
+                Ok(Resolved { rv: snapshot.rv, snapshot })
+            }
+            // The snapshot the census matched, exactly: a later one may hold writes of the census's interval
+            // that were undone before it (see `fresh::census`).
+            Err(NotFresh::Census { known, current }) => match freshness.by_census(store, arrived).await {
+                Some(snapshot) => Ok(Resolved { rv: snapshot.rv, snapshot }),
+                None => Err(NotFresh::Lagging { required: known, current }.into()),
+            },
+            Err(e) => Err(e.into()),
+        },
         ReadAt::AtLeast(n) => {
             if n > store.resource_version() {
                 ahead(store, n, freshness, arrived, bytes, block_timeout).await?;

@@ -15,6 +15,9 @@
 //! - WatchList (client-go 1.35+ informers) of the quiet resource is served from memory once a short upstream
 //!   watch's bookmark proves it fresh, one proof shared by concurrent informers;
 //! - a relist storm of consistent lists of the quiet resource costs the upstream a handful of requests;
+//! - big consistent lists of the quiet resource, whose objects carry their bytes in their spec, are served
+//!   from memory after a census (a metadata-only consistent list compared with the store), and still reflect
+//!   every write made directly upstream before them: updates, creations and deletions;
 //! - the sim's watches that allow bookmarks get one shortly before their deadline carrying the revision of
 //!   a foreign write, as the apiserver's do.
 
@@ -295,6 +298,86 @@ fn seed_big_pods(sim: &SimHandle) {
         p["metadata"]["annotations"] = json!({ "blob": blob });
         sim.create("pods", Some("big"), p).expect("pod");
     }
+}
+
+/// `n` pods of about 5 KB each in namespace `spec`, the bytes in their spec (a long container command), as
+/// real pods carry theirs: their metadata, what a census lists, is a small share of them.
+fn seed_spec_heavy_pods(sim: &SimHandle, n: usize) {
+    sim.create("namespaces", None, common::namespace("spec")).expect("namespace");
+    for i in 0..n {
+        let mut p = pod("spec", &format!("s{i:04}"), &[], "node-1");
+        p["spec"]["containers"][0]["command"] = json!([format!("{i}-{}", "c".repeat(5_000))]);
+        sim.create("pods", Some("spec"), p).expect("pod");
+    }
+}
+
+/// The `metadata.resourceVersion` of `namespace/name` in a list, `None` when it is not listed.
+fn listed_rv(list: &Value, namespace: &str, name: &str) -> Option<String> {
+    list["items"].as_array().expect("items").iter().find_map(|i| {
+        let m = &i["metadata"];
+        (m["namespace"] == namespace && m["name"] == name)
+            .then(|| m["resourceVersion"].as_str().map(str::to_owned))?
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_lists_of_a_quiet_resource_are_served_from_memory_after_a_census_and_reflect_every_write() {
+    let sim = quiet_sim().await;
+    seed_spec_heavy_pods(&sim, 300);
+    let kache = start_kache(&sim.url(), |c| {
+        pods_only(c);
+        c.freshness.probe_small_reads = false;
+        // Without proofs: what serves these reads from memory is the census alone.
+        c.freshness.prove = false;
+    })
+    .await;
+    sim.set_foreign_writes(FOREIGN_RATE);
+    foreign_write(&sim, 0);
+    let f = &kache.freshness().stats;
+    // No write to pods: the store holds what the sim holds, behind its revision.
+    for _ in 0..3 {
+        let r = get(&kache.url(), "/api/v1/pods").await;
+        assert_eq!(r.status, 200, "{}", show(&r));
+        assert_eq!(names(&r.json()), all_pods(&sim));
+    }
+    assert_eq!(kache.stats().forwarded(), 0, "served from memory");
+    assert_eq!(f.census_same.load(Relaxed), 3, "each after a census");
+    // A write made directly upstream just before each list (an update, a creation, a deletion): each list
+    // reflects it, whichever way kache decides (its census shows the write: the list waits for its event,
+    // or is forwarded).
+    for i in 0..9 {
+        let (name, want) = match i % 3 {
+            0 => {
+                let mut p = sim.get("pods", Some("spec"), &format!("s{i:04}")).expect("pod");
+                p["metadata"]["labels"] = json!({ "written": i.to_string() });
+                let p = sim.update("pods", Some("spec"), p).expect("update");
+                (format!("s{i:04}"), p["metadata"]["resourceVersion"].as_str().map(str::to_owned))
+            }
+            1 => {
+                let p = sim
+                    .create("pods", Some("spec"), pod("spec", &format!("new{i}"), &[], "node-1"))
+                    .expect("create");
+                (format!("new{i}"), p["metadata"]["resourceVersion"].as_str().map(str::to_owned))
+            }
+            _ => {
+                sim.delete("pods", Some("spec"), &format!("s{i:04}")).expect("delete");
+                (format!("s{i:04}"), None)
+            }
+        };
+        let r = get(&kache.url(), "/api/v1/pods").await;
+        assert_eq!(r.status, 200, "{}", show(&r));
+        let v = r.json();
+        assert_eq!(listed_rv(&v, "spec", &name), want, "write {i} is reflected");
+        assert_eq!(names(&v), all_pods(&sim), "list {i}");
+    }
+    eprintln!(
+        "censuses: {} served, {} behind, {} failed; {} forwarded",
+        f.census_same.load(Relaxed),
+        f.census_behind.load(Relaxed),
+        f.census_failed.load(Relaxed),
+        kache.stats().forwarded()
+    );
+    assert_eq!(f.census_failed.load(Relaxed), 0);
 }
 
 /// The revision of kache's pods store (an RV=0 list answers with it).

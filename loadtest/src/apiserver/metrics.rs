@@ -16,6 +16,8 @@ pub struct Counters {
     pub probes: f64,
     /// `kache_freshness_proofs_total`: proof watches opened upstream.
     pub proofs: f64,
+    /// `kache_freshness_upstream_censuses_total`: metadata-only consistent lists sent upstream.
+    pub censuses: f64,
     /// `kache_too_large_resource_version_total`: 504s kache answered itself.
     pub too_large: f64,
     /// Whether a scrape succeeded (a kache without a metrics listener reports nothing).
@@ -30,6 +32,7 @@ impl Counters {
             forwarded_reads: self.forwarded_reads - before.forwarded_reads,
             probes: self.probes - before.probes,
             proofs: self.proofs - before.proofs,
+            censuses: self.censuses - before.censuses,
             too_large: self.too_large - before.too_large,
             seen: self.seen && before.seen,
         }
@@ -41,6 +44,7 @@ impl Counters {
         self.forwarded_reads += d.forwarded_reads;
         self.probes += d.probes;
         self.proofs += d.proofs;
+        self.censuses += d.censuses;
         self.too_large += d.too_large;
         self.seen |= d.seen;
     }
@@ -59,9 +63,11 @@ impl Counters {
         if !self.seen || requests == 0 {
             return "—".into();
         }
-        let up = self.forwarded_reads + self.probes + self.proofs;
+        let up = self.forwarded_reads + self.probes + self.proofs + self.censuses;
+        let censuses =
+            if self.censuses > 0.0 { format!(", {} censuses", self.censuses) } else { String::new() };
         format!(
-            "{:.2} ({} forwarded, {} probes, {} proofs)",
+            "{:.2} ({} forwarded, {} probes, {} proofs{censuses})",
             up / requests as f64,
             self.forwarded_reads,
             self.probes,
@@ -94,6 +100,7 @@ pub fn parse(text: &str) -> Counters {
             "kache_forwarded_requests_total" if labels.contains("kind=\"read\"") => c.forwarded_reads += v,
             "kache_freshness_upstream_probes_total" => c.probes += v,
             "kache_freshness_proofs_total" => c.proofs += v,
+            "kache_freshness_upstream_censuses_total" => c.censuses += v,
             "kache_too_large_resource_version_total" => c.too_large += v,
             _ => {}
         }

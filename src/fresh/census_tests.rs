@@ -1,0 +1,232 @@
+use std::sync::Arc;
+
+use bytes::Bytes;
+use imbl::OrdMap;
+use proptest::prelude::*;
+
+use super::*;
+use crate::codec::extract::object_from_json;
+use crate::resource::{Gvr, ResourceInfo};
+use crate::store::{Key, Object};
+
+/// A census of namespace `fx` (objects `a` at 6463 and `b` at 6464, list at 6466) as the real 1.36 sample
+/// apiserver answered it, in protobuf and in JSON.
+const FX_PB: &[u8] = include_bytes!("testdata/census-fx.pb");
+const FX_JSON: &[u8] = include_bytes!("testdata/census-fx.json");
+
+fn flunders() -> ResourceInfo {
+    ResourceInfo {
+        gvr: Gvr::new("wardle.example.com", "v1beta1", "flunders"),
+        kind: "Flunder".into(),
+        list_kind: "FlunderList".into(),
+        namespaced: true,
+        list_items_have_type_meta: true,
+    }
+}
+
+fn object(ns: &str, name: &str, rv: u64) -> Arc<Object> {
+    let raw = format!(
+        r#"{{"kind":"Flunder","apiVersion":"wardle.example.com/v1beta1","metadata":{{"name":"{name}","namespace":"{ns}","uid":"u-{name}","resourceVersion":"{rv}"}},"spec":{{"flunderReference":"{}"}}}}"#,
+        "x".repeat(200)
+    );
+    Arc::new(object_from_json(Bytes::from(raw), &flunders()).expect("a valid object"))
+}
+
+fn snapshot(rv: u64, objects: &[(&str, &str, u64)]) -> Snapshot {
+    let map: OrdMap<Key, Arc<Object>> =
+        objects.iter().map(|&(ns, name, rv)| object(ns, name, rv)).map(|o| (o.key.clone(), o)).collect();
+    Snapshot::new(rv, map)
+}
+
+fn census(rv: u64, items: &[(&str, &str, u64)]) -> Census {
+    Census {
+        rv,
+        items: items
+            .iter()
+            .map(|&(ns, name, rv)| Item { namespace: Some(ns.into()), name: name.into(), rv })
+            .collect(),
+        bytes: 0,
+    }
+}
+
+fn fx() -> Vec<Item> {
+    vec![
+        Item { namespace: Some("fx".into()), name: "a".into(), rv: 6463 },
+        Item { namespace: Some("fx".into()), name: "b".into(), rv: 6464 },
+    ]
+}
+
+#[test]
+fn parses_the_real_apiservers_protobuf_census() {
+    let c = parse_protobuf(&Bytes::from_static(FX_PB)).expect("parses");
+    assert_eq!(c.rv, 6466);
+    assert_eq!(c.items, fx());
+    assert_eq!(c.bytes, FX_PB.len());
+}
+
+#[test]
+fn parses_the_real_apiservers_json_census() {
+    let c = parse_json(&Bytes::from_static(FX_JSON)).expect("parses");
+    assert_eq!(c.rv, 6466);
+    assert_eq!(c.items, fx());
+}
+
+#[test]
+fn cluster_scoped_items_have_no_namespace() {
+    let json = br#"{"metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"n1","namespace":"","resourceVersion":"3"}},{"metadata":{"name":"n2","resourceVersion":"4"}}]}"#;
+    let c = parse_json(&Bytes::from_static(json)).expect("parses");
+    assert_eq!(c.items.iter().map(|i| i.namespace.clone()).collect::<Vec<_>>(), [None, None]);
+    assert_eq!(c.items.iter().map(|i| i.rv).collect::<Vec<_>>(), [3, 4]);
+}
+
+#[test]
+fn refuses_pages_and_revisions_that_are_not_numbers() {
+    let page = br#"{"metadata":{"resourceVersion":"9","continue":"abc"},"items":[]}"#;
+    assert!(parse_json(&Bytes::from_static(page)).is_err(), "a page is not the whole resource");
+    let bad_item =
+        br#"{"metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"a","resourceVersion":"x"}}]}"#;
+    assert!(parse_json(&Bytes::from_static(bad_item)).is_err());
+    let no_rv = br#"{"metadata":{},"items":[]}"#;
+    assert!(parse_json(&Bytes::from_static(no_rv)).is_err());
+    let mut pb = FX_PB.to_vec();
+    assert!(parse_protobuf(&Bytes::from(pb.clone())).is_ok());
+    pb.truncate(pb.len() - 1);
+    assert!(parse_protobuf(&Bytes::from(pb)).is_err(), "a truncated answer is malformed");
+    assert!(parse_protobuf(&Bytes::from_static(b"{}")).is_err(), "no envelope");
+}
+
+#[test]
+fn a_snapshot_with_the_same_objects_is_the_same() {
+    let s = snapshot(100, &[("a", "x", 10), ("a", "y", 20), ("b", "x", 30)]);
+    let c = census(500, &[("a", "x", 10), ("a", "y", 20), ("b", "x", 30)]);
+    assert_eq!(compare(&s, &c), Compared::Same);
+    // Listed in another order: compared by key, still the same.
+    let shuffled = census(500, &[("b", "x", 30), ("a", "x", 10), ("a", "y", 20)]);
+    assert_eq!(compare(&s, &shuffled), Compared::Same);
+    assert_eq!(compare(&snapshot(3, &[]), &census(7, &[])), Compared::Same);
+}
+
+#[test]
+fn a_snapshot_lacking_writes_is_behind_the_newest_it_lacks() {
+    let s = snapshot(100, &[("a", "x", 10), ("a", "y", 20), ("b", "x", 30)]);
+    // Updated upstream.
+    assert_eq!(
+        compare(&s, &census(500, &[("a", "x", 10), ("a", "y", 120), ("b", "x", 130)])),
+        Compared::Behind { upto: 130 }
+    );
+    // Created upstream.
+    assert_eq!(
+        compare(&s, &census(500, &[("a", "x", 10), ("a", "y", 20), ("a", "z", 140), ("b", "x", 30)])),
+        Compared::Behind { upto: 140 }
+    );
+    // Deleted upstream: the deletion's revision is unknown, the census's stands for it.
+    assert_eq!(compare(&s, &census(500, &[("a", "x", 10), ("b", "x", 30)])), Compared::Behind { upto: 500 });
+    // An object listed twice cannot stand in for one missing.
+    assert_eq!(
+        compare(&s, &census(500, &[("a", "x", 10), ("a", "x", 10), ("b", "x", 30)])),
+        Compared::Behind { upto: 10 }
+    );
+    // A version the store never had, even an older-looking one, is not the same.
+    assert_eq!(
+        compare(&s, &census(500, &[("a", "x", 9), ("a", "y", 20), ("b", "x", 30)])),
+        Compared::Behind { upto: 9 }
+    );
+}
+
+#[test]
+fn estimates_a_census_by_the_metadata_share() {
+    let (store, mut writer) = crate::store::Store::new(flunders(), crate::store::StoreConfig::default());
+    assert_eq!(estimate_bytes(&store.load()), 0, "an empty store");
+    writer.replace((0..10).map(|i| object("ns", &format!("o{i}"), 10 + i)), 20);
+    let state = store.load();
+    let o = object("ns", "o1", 11);
+    let share = o.metadata_range.len() as f64 / o.raw.len() as f64;
+    assert!(share > 0.1 && share < 0.6, "the test objects carry most bytes in spec: {share}");
+    let estimate = estimate_bytes(&state) as f64;
+    let expected = state.live_bytes as f64 * share;
+    assert!((estimate - expected).abs() <= expected * 0.05, "{estimate} vs {expected}");
+}
+
+/// A protobuf list of `items` `(namespace, name, rv)` at `rv`, in the apiserver's envelope.
+fn encode(rv: &str, items: &[(&str, &str, &str)]) -> Vec<u8> {
+    fn field(out: &mut Vec<u8>, tag: u8, payload: &[u8]) {
+        out.push(tag << 3 | 2);
+        let mut len = payload.len();
+        loop {
+            let b = (len & 0x7f) as u8;
+            len >>= 7;
+            if len == 0 {
+                out.push(b);
+                break;
+            }
+            out.push(b | 0x80);
+        }
+        out.extend_from_slice(payload);
+    }
+    let mut list = Vec::new();
+    let mut list_meta = Vec::new();
+    field(&mut list_meta, 2, rv.as_bytes());
+    field(&mut list, 1, &list_meta);
+    for (ns, name, rv) in items {
+        let mut meta = Vec::new();
+        field(&mut meta, 1, name.as_bytes());
+        field(&mut meta, 3, ns.as_bytes());
+        field(&mut meta, 6, rv.as_bytes());
+        let mut item = Vec::new();
+        field(&mut item, 1, &meta);
+        field(&mut list, 2, &item);
+    }
+    let mut unknown = Vec::new();
+    field(&mut unknown, 2, &list);
+    let mut out = b"k8s\0".to_vec();
+    out.extend_from_slice(&unknown);
+    out
+}
+
+#[test]
+fn parses_what_the_test_encoder_writes() {
+    let pb = encode("77", &[("ns", "a", "5"), ("", "b", "6")]);
+    let c = parse_protobuf(&Bytes::from(pb)).expect("parses");
+    assert_eq!(c.rv, 77);
+    assert_eq!(
+        c.items,
+        [
+            Item { namespace: Some("ns".into()), name: "a".into(), rv: 5 },
+            Item { namespace: None, name: "b".into(), rv: 6 },
+        ]
+    );
+}
+
+proptest! {
+    /// Upstream bytes are parsed defensively: anything is an answer or an error, never a panic.
+    #[test]
+    fn any_bytes_parse_or_fail_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let mut enveloped = b"k8s\0".to_vec();
+        enveloped.extend_from_slice(&bytes);
+        let _ = parse_protobuf(&Bytes::from(enveloped));
+        let _ = parse_protobuf(&Bytes::from(bytes.clone()));
+        let _ = parse_json(&Bytes::from(bytes));
+    }
+
+    /// A census read back from its encoding lists what was encoded, and compares as the same with a
+    /// snapshot of those objects.
+    #[test]
+    fn encoded_censuses_round_trip_and_match(
+        objects in proptest::collection::btree_map(("[a-c]{1,2}", "[a-z]{1,5}"), 1u64..1_000_000, 0..40),
+    ) {
+        let items: Vec<(String, String, String)> =
+            objects.iter().map(|((ns, name), rv)| (ns.clone(), name.clone(), rv.to_string())).collect();
+        let refs: Vec<(&str, &str, &str)> =
+            items.iter().map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str())).collect();
+        let c = parse_protobuf(&Bytes::from(encode("2000000", &refs))).expect("parses");
+        prop_assert_eq!(c.items.len(), objects.len());
+        let stored: Vec<(&str, &str, u64)> =
+            objects.iter().map(|((ns, name), rv)| (ns.as_str(), name.as_str(), *rv)).collect();
+        prop_assert_eq!(compare(&snapshot(1, &stored), &c), Compared::Same);
+        if let Some(((ns, name), rv)) = objects.iter().next() {
+            let mut changed = stored.clone();
+            changed[0] = (ns.as_str(), name.as_str(), rv + 1);
+            prop_assert_eq!(compare(&snapshot(1, &changed), &c), Compared::Behind { upto: *rv });
+        }
+    }
+}
