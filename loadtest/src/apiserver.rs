@@ -62,6 +62,11 @@ pub struct Args {
     /// read-only and skips the cases that need writes.
     #[arg(long)]
     pub allow_writes: bool,
+    /// Where the seeded objects carry their ~1.8 KiB of notes: `spec` (in `spec.flunderReference`, as real
+    /// objects carry their bytes in spec and status; the sample apiserver's flunders only) or `annotation`
+    /// (in an annotation, inside `metadata`: any kind).
+    #[arg(long, value_enum, default_value_t = setup::Shape::Annotation)]
+    pub object_shape: setup::Shape,
     /// Objects to seed (`lt-NNNNN` in namespaces `lt-0`…; existing ones are kept).
     #[arg(long, default_value_t = 10_000)]
     pub objects: usize,
@@ -200,7 +205,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
              (HTTP/1.1 over TLS on both sides); {} from kache-loadtest apiserver.",
             kc.server,
             args.kubeconfig.display(),
-            if args.allow_writes { "writes allowed (seeding, foreign writer)" } else { "read-only" }
+            match (args.allow_writes, args.object_shape) {
+                (false, _) => "read-only",
+                (true, setup::Shape::Annotation) =>
+                    "writes allowed (seeding objects whose bytes are in an annotation, foreign writer)",
+                (true, setup::Shape::Spec) =>
+                    "writes allowed (seeding objects whose bytes are in their spec, foreign writer)",
+            }
         ),
         command: crate::command_line(),
         started_unix: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),

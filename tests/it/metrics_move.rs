@@ -73,6 +73,14 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
         "kache_freshness_proofs_total",
         "tests/it/foreign.rs and tests/it/chain.rs (quiet resources proven by bookmarks)",
     ),
+    (
+        "kache_freshness_censuses_total",
+        "tests/it/foreign.rs and tests/it/real_apiserver.rs (big consistent lists of a quiet store behind the upstream, served after a census)",
+    ),
+    (
+        "kache_freshness_upstream_censuses_total",
+        "tests/it/foreign.rs and tests/it/real_apiserver.rs (the censuses those lists sent upstream)",
+    ),
     ("kache_freshness_ahead_reads_total", "tests/it/foreign.rs (reads at a revision the upstream reached)"),
     ("apiserver_watch_cache_read_wait_seconds", "tests/it/consistency.rs (consistent reads that wait)"),
     (

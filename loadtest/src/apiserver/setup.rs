@@ -147,19 +147,32 @@ pub async fn count(client: &Client, t: &Target, path: &str) -> anyhow::Result<us
     Ok(remaining + usize::from(has_item))
 }
 
-fn object(api_version: &str, kind: &str, ns: &str, name: &str, i: usize) -> serde_json::Value {
+/// Where a seeded object carries its bytes (`--object-shape`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shape {
+    /// In an annotation (`metadata`): any kind takes it.
+    Annotation,
+    /// In `spec.flunderReference` (the sample apiserver's flunders), as real objects carry theirs in spec.
+    Spec,
+}
+
+fn object(shape: Shape, api_version: &str, kind: &str, ns: &str, name: &str, i: usize) -> serde_json::Value {
     let notes: String =
         (0..NOTE_LINES).map(|k| format!("line {k:02} of the notes of {name} in {ns}; ")).collect();
-    serde_json::json!({
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "labels": {"app": if i.is_multiple_of(3) { "db" } else { "web" }, "idx": (i % 10).to_string()},
-            "annotations": {"example.com/notes": notes},
-        },
-    })
+    let labels = serde_json::json!({"app": if i.is_multiple_of(3) { "db" } else { "web" }, "idx": (i % 10).to_string()});
+    match shape {
+        Shape::Annotation => serde_json::json!({
+            "apiVersion": api_version,
+            "kind": kind,
+            "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": {"example.com/notes": notes}},
+        }),
+        Shape::Spec => serde_json::json!({
+            "apiVersion": api_version,
+            "kind": kind,
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"referenceType": "Flunder", "flunderReference": notes},
+        }),
+    }
 }
 
 fn seeded_name(i: usize) -> String {
@@ -177,7 +190,14 @@ pub async fn seed(client: &Client, t: &Target, res: &ResourcePath, args: &Args) 
     for i in 0..args.objects {
         let permit = gate.clone().acquire_owned().await.expect("the semaphore is never closed");
         let ns = format!("lt-{}", i % namespaces);
-        let body = serde_json::to_vec(&object(&res.api_version(), &args.kind, &ns, &seeded_name(i), i))?;
+        let body = serde_json::to_vec(&object(
+            args.object_shape,
+            &res.api_version(),
+            &args.kind,
+            &ns,
+            &seeded_name(i),
+            i,
+        ))?;
         let url = http::url(&t.base, &res.namespaced(&ns), "");
         let (client, bearer, created, failed) =
             (client.clone(), t.bearer.clone(), created.clone(), failed.clone());
@@ -369,9 +389,12 @@ mod tests {
 
     #[test]
     fn seeded_objects_are_of_realistic_size() {
-        let n =
-            serde_json::to_vec(&object("g/v", "Flunder", "lt-0", &seeded_name(1), 1)).expect("json").len();
-        // The apiserver adds ~0.6 KiB (uid, resourceVersion, timestamps, managedFields).
-        assert!((1_800..2_500).contains(&n), "{n} bytes");
+        for shape in [Shape::Annotation, Shape::Spec] {
+            let n = serde_json::to_vec(&object(shape, "g/v", "Flunder", "lt-0", &seeded_name(1), 1))
+                .expect("json")
+                .len();
+            // The apiserver adds ~0.6 KiB (uid, resourceVersion, timestamps, managedFields).
+            assert!((1_800..2_500).contains(&n), "{shape:?}: {n} bytes");
+        }
     }
 }
