@@ -143,6 +143,18 @@ impl Default for FreshnessConfig {
     }
 }
 
+/// A snapshot a census matched: it holds the upstream's objects at `rv` (≥ its own revision). A read
+/// answers with it at `rv`, as the apiserver would; a watch sends its state, its initial-events-end bookmark
+/// at `rv`, then the store's events after `rv` (those in between, still on their way when it matched, undo
+/// each other: an object created and deleted again).
+#[derive(Debug, Clone)]
+pub struct Matched {
+    pub snapshot: Arc<Snapshot>,
+    /// The store generation it belongs to (a relist since makes it useless to a watch).
+    pub generation: u64,
+    pub rv: u64,
+}
+
 /// Why a consistent read could not be served from memory.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotFresh {
@@ -288,7 +300,9 @@ impl Freshness {
     /// Proves the store at least as fresh as the upstream was at `arrived`, and returns the store's
     /// resourceVersion to serve at (≥ the probed revision and ≥ `min_rv`, e.g. the last write through kache).
     /// `bytes` is the size of the read (what forwarding it would cost); `watch` marks a consistent watch,
-    /// which forwarding would pin upstream for its whole life.
+    /// which forwarding would pin upstream for its whole life. [`NotFresh::Census`] asks the caller to decide
+    /// by a census ([`Freshness::by_census`]); a caller that cannot serve a matched snapshot (a consistent
+    /// watch without initial events) passes `census_ok` false.
     pub(crate) async fn ensure(
         &self,
         store: &Arc<Store>,
@@ -296,6 +310,7 @@ impl Freshness {
         min_rv: u64,
         bytes: usize,
         watch: bool,
+        census_ok: bool,
     ) -> Result<u64, NotFresh> {
         let gvr = &store.info().gvr;
         let current = store.resource_version();
@@ -304,7 +319,7 @@ impl Freshness {
         let budget = self.budget(store, &slot, bytes);
         let prove = self.proof_pays(&slot, bytes, watch, arrived);
         let known = self.known_revision().max(min_rv);
-        if current < known && !watch && self.census_pays(store, &slot, bytes) {
+        if current < known && census_ok && self.census_pays(store, &slot, bytes, watch) {
             // Known to be behind, and big: a census shows in one round trip whether the store holds what the
             // upstream holds (a proof takes 1–2 s, forwarding costs more than the census).
             return Err(NotFresh::Census { known, current });
@@ -351,7 +366,7 @@ impl Freshness {
             Self::served(&slot, arrived, bytes);
             return Ok(store.resource_version());
         }
-        if !watch && self.census_pays(store, &slot, bytes) {
+        if census_ok && self.census_pays(store, &slot, bytes, watch) {
             return Err(NotFresh::Census { known: required, current: store.resource_version() });
         }
         if prove && self.prove(store, &slot, required).await {
@@ -421,27 +436,35 @@ impl Freshness {
         Forwarding { slot: self.slot(gvr), arrived }
     }
 
-    /// Whether a census ([`census`]) pays for a consistent list of `bytes` bytes of `store`: the census (the
-    /// resource's metadata, as measured by the last one, or estimated from the stored objects' metadata share)
-    /// and serving the read from memory cost less than forwarding it, by [`CENSUS_MAX_FRACTION`].
-    fn census_pays(&self, store: &Store, slot: &Slot, bytes: usize) -> bool {
-        if !self.config.census || bytes < CENSUS_MIN_BYTES {
+    /// Whether a census ([`census`]) pays for a consistent read of `bytes` bytes of `store`. For a list: the
+    /// census (the resource's metadata, as measured by the last one, or estimated from the stored objects'
+    /// metadata share) and serving the read from memory cost less than forwarding it, by
+    /// [`CENSUS_MAX_FRACTION`]. For a consistent watch (WatchList), whose alternative is a proof (~1–2 s) or
+    /// a forwarded watch: the census costs less than a proof.
+    fn census_pays(&self, store: &Store, slot: &Slot, bytes: usize, watch: bool) -> bool {
+        if !self.config.census {
             return false;
         }
         let census_bytes = match slot.census_bytes.load(Relaxed) {
             0 => census::estimate_bytes(&store.load()),
             measured => measured,
         };
+        if watch {
+            return self.config.prove && forward_cost(census_bytes) < self.config.proof_cost;
+        }
+        if bytes < CENSUS_MIN_BYTES {
+            return false;
+        }
         let cost = forward_cost(census_bytes) + memory_cost(bytes);
         cost.as_secs_f64() <= forward_cost(bytes).as_secs_f64() * CENSUS_MAX_FRACTION
     }
 
     /// Serves a consistent read of `store` that arrived at `arrived` by a census started after it: the
-    /// snapshot to serve when it holds the upstream's objects at the census's revision (or the store has
+    /// snapshot to serve, as the upstream's state at the census's revision ([`Matched`]), when it holds the upstream's objects at the census's revision (or the store has
     /// reached that revision), `None` when it does not (the read is forwarded). A census showing writes
     /// the store lacks waits up to [`CENSUS_CATCH_UP`] for their events and compares once more. Censuses
     /// are coalesced per resource.
-    pub(crate) async fn by_census(&self, store: &Arc<Store>, arrived: Instant) -> Option<Arc<Snapshot>> {
+    pub(crate) async fn by_census(&self, store: &Arc<Store>, arrived: Instant) -> Option<Matched> {
         let slot = self.slot(&store.info().gvr);
         let census = match self.census_after(store, &slot, arrived).await {
             Ok(c) => c,
@@ -453,7 +476,8 @@ impl Freshness {
         };
         self.observe(census.rv);
         for attempt in 0..2 {
-            let snapshot = store.current();
+            let state = store.load();
+            let snapshot = state.snapshot.clone();
             let compared = if snapshot.rv >= census.rv {
                 census::Compared::Same
             } else {
@@ -462,7 +486,8 @@ impl Freshness {
             match compared {
                 census::Compared::Same => {
                     self.stats.census_same.fetch_add(1, Relaxed);
-                    return Some(snapshot);
+                    let rv = census.rv.max(snapshot.rv);
+                    return Some(Matched { snapshot, generation: state.generation, rv });
                 }
                 census::Compared::Behind { upto } if attempt == 0 => {
                     let _ = store.wait_for(upto, CENSUS_CATCH_UP).await;

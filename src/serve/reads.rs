@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::codec::list::View;
 use crate::codec::status::ApiError;
 use crate::codec::table::Printer;
-use crate::fresh::Freshness;
+use crate::fresh::{Freshness, NotFresh};
 use crate::front::body::Body;
 use crate::front::negotiate;
 use crate::front::respond;
@@ -358,23 +358,27 @@ impl Reads {
         // RV unset with sendInitialEvents set (after the legacy defaulting) starts at the upstream's current
         // revision (storage/cacher/cacher.go: Cacher.Watch via getWatchCacheResourceVersion): the same proof
         // as a consistent list; forwarded when it fails.
-        let consistent_rv = match (rv, opts.send_initial_events) {
-            (None, Some(_)) => {
+        let (consistent_rv, matched) = match (rv, opts.send_initial_events) {
+            (None, Some(initial)) => {
                 let bytes = crate::serve::resolve::read_bytes(store, store.current().len());
-                Some(
-                    self.freshness
-                        .ensure(store, arrived, min_rv, bytes, true)
-                        .await
-                        .map_err(|_| NotServed::NotFresh)?,
-                )
+                match self.freshness.ensure(store, arrived, min_rv, bytes, true, initial).await {
+                    Ok(rv) => (Some(rv), None),
+                    // Proven by a census: the initial events are the matched snapshot's, exactly.
+                    Err(NotFresh::Census { .. }) => match self.freshness.by_census(store, arrived).await {
+                        Some(matched) => (Some(matched.rv), Some(matched)),
+                        None => return Err(NotServed::NotFresh),
+                    },
+                    Err(_) => return Err(NotServed::NotFresh),
+                }
             }
-            _ => None,
+            _ => (None, None),
         };
         let request = watch::request::WatchRequest {
             store: store.clone(),
             namespace: scan_namespace(r, info.namespaced, &opts).map(str::to_owned),
             name: opts.field_selector.exact("metadata.name").map(str::to_owned),
             consistent_rv,
+            matched,
             view: match view {
                 View::Full => WatchView::Full,
                 View::Metadata => WatchView::PartialObjectMetadata,

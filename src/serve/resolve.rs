@@ -57,15 +57,15 @@ pub async fn resolve(
             let snapshot = store.current();
             Ok(Resolved { rv: snapshot.rv, snapshot })
         }
-        ReadAt::Consistent => match freshness.ensure(store, arrived, min_rv, bytes, false).await {
+        ReadAt::Consistent => match freshness.ensure(store, arrived, min_rv, bytes, false, true).await {
             Ok(_) => {
                 let snapshot = store.current();
                 Ok(Resolved { rv: snapshot.rv, snapshot })
             }
-            // The snapshot the census matched, exactly: a later one may hold writes of the census's interval
-            // that were undone before it (see `fresh::census`).
+            // The snapshot the census matched, exactly, at the census's revision: a later snapshot may hold
+            // writes of the census's interval that were undone before it (see `fresh::census`).
             Err(NotFresh::Census { known, current }) => match freshness.by_census(store, arrived).await {
-                Some(snapshot) => Ok(Resolved { rv: snapshot.rv, snapshot }),
+                Some(matched) => Ok(Resolved { rv: matched.rv, snapshot: matched.snapshot }),
                 None => Err(NotFresh::Lagging { required: known, current }.into()),
             },
             Err(e) => Err(e.into()),

@@ -336,9 +336,16 @@ async fn big_lists_of_a_quiet_resource_are_served_from_memory_after_a_census_and
     let f = &kache.freshness().stats;
     // No write to pods: the store holds what the sim holds, behind its revision.
     for _ in 0..3 {
+        let before = sim.revision();
         let r = get(&kache.url(), "/api/v1/pods").await;
         assert_eq!(r.status, 200, "{}", show(&r));
-        assert_eq!(names(&r.json()), all_pods(&sim));
+        let v = r.json();
+        assert_eq!(names(&v), all_pods(&sim));
+        let rv: u64 = v["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("rv");
+        assert!(
+            rv >= before,
+            "the list at {rv} reflects the revision {before} before it, as the apiserver's"
+        );
     }
     assert_eq!(kache.stats().forwarded(), 0, "served from memory");
     assert_eq!(f.census_same.load(Relaxed), 3, "each after a census");
@@ -487,7 +494,8 @@ fn events(r: &Resp) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_lists_of_a_quiet_resource_are_served_from_memory_once_proven() {
-    let (sim, kache) = cluster(FOREIGN_RATE).await;
+    // The proof's path: without censuses (below, a census decides first).
+    let (sim, kache) = cluster_with(FOREIGN_RATE, |c| c.freshness.census = false).await;
     foreign_write(&sim, 0);
     let before = sim.revision();
     let want: Vec<String> = all_pods(&sim).into_iter().filter(|n| n.starts_with("n0/")).collect();
@@ -528,6 +536,61 @@ async fn watch_lists_of_a_quiet_resource_are_served_from_memory_once_proven() {
         "concurrent informers share the proof: {} proof watches",
         f.proofs.load(Relaxed)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_lists_of_a_quiet_resource_start_from_the_snapshot_a_census_matched() {
+    let (sim, kache) = cluster(FOREIGN_RATE).await;
+    foreign_write(&sim, 0);
+    let store_rv = store_rv(&kache).await;
+    let before = sim.revision();
+    assert!(store_rv < before, "the store is behind the upstream's revision");
+    let want: Vec<String> = all_pods(&sim).into_iter().filter(|n| n.starts_with("n0/")).collect();
+    const INFORMERS: usize = 4;
+    let path = "/api/v1/namespaces/n0/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
+                &allowWatchBookmarks=true&timeoutSeconds=3";
+    let informers: Vec<_> = (0..INFORMERS)
+        .map(|_| {
+            let url = kache.url();
+            tokio::spawn(async move { get(&url, path).await })
+        })
+        .collect();
+    // A write after the informers started: each sees it after its initial-events-end bookmark.
+    let mut p = sim.get("pods", Some("n0"), "p001").expect("pod");
+    p["metadata"]["labels"] = json!({ "written": "yes" });
+    let written: u64 = sim.update("pods", Some("n0"), p).expect("update")["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("rv");
+    for informer in informers {
+        let r = informer.await.expect("informer");
+        assert_eq!(r.status, 200, "{}", show(&r));
+        let events = events(&r);
+        let added: Vec<&Value> = events.iter().take_while(|e| e["type"] == "ADDED").collect();
+        let end = &events[added.len()];
+        assert_eq!(end["type"], "BOOKMARK", "{end}");
+        assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true", "{end}");
+        let rv: u64 =
+            end["object"]["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("rv");
+        // The census's revision, as the apiserver's bookmark carries its own: past the store's.
+        assert!(rv >= before, "bookmark at {rv}, upstream at {before} before the watch");
+        // Its state, then every event after it: the write, as MODIFIED (or in the initial state, when the
+        // census came after the write).
+        let p001 = |e: &Value| e["object"]["metadata"]["name"] == "p001";
+        let names: Vec<String> = added
+            .iter()
+            .map(|e| format!("n0/{}", e["object"]["metadata"]["name"].as_str().unwrap_or("")))
+            .collect();
+        assert_eq!(names, want, "the initial events are the namespace's pods");
+        let seen_written =
+            added.iter().any(|e| p001(e) && e["object"]["metadata"]["labels"]["written"] == "yes")
+                || events[added.len() + 1..].iter().any(|e| e["type"] == "MODIFIED" && p001(e));
+        assert!(seen_written, "the write after the watch started is delivered: {events:#?}");
+    }
+    assert_eq!(kache.stats().forwarded(), 0, "no watch was forwarded");
+    let f = &kache.freshness().stats;
+    assert!(f.census_same.load(Relaxed) >= 1, "served after a census");
+    assert_eq!(f.proofs.load(Relaxed), 0, "no proof watch: the census decided");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

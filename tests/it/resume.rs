@@ -90,6 +90,7 @@ fn resume_from(rv: u64) -> WatchSpec {
         wait_timeout: Duration::from_secs(3),
         indexed: true,
         proto: None,
+        matched: None,
     }
 }
 

@@ -66,6 +66,7 @@ fn live_spec() -> WatchSpec {
         wait_timeout: Duration::from_secs(3),
         indexed: true,
         proto: None,
+        matched: None,
     }
 }
 

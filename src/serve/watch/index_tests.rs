@@ -127,6 +127,7 @@ fn spec(filter: Filter, indexed: bool) -> WatchSpec {
         wait_timeout: Duration::from_secs(3),
         indexed,
         proto: None,
+        matched: None,
     }
 }
 

@@ -33,6 +33,9 @@ pub struct WatchRequest {
     /// For RV="" with sendInitialEvents: the RV the dispatcher's freshness proof waited for (the store
     /// is at least there); `None` when not needed.
     pub consistent_rv: Option<u64>,
+    /// For RV="" with sendInitialEvents=true proven by a census: the snapshot it matched, which the watch
+    /// starts from exactly.
+    pub matched: Option<super::stream::Matched>,
     pub view: WatchView,
     /// Frames in protobuf, with objects encoded as this target (`view` is `Full` or the metadata view).
     pub proto: Option<ProtoTarget>,
@@ -101,6 +104,7 @@ pub fn resolve(req: &WatchRequest, cfg: &WatchConfig) -> Result<WatchSpec, ApiEr
             gvr: req.store.info().gvr.clone(),
             metrics: req.metrics.clone(),
         }),
+        matched: req.matched.clone(),
     })
 }
 
@@ -184,6 +188,7 @@ mod tests {
             namespace: namespace.map(str::to_owned),
             name: None,
             consistent_rv: None,
+            matched: None,
             view: WatchView::Full,
             proto: None,
             proto_errors: false,

@@ -30,7 +30,7 @@ use super::proto::ProtoWatch;
 use super::shared::{self, Variant};
 use super::stats::{self, ActiveGuard, EndReason};
 use crate::metrics::{Metrics, WatcherGuard};
-use crate::store::{Cursor, Event, IndexGuard, Key, Signal, Snapshot, Store, Subscription};
+use crate::store::{Cursor, Event, IndexGuard, Key, Signal, Snapshot, Store, Subscription, TooOld};
 
 /// Initial events are sent in frames of about this size (one object may exceed it). The apiserver does not
 /// flush between initial events either; batching saves a chunk header and a poll per object.
@@ -79,7 +79,11 @@ pub struct WatchSpec {
     pub indexed: bool,
     /// Frames in protobuf (`view` is then `Full` or `PartialObjectMetadata`, matching the target).
     pub proto: Option<ProtoWatch>,
+    /// A consistent WatchList proven by a census starts from exactly the snapshot the census matched.
+    pub matched: Option<Matched>,
 }
+
+pub use crate::fresh::Matched;
 
 enum Phase {
     /// sendInitialEvents at a resourceVersion the store has not reached: wait for it, then the snapshot.
@@ -149,6 +153,8 @@ pub struct Watcher {
     recorder: Metrics,
     /// When the watch started (`apiserver_watch_list_duration_seconds` runs to its initial-events-end).
     started: Instant,
+    /// The history to replay after the initial events (a start from a matched snapshot, [`Matched`]).
+    after_initial: Option<Cursor<Arc<Event>>>,
 }
 
 // === impl Watcher ===
@@ -193,8 +199,14 @@ impl Watcher {
             metrics,
             recorder: recorder.clone(),
             started: now,
+            after_initial: None,
         };
-        watcher.start(spec.start);
+        match (spec.start, spec.matched) {
+            (Start::Snapshot { end_bookmark, .. }, Some(matched)) => {
+                watcher.start_matched(matched, end_bookmark)
+            }
+            (start, _) => watcher.start(start),
+        }
         watcher
     }
 
@@ -239,6 +251,29 @@ impl Watcher {
                 proto.ready(events.iter().map(|e| &e.object))
             }
             _ => true,
+        }
+    }
+
+    /// Starts from a snapshot a census matched ([`Matched`]): its state as the state at the census's
+    /// revision (the initial-events-end bookmark carries it), then the store's events after that revision
+    /// (those between the snapshot and the census undo each other and are skipped like any event at or
+    /// before `position`). A store rebuilt by a relist since the census has lost that history: the watch ends
+    /// with 410 and the client lists again.
+    fn start_matched(&mut self, matched: Matched, end_bookmark: bool) {
+        let rv = matched.snapshot.rv;
+        match self.store.history_after(rv) {
+            Ok((events, generation)) if generation == matched.generation => {
+                self.generation = generation;
+                self.position = matched.rv;
+                self.floor = matched.rv;
+                self.after_initial = Some(events);
+                self.phase = Phase::Initial { snapshot: matched.snapshot, cursor: None, end_bookmark };
+            }
+            Ok(_) => {
+                let oldest = self.store.resource_version();
+                self.phase = Phase::Failed(TooOld { requested: rv, oldest }.into());
+            }
+            Err(too_old) => self.phase = Phase::Failed(too_old.into()),
         }
     }
 
@@ -381,24 +416,28 @@ impl Watcher {
             (Some(shape), true) => {
                 match &self.proto {
                     Some(proto) => {
-                        let frame = proto.bookmark_frame(&shape.object_json(snapshot.rv, true));
+                        let frame = proto.bookmark_frame(&shape.object_json(self.position, true));
                         if frame.is_empty() {
                             return self.untranscodable();
                         }
                         out.extend_from_slice(&frame);
                     }
-                    None => shape.put_frame_headers(&mut out, snapshot.rv, true, self.table_headers),
+                    None => shape.put_frame_headers(&mut out, self.position, true, self.table_headers),
                 }
                 self.table_headers = false;
                 stats::record_bookmark(&self.recorder);
                 self.recorder.watch_list_done(self.store.info(), self.started.elapsed());
                 // The apiserver re-queues a watch-list watcher for the next dispatcher tick.
                 let now = Instant::now();
-                self.bookmarked = snapshot.rv;
+                self.bookmarked = self.position;
                 self.last_bookmark = Some(now);
                 self.enter_live(next_bookmark(now, DISPATCH_TICK.min(self.bookmark_interval), self.deadline));
             }
             _ => self.enter_live(None),
+        }
+        if let Some(events) = self.after_initial.take() {
+            // Started from a matched snapshot: what the store applied after it comes next, in order.
+            self.phase = Phase::Replay { events, unchecked: 0 };
         }
         if out.is_empty() { None } else { Some(out.freeze()) }
     }
