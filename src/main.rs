@@ -176,6 +176,11 @@ pub(crate) struct CommonArgs {
     /// What a consistent read does when the cache cannot be proven fresh in time: forward it upstream, or 429.
     #[arg(long, default_value = "forward", value_parser = ["forward", "429"])]
     consistent_read_fallback: String,
+    /// Prove big consistent lists and WatchLists of a quiet resource (one whose store is behind the upstream's
+    /// revision because other resources were written) by a census: a consistent metadata-only list of the
+    /// resource compared with the store. `false` forwards such lists and proves WatchLists with a bookmark.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    consistent_census: bool,
     /// Period of watch bookmarks sent to clients that ask for them (the apiserver uses 1 minute).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     watch_bookmark_interval: Duration,
@@ -209,6 +214,7 @@ impl CommonArgs {
             .map_err(|e| anyhow::anyhow!("--resource-selector: {e}"))?;
         config.lazy = !self.no_lazy;
         config.freshness.wait = self.consistent_read_wait;
+        config.freshness.census = self.consistent_census;
         config.freshness.fallback = if self.consistent_read_fallback == "429" {
             Fallback::TooManyRequests
         } else {
