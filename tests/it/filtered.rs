@@ -39,6 +39,11 @@ async fn node_local(selectors: &[&str]) -> (SimHandle, Kache) {
 
 /// [`node_local`] in front of `sim`.
 async fn node_local_on(sim: SimHandle, selectors: &[&str]) -> (SimHandle, Kache) {
+    node_local_with(sim, selectors, true).await
+}
+
+/// [`node_local_on`], with censuses on or off (`fresh::census`).
+async fn node_local_with(sim: SimHandle, selectors: &[&str], census: bool) -> (SimHandle, Kache) {
     sim.create("namespaces", None, namespace(NS)).expect("namespace");
     for i in 0..5 {
         sim.create("pods", Some(NS), pod(NS, &format!("a{i}"), &[("app", "web")], "node-1")).expect("pod");
@@ -49,6 +54,7 @@ async fn node_local_on(sim: SimHandle, selectors: &[&str]) -> (SimHandle, Kache)
     config.handler.watch.wait_timeout = TEST_BLOCK_TIMEOUT;
     config.freshness.wait = Duration::from_secs(2);
     config.freshness.probe_small_reads = true;
+    config.freshness.census = census;
     config.selection =
         Selection { include: Some(parse_resource_specs("pods").expect("specs")), exclude: Vec::new() };
     config.lazy = false;
@@ -232,6 +238,34 @@ async fn kubelet_watcher_sees_exactly_its_pods_through_reschedules() {
 /// node-2's change first and the watch would be forwarded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filtered_mirror_is_proven_fresh_by_its_own_selection() {
+    let (sim, kache) = filtered_watch_list_from_memory(false).await;
+    let f = &kache.freshness().stats;
+    assert!(
+        f.proven.load(std::sync::atomic::Ordering::Relaxed) >= 1,
+        "proven by the selection's proof watch"
+    );
+    kache.shutdown().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filtered_mirror_is_proven_fresh_by_a_census_of_its_own_selection() {
+    let (sim, kache) = filtered_watch_list_from_memory(true).await;
+    let f = &kache.freshness().stats;
+    // A census of the whole resource would list the other node's pods too and never match the mirror.
+    assert!(
+        f.census_same.load(std::sync::atomic::Ordering::Relaxed) >= 1,
+        "matched by the selection's census"
+    );
+    assert_eq!(f.proofs.load(std::sync::atomic::Ordering::Relaxed), 0, "no proof watch");
+    kache.shutdown().await;
+    sim.shutdown().await;
+}
+
+/// A node-local mirror's WatchList after a write to another node's pod and a foreign write: served from
+/// memory with the mirror's pods and an initial-events-end bookmark reflecting both (proven by a census of
+/// the selection when `census`, else by the selection's proof watch).
+async fn filtered_watch_list_from_memory(census: bool) -> (SimHandle, Kache) {
     // The apiserver's bookmark period: the store advances past other writes only through a proof.
     let sim = kache_sim::Sim::builder()
         .bookmark_interval(Duration::from_secs(60))
@@ -239,7 +273,7 @@ async fn a_filtered_mirror_is_proven_fresh_by_its_own_selection() {
         .start()
         .await
         .expect("sim starts");
-    let (sim, kache) = node_local_on(sim, &[NODE_SELECTOR]).await;
+    let (sim, kache) = node_local_with(sim, &[NODE_SELECTOR], census).await;
     // Another node's pod changes after the mirror's last event: the upstream is ahead of the store.
     sim.merge_patch("pods", Some(NS), "b0", json!({"metadata": {"labels": {"moved": "1"}}}))
         .expect("patch b0");
@@ -267,14 +301,8 @@ async fn a_filtered_mirror_is_proven_fresh_by_its_own_selection() {
     assert_eq!(end["type"], "BOOKMARK", "{end}");
     assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true", "{end}");
     assert!(rv_of(&end["object"]) >= written, "the bookmark reflects the write before the watch: {end}");
-    let f = &kache.freshness().stats;
     assert_eq!(kache.stats().forwarded(), forwarded, "the watch-list was served from memory");
-    assert!(
-        f.proven.load(std::sync::atomic::Ordering::Relaxed) >= 1,
-        "proven by the selection's proof watch"
-    );
-    kache.shutdown().await;
-    sim.shutdown().await;
+    (sim, kache)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
