@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::codec::proto::read_varint;
 use crate::resource::Gvr;
 
 /// Distinct resources tracked. The upstream only accepts writes to resources it serves, so the real count
@@ -116,19 +117,6 @@ fn proto_field(mut msg: &[u8], field: u64) -> Option<&[u8]> {
         }
     }
     found
-}
-
-fn read_varint(buf: &mut &[u8]) -> Option<u64> {
-    let mut value = 0u64;
-    for i in 0..10 {
-        let (&byte, rest) = buf.split_first()?;
-        *buf = rest;
-        value |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 
+use crate::codec::proto::read_varint;
 use crate::front::body;
 use crate::store::Snapshot;
 use crate::upstream::Upstream;
@@ -238,16 +239,16 @@ impl<'a> Iterator for Fields<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         let bad = || Some(Err("census: malformed protobuf".to_owned()));
         while !self.0.is_empty() {
-            let Some(key) = varint(&mut self.0) else {
+            let Some(key) = read_varint(&mut self.0) else {
                 self.0 = &[];
                 return bad();
             };
             let skipped = match key & 7 {
-                0 => varint(&mut self.0).map(|_| ()),
+                0 => read_varint(&mut self.0).map(|_| ()),
                 1 => self.0.get(8..).map(|rest| self.0 = rest),
                 5 => self.0.get(4..).map(|rest| self.0 = rest),
                 2 => {
-                    let payload = varint(&mut self.0)
+                    let payload = read_varint(&mut self.0)
                         .and_then(|len| usize::try_from(len).ok())
                         .and_then(|len| Some((self.0.get(..len)?, &self.0[len..])));
                     return match payload {
@@ -271,19 +272,6 @@ impl<'a> Iterator for Fields<'a> {
         }
         None
     }
-}
-
-fn varint(buf: &mut &[u8]) -> Option<u64> {
-    let mut value = 0u64;
-    for i in 0..10 {
-        let (&byte, rest) = buf.split_first()?;
-        *buf = rest;
-        value |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
 }
 
 /// Compares `snapshot` with `census`: in one walk when the upstream listed in the store's order (storage key

@@ -21,6 +21,7 @@ mod tests;
 use kache_k8s_schema::{Message, Ty, schema};
 
 pub use frame::{ListMeta, MAGIC, envelope, list, list_item_header, list_parts, watch_frame};
+pub(crate) use wire::read_varint;
 
 /// `runtime.ContentTypeProtobuf`.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";

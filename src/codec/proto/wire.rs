@@ -15,6 +15,21 @@ pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Reads a varint from the front of `buf`, advancing it; `None` when it is truncated or longer than ten bytes.
+/// (Readers of upstream bytes use it: `forward::writes`, `fresh::census`.)
+pub(crate) fn read_varint(buf: &mut &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for i in 0..10 {
+        let (&byte, rest) = buf.split_first()?;
+        *buf = rest;
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
 /// The number of bytes `v` takes as a varint.
 pub(super) fn varint_len(v: u64) -> usize {
     // 1 byte per 7 significant bits, at least one.
