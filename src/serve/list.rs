@@ -98,7 +98,8 @@ pub(crate) async fn serve_list(
             return Err(NotServed::Forward("exact single-key list"));
         };
         let bytes = read_bytes(store, 1);
-        let resolved = resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes).await?;
+        let resolved =
+            resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes, false).await?;
         let (key, _) = make_key(q.namespace, name);
         let items: Vec<Arc<Object>> =
             resolved.snapshot.objects.get(&key).filter(|o| (q.matches)(o)).cloned().into_iter().collect();
@@ -123,7 +124,7 @@ pub(crate) async fn serve_list(
         _ => read_bytes(store, list_size(store, q.namespace, limit)),
     };
     let Resolved { snapshot, rv } =
-        resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes).await?;
+        resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes, !q.has_selector).await?;
     // A whole resource or namespace at a current snapshot: its body (compressed, or as sent) can be reused.
     // (Tables are never cached: their ages move with the clock.)
     let cacheable = limit == 0
@@ -297,7 +298,7 @@ pub(crate) async fn serve_get(
         return Err(NotServed::Forward("exact get"));
     };
     let bytes = read_bytes(store, 1);
-    let resolved = resolve(store, at, freshness, arrived, min_rv, block_timeout, bytes).await?;
+    let resolved = resolve(store, at, freshness, arrived, min_rv, block_timeout, bytes, false).await?;
     let (key, _) = make_key(namespace, name);
     if let Some(target) = proto {
         let Some(o) = resolved.snapshot.objects.get(&key) else { return Ok(None) };

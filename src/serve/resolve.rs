@@ -42,7 +42,10 @@ pub struct Resolved {
 
 /// Resolves `at` against `store`. `arrived` is when the request arrived (consistent reads only trust probes
 /// started after it); `min_rv` is a lower bound the read must reflect (the last write through kache);
-/// `bytes` is the size of the read (what forwarding it would cost, see [`crate::fresh::budget`]).
+/// `bytes` is the size of the read (what forwarding it would cost, see [`crate::fresh::budget`]); `census`
+/// allows a consistent read to be decided by a census (not for a selector's list: what forwarding it costs
+/// is the upstream's scan, not its bytes, and its answer is often small).
+#[allow(clippy::too_many_arguments)]
 pub async fn resolve(
     store: &Arc<Store>,
     at: ReadAt,
@@ -51,13 +54,14 @@ pub async fn resolve(
     min_rv: u64,
     block_timeout: Duration,
     bytes: usize,
+    census: bool,
 ) -> Result<Resolved, ResolveError> {
     match at {
         ReadAt::Current => {
             let snapshot = store.current();
             Ok(Resolved { rv: snapshot.rv, snapshot })
         }
-        ReadAt::Consistent => match freshness.ensure(store, arrived, min_rv, bytes, false, true).await {
+        ReadAt::Consistent => match freshness.ensure(store, arrived, min_rv, bytes, false, census).await {
             Ok(_) => {
                 let snapshot = store.current();
                 Ok(Resolved { rv: snapshot.rv, snapshot })

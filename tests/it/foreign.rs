@@ -349,6 +349,12 @@ async fn big_lists_of_a_quiet_resource_are_served_from_memory_after_a_census_and
     }
     assert_eq!(kache.stats().forwarded(), 0, "served from memory");
     assert_eq!(f.census_same.load(Relaxed), 3, "each after a census");
+    // A selector's list scans the resource but its answer is often small: forwarding it costs the upstream's
+    // scan, so it is forwarded, not decided by a census of the whole resource.
+    let r = get(&kache.url(), "/api/v1/pods?labelSelector=app%3Dnothing").await;
+    assert_eq!(r.status, 200, "{}", show(&r));
+    assert_eq!(names(&r.json()), Vec::<String>::new());
+    assert_eq!((kache.stats().forwarded(), f.censuses.load(Relaxed)), (1, 3), "forwarded, no census");
     // A write made directly upstream just before each list (an update, a creation, a deletion): each list
     // reflects it, whichever way kache decides (its census shows the write: the list waits for its event,
     // or is forwarded).
