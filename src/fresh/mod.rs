@@ -319,9 +319,10 @@ impl Freshness {
         let budget = self.budget(store, &slot, bytes);
         let prove = self.proof_pays(&slot, bytes, watch, arrived);
         let known = self.known_revision().max(min_rv);
-        if current < known && census_ok && self.census_pays(store, &slot, bytes, watch) {
-            // Known to be behind, and big: a census shows in one round trip whether the store holds what the
-            // upstream holds (a proof takes 1–2 s, forwarding costs more than the census).
+        if current < known && budget.is_zero() && census_ok && self.census_pays(store, &slot, bytes, watch) {
+            // Known to be behind, quiet (no advance expected soon), and big: a census shows in one round trip
+            // whether the store holds what the upstream holds (a proof takes 1–2 s, forwarding costs more than
+            // the census). A busy store is probed and waited for instead: its next event is near.
             return Err(NotFresh::Census { known, current });
         }
         if !prove && !self.config.probe_small_reads && !self.probe_cost.pays(bytes, Instant::now()) {
