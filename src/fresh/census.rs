@@ -16,6 +16,7 @@
 //! most of their bytes outside `metadata` (spec, status), see [`super::Freshness::census_pays`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -313,6 +314,51 @@ pub(crate) fn compare(snapshot: &Snapshot, census: &Census) -> Compared {
     match upto {
         None => Compared::Same,
         Some(upto) => Compared::Behind { upto },
+    }
+}
+
+/// What deciding a read by a census costs against forwarding it, measured where kache can: the census by the
+/// recent ones, forwarding by the reflector's last full list of the resource (what the upstream takes to list
+/// it all: a simulator serving cached bytes lists at ~1 GB/s but builds a metadata view object by object, a Go
+/// apiserver encodes both). Before any measurement, the bytes at the apiserver's ~40 MB/s
+/// ([`super::budget::forward_cost`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Costs {
+    /// The read's estimated size.
+    pub(crate) bytes: usize,
+    /// The store's size (what a full list of the resource is, in the same estimate).
+    pub(crate) store_bytes: usize,
+    /// The census's size (the last one's, or an estimate).
+    pub(crate) census_bytes: usize,
+    /// What censuses took.
+    pub(crate) census_took: Option<Duration>,
+    /// What the last full list of the resource took.
+    pub(crate) full_list: Option<Duration>,
+}
+
+impl Costs {
+    /// Forwarding a read of `bytes`: its share of a measured full list, else the bytes' estimate (the smaller:
+    /// a full list measured during a busy start-up is not taken to be slower than the estimate).
+    fn forward(&self, bytes: usize) -> Duration {
+        let estimate = super::budget::forward_cost(bytes);
+        match self.full_list {
+            Some(full) if self.store_bytes > 0 => {
+                let share = (bytes as f64 / self.store_bytes as f64).min(1.0);
+                estimate.min(full.mul_f64(share))
+            }
+            _ => estimate,
+        }
+    }
+
+    /// The census: as measured, else estimated like a forwarded read of its size.
+    pub(crate) fn census(&self) -> Duration {
+        self.census_took.unwrap_or_else(|| self.forward(self.census_bytes))
+    }
+
+    /// Whether the census and serving the read from memory cost at most `fraction` of forwarding it.
+    pub(crate) fn pays(&self, fraction: f64) -> bool {
+        let cost = self.census() + super::budget::memory_cost(self.bytes);
+        cost.as_secs_f64() <= self.forward(self.bytes).as_secs_f64() * fraction
     }
 }
 

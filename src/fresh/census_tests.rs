@@ -1,5 +1,7 @@
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use imbl::OrdMap;
 use proptest::prelude::*;
@@ -145,6 +147,39 @@ fn estimates_a_census_by_the_metadata_share() {
     let estimate = estimate_bytes(&state) as f64;
     let expected = state.live_bytes as f64 * share;
     assert!((estimate - expected).abs() <= expected * 0.05, "{estimate} vs {expected}");
+}
+
+#[test]
+fn a_census_is_taken_where_it_measurably_beats_forwarding() {
+    const MB: usize = 1 << 20;
+    let ms = Duration::from_millis;
+    // The real apiserver, 10k flunders whose bytes are in their spec: a 30 MB store listed in 300 ms, a
+    // 3.5 MB protobuf census in ~50 ms. A full list pays; a page of 500 (1.5 MB) does not.
+    let real = Costs {
+        bytes: 30 * MB,
+        store_bytes: 30 * MB,
+        census_bytes: 3_500_000,
+        census_took: Some(ms(50)),
+        full_list: Some(ms(300)),
+    };
+    assert!(real.pays(0.75));
+    assert!(!Costs { bytes: 1_500_000, ..real }.pays(0.75));
+    // Before any census, estimated from its size at the full list's pace: pays as well.
+    assert!(Costs { census_took: None, ..real }.pays(0.75));
+    // The simulator: 200 MB of pods listed in 560 ms (cached bytes), a census that took ~1 s (a metadata view
+    // built object by object). Forwarding wins, though the bytes' estimate (~5 s) would say otherwise.
+    let sim = Costs {
+        bytes: 200 * MB,
+        store_bytes: 200 * MB,
+        census_bytes: 16 * MB,
+        census_took: Some(ms(966)),
+        full_list: Some(ms(560)),
+    };
+    assert!(!sim.pays(0.75));
+    assert!(Costs { full_list: None, ..sim }.pays(0.75), "unmeasured, the estimate decides");
+    // Objects whose bytes are in metadata: the census is the list's size and never pays.
+    let annotated = Costs { census_bytes: 28 * MB, census_took: None, ..real };
+    assert!(!annotated.pays(0.75));
 }
 
 /// A protobuf list of `items` `(namespace, name, rv)` at `rv`, in the apiserver's envelope.

@@ -127,6 +127,9 @@ pub struct FreshnessConfig {
     /// Prove a quiet store behind the upstream fresh by a census ([`census`]) where that beats forwarding a
     /// big list.
     pub census: bool,
+    /// Decide every big consistent read of a quiet store behind the upstream by a census, whatever the
+    /// costs (for tests of the census path, whose small upstreams make the measured costs vary).
+    pub census_always: bool,
 }
 
 impl Default for FreshnessConfig {
@@ -139,6 +142,7 @@ impl Default for FreshnessConfig {
             proof_cost: PROOF_COST,
             probe_small_reads: false,
             census: true,
+            census_always: false,
         }
     }
 }
@@ -437,27 +441,33 @@ impl Freshness {
         Forwarding { slot: self.slot(gvr), arrived }
     }
 
-    /// Whether a census ([`census`]) pays for a consistent read of `bytes` bytes of `store`. For a list: the
-    /// census (the resource's metadata, as measured by the last one, or estimated from the stored objects'
-    /// metadata share) and serving the read from memory cost less than forwarding it, by
-    /// [`CENSUS_MAX_FRACTION`]. For a consistent watch (WatchList), whose alternative is a proof (~1–2 s) or
-    /// a forwarded watch: the census costs less than a proof.
+    /// Whether a census ([`census`]) pays for a consistent read of `bytes` bytes of `store`, by measured costs
+    /// where kache has them ([`census::Costs`]). For a list: the census and serving the read from memory cost
+    /// less than forwarding it, by [`CENSUS_MAX_FRACTION`]. For a consistent watch (WatchList), whose
+    /// alternative is a proof (~1–2 s) or a forwarded watch: the census costs less than a proof.
     fn census_pays(&self, store: &Store, slot: &Slot, bytes: usize, watch: bool) -> bool {
         if !self.config.census {
             return false;
         }
+        let state = store.load();
         let census_bytes = match slot.census_bytes.load(Relaxed) {
-            0 => census::estimate_bytes(&store.load()),
+            0 => census::estimate_bytes(&state),
             measured => measured,
         };
+        let costs = census::Costs {
+            bytes,
+            store_bytes: state.live_bytes,
+            census_bytes,
+            census_took: *slot.census_took.lock().expect("census lock poisoned"),
+            full_list: store.full_list_cost(),
+        };
         if watch {
-            return self.config.prove && forward_cost(census_bytes) < self.config.proof_cost;
+            return self.config.prove && costs.census() < self.config.proof_cost;
         }
         if bytes < CENSUS_MIN_BYTES {
             return false;
         }
-        let cost = forward_cost(census_bytes) + memory_cost(bytes);
-        cost.as_secs_f64() <= forward_cost(bytes).as_secs_f64() * CENSUS_MAX_FRACTION
+        self.config.census_always || costs.pays(CENSUS_MAX_FRACTION)
     }
 
     /// Serves a consistent read of `store` that arrived at `arrived` by a census started after it: the

@@ -227,6 +227,7 @@ impl Reflector {
         self.backoff.reset();
         self.status.add_events(0);
         let elapsed = started.elapsed();
+        self.writer.store().record_full_list(elapsed);
         info!(resource = %self.info.gvr, objects = count, rv, ?elapsed, "synced");
     }
 

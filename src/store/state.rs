@@ -225,6 +225,9 @@ pub struct Store {
     pub(super) warnings: ArcSwap<Vec<http::HeaderValue>>,
     /// Whether a [`Writer`] exists: at most one does (see [`Store::reopen`]).
     pub(super) writer_alive: AtomicBool,
+    /// How long the last full list of the resource from the upstream took, in µs (0: none yet): what
+    /// forwarding a list of the whole resource costs, measured (see [`Store::record_full_list`]).
+    pub(super) full_list_micros: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Store {
@@ -284,6 +287,7 @@ impl Store {
             warnings: ArcSwap::from_pointee(Vec::new()),
             writer_alive: AtomicBool::new(true),
             indexed_field,
+            full_list_micros: std::sync::atomic::AtomicU64::new(0),
         });
         let writer = Writer::new(store.clone());
         (store, writer)
@@ -318,6 +322,20 @@ impl Store {
     /// The current snapshot.
     pub fn current(&self) -> Arc<Snapshot> {
         self.state.load().snapshot.clone()
+    }
+
+    /// Records how long a full list of the resource from the upstream took (the reflector's sync).
+    pub fn record_full_list(&self, took: Duration) {
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+        self.full_list_micros.store(micros, Ordering::Relaxed);
+    }
+
+    /// How long the last full list of the resource from the upstream took; `None` before the first.
+    pub fn full_list_cost(&self) -> Option<Duration> {
+        match self.full_list_micros.load(Ordering::Relaxed) {
+            0 => None,
+            micros => Some(Duration::from_micros(micros)),
+        }
     }
 
     /// The current resourceVersion.

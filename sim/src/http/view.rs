@@ -268,16 +268,21 @@ pub fn object_meta(metadata: Option<&Value>) -> Value {
 
 /// One `PartialObjectMetadata` from a full object value.
 pub fn partial_value(obj: &Value, version: MetaVersion) -> Value {
+    partial_of(obj.get("metadata"), version)
+}
+
+/// A `PartialObjectMetadata` of an object's `metadata`.
+fn partial_of(metadata: Option<&Value>, version: MetaVersion) -> Value {
     let mut m = Map::new();
     m.insert("kind".into(), json!("PartialObjectMetadata"));
     m.insert("apiVersion".into(), json!(api_version(version)));
-    m.insert("metadata".into(), object_meta(obj.get("metadata")));
+    m.insert("metadata".into(), object_meta(metadata));
     Value::Object(m)
 }
 
 /// One stored object as a `PartialObjectMetadata`.
 pub fn partial(obj: &Obj, version: MetaVersion) -> Value {
-    partial_value(&obj.value(), version)
+    partial_of(obj.metadata_value().as_ref(), version)
 }
 
 /// A `PartialObjectMetadataList` (typed: kind, apiVersion, metadata, items; `ListMeta` in struct order).

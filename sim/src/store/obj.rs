@@ -99,6 +99,18 @@ impl Obj {
         serde_json::from_slice(&self.full_json())
             .expect("stored objects are valid JSON written by this module")
     }
+
+    /// The object's `metadata` alone (what metadata views need), parsed without building the rest: a
+    /// metadata-only list of 20k pods took 1.6 s of CPU when every object was parsed whole.
+    pub fn metadata_value(&self) -> Option<Value> {
+        #[derive(serde::Deserialize)]
+        struct Meta {
+            metadata: Option<Value>,
+        }
+        serde_json::from_slice::<Meta>(&self.item)
+            .expect("stored objects are valid JSON written by this module")
+            .metadata
+    }
 }
 
 #[cfg(test)]
