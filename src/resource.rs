@@ -73,6 +73,18 @@ impl ResourceInfo {
         }
     }
 
+    /// The sample apiserver's v1beta1 flunders (for unit tests).
+    #[cfg(test)]
+    pub(crate) fn flunders() -> Self {
+        Self {
+            gvr: Gvr::new("wardle.example.com", "v1beta1", "flunders"),
+            kind: "Flunder".into(),
+            list_kind: "FlunderList".into(),
+            namespaced: true,
+            list_items_have_type_meta: true,
+        }
+    }
+
     /// The `apiVersion` of objects of this resource.
     pub fn api_version(&self) -> String {
         self.gvr.api_version()

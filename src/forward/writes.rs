@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::codec::proto::read_varint;
+use crate::codec::proto::last_len_field;
 use crate::resource::Gvr;
 
 /// Distinct resources tracked. The upstream only accepts writes to resources it serves, so the real count
@@ -92,31 +92,10 @@ pub(crate) fn resource_version_protobuf(bytes: &[u8]) -> Option<u64> {
     std::str::from_utf8(rv).ok()?.parse().ok()
 }
 
-/// The payload of the last length-delimited field `field` of a protobuf message (proto3: the last one wins).
-fn proto_field(mut msg: &[u8], field: u64) -> Option<&[u8]> {
-    let mut found = None;
-    while !msg.is_empty() {
-        let key = read_varint(&mut msg)?;
-        let (number, wire_type) = (key >> 3, key & 7);
-        match wire_type {
-            0 => {
-                read_varint(&mut msg)?;
-            }
-            1 => msg = msg.get(8..)?,
-            2 => {
-                let len = usize::try_from(read_varint(&mut msg)?).ok()?;
-                let payload = msg.get(..len)?;
-                msg = &msg[len..];
-                if number == field {
-                    found = Some(payload);
-                }
-            }
-            5 => msg = msg.get(4..)?,
-            // Groups (3, 4) are not used by Kubernetes; anything else is malformed.
-            _ => return None,
-        }
-    }
-    found
+/// The payload of the last length-delimited field `field` of a protobuf message; `None` when it has none or
+/// is malformed.
+fn proto_field(msg: &[u8], field: u64) -> Option<&[u8]> {
+    last_len_field(msg, field).ok().flatten()
 }
 
 #[cfg(test)]
@@ -154,19 +133,9 @@ mod tests {
     }
 
     /// A length-delimited protobuf field.
-    fn field(number: u8, payload: &[u8]) -> Vec<u8> {
-        let mut out = vec![number << 3 | 2];
-        let mut len = payload.len();
-        loop {
-            let byte = (len & 0x7f) as u8;
-            len >>= 7;
-            if len == 0 {
-                out.push(byte);
-                break;
-            }
-            out.push(byte | 0x80);
-        }
-        out.extend_from_slice(payload);
+    fn field(number: u32, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        crate::codec::proto::put_bytes(&mut out, number, payload);
         out
     }
 

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 
-use crate::codec::proto::read_varint;
+use crate::codec::proto::{Malformed, last_len_field, len_fields};
 use crate::front::body;
 use crate::store::Snapshot;
 use crate::upstream::Upstream;
@@ -172,11 +172,11 @@ pub(crate) fn parse_protobuf(bytes: &Bytes) -> Result<Census, String> {
     let raw = last_field(unknown, UNKNOWN_RAW)?.ok_or_else(|| bad("no object"))?;
     let mut rv = None;
     let mut items = Vec::new();
-    for field in Fields(raw) {
+    for field in fields(raw) {
         let (tag, payload) = field?;
         match tag {
             LIST_METADATA => {
-                for f in Fields(payload) {
+                for f in fields(payload) {
                     match f? {
                         (LIST_META_RV, v) => rv = Some(utf8(v)?),
                         (LIST_META_CONTINUE, c) if !c.is_empty() => {
@@ -190,7 +190,7 @@ pub(crate) fn parse_protobuf(bytes: &Bytes) -> Result<Census, String> {
                 let meta =
                     last_field(payload, ITEM_METADATA)?.ok_or_else(|| bad("an item without metadata"))?;
                 let (mut name, mut namespace, mut item_rv) = (None, None, None);
-                for f in Fields(meta) {
+                for f in fields(meta) {
                     match f? {
                         (META_NAME, v) => name = Some(utf8(v)?),
                         (META_NAMESPACE, v) => namespace = Some(utf8(v)?),
@@ -218,61 +218,18 @@ fn utf8(b: &[u8]) -> Result<&str, String> {
     std::str::from_utf8(b).map_err(|_| "census: a string field is not UTF-8".to_owned())
 }
 
-/// The payload of the last length-delimited field `field` of `msg` (proto3: the last one wins).
+/// The payload of the last length-delimited field `field` of `msg`.
 fn last_field(msg: &[u8], field: u64) -> Result<Option<&[u8]>, String> {
-    let mut found = None;
-    for f in Fields(msg) {
-        let (number, payload) = f?;
-        if number == field {
-            found = Some(payload);
-        }
-    }
-    Ok(found)
+    last_len_field(msg, field).map_err(malformed)
 }
 
-/// The length-delimited fields of a protobuf message as `(number, payload)`; other wire types are
-/// skipped; an error ends the iteration.
-struct Fields<'a>(&'a [u8]);
+/// The length-delimited fields of `msg` ([`len_fields`]), a malformed message as the census's error.
+fn fields(msg: &[u8]) -> impl Iterator<Item = Result<(u64, &[u8]), String>> {
+    len_fields(msg).map(|f| f.map_err(malformed))
+}
 
-impl<'a> Iterator for Fields<'a> {
-    type Item = Result<(u64, &'a [u8]), String>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let bad = || Some(Err("census: malformed protobuf".to_owned()));
-        while !self.0.is_empty() {
-            let Some(key) = read_varint(&mut self.0) else {
-                self.0 = &[];
-                return bad();
-            };
-            let skipped = match key & 7 {
-                0 => read_varint(&mut self.0).map(|_| ()),
-                1 => self.0.get(8..).map(|rest| self.0 = rest),
-                5 => self.0.get(4..).map(|rest| self.0 = rest),
-                2 => {
-                    let payload = read_varint(&mut self.0)
-                        .and_then(|len| usize::try_from(len).ok())
-                        .and_then(|len| Some((self.0.get(..len)?, &self.0[len..])));
-                    return match payload {
-                        Some((payload, rest)) => {
-                            self.0 = rest;
-                            Some(Ok((key >> 3, payload)))
-                        }
-                        None => {
-                            self.0 = &[];
-                            bad()
-                        }
-                    };
-                }
-                // Groups (3, 4) are not used by Kubernetes; anything else is malformed.
-                _ => None,
-            };
-            if skipped.is_none() {
-                self.0 = &[];
-                return bad();
-            }
-        }
-        None
-    }
+fn malformed(_: Malformed) -> String {
+    "census: malformed protobuf".to_owned()
 }
 
 /// Compares `snapshot` with `census`: in one walk when the upstream listed in the store's order (storage key
@@ -328,7 +285,7 @@ pub(crate) struct Costs {
     pub(crate) bytes: usize,
     /// The store's size (what a full list of the resource is, in the same estimate).
     pub(crate) store_bytes: usize,
-    /// The census's size (the last one's, or an estimate).
+    /// The census's estimated size (needed only while `census_took` is `None`).
     pub(crate) census_bytes: usize,
     /// What censuses took.
     pub(crate) census_took: Option<Duration>,

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::codec::extract::object_from_json;
-use crate::resource::{Gvr, ResourceInfo};
+use crate::resource::ResourceInfo;
 use crate::store::{Key, Object};
 
 /// A census of namespace `fx` (objects `a` at 6463 and `b` at 6464, list at 6466) as the real 1.36 sample
@@ -17,13 +17,7 @@ const FX_PB: &[u8] = include_bytes!("testdata/census-fx.pb");
 const FX_JSON: &[u8] = include_bytes!("testdata/census-fx.json");
 
 fn flunders() -> ResourceInfo {
-    ResourceInfo {
-        gvr: Gvr::new("wardle.example.com", "v1beta1", "flunders"),
-        kind: "Flunder".into(),
-        list_kind: "FlunderList".into(),
-        namespaced: true,
-        list_items_have_type_meta: true,
-    }
+    ResourceInfo::flunders()
 }
 
 fn object(ns: &str, name: &str, rv: u64) -> Arc<Object> {
@@ -184,20 +178,7 @@ fn a_census_is_taken_where_it_measurably_beats_forwarding() {
 
 /// A protobuf list of `items` `(namespace, name, rv)` at `rv`, in the apiserver's envelope.
 fn encode(rv: &str, items: &[(&str, &str, &str)]) -> Vec<u8> {
-    fn field(out: &mut Vec<u8>, tag: u8, payload: &[u8]) {
-        out.push(tag << 3 | 2);
-        let mut len = payload.len();
-        loop {
-            let b = (len & 0x7f) as u8;
-            len >>= 7;
-            if len == 0 {
-                out.push(b);
-                break;
-            }
-            out.push(b | 0x80);
-        }
-        out.extend_from_slice(payload);
-    }
+    use crate::codec::proto::put_bytes as field;
     let mut list = Vec::new();
     let mut list_meta = Vec::new();
     field(&mut list_meta, 2, rv.as_bytes());

@@ -175,10 +175,15 @@ pub enum NotFresh {
     /// The store did not reach the probed revision (at once, or within a wait that could pay off).
     #[error("store at {current} did not reach upstream revision {required} in time")]
     Lagging { required: u64, current: u64 },
-    /// The store is behind the upstream's revision and the read is big: a census ([`Freshness::by_census`])
-    /// may show the store holds what the upstream holds.
-    #[error("store at {current} is behind the upstream's revision {known}: a census decides")]
-    Census { known: u64, current: u64 },
+}
+
+/// How a consistent read is served from memory ([`Freshness::ensure`]).
+#[derive(Debug, Clone)]
+pub enum Fresh {
+    /// From the store's current snapshot, at this resourceVersion or later.
+    At(u64),
+    /// From exactly this snapshot, which a census matched with the upstream's objects.
+    Matched(Matched),
 }
 
 /// What to do with a read at a revision ahead of the store.
@@ -301,12 +306,12 @@ impl Freshness {
         self.known.fetch_max(rv, Relaxed);
     }
 
-    /// Proves the store at least as fresh as the upstream was at `arrived`, and returns the store's
-    /// resourceVersion to serve at (≥ the probed revision and ≥ `min_rv`, e.g. the last write through kache).
-    /// `bytes` is the size of the read (what forwarding it would cost); `watch` marks a consistent watch,
-    /// which forwarding would pin upstream for its whole life. [`NotFresh::Census`] asks the caller to decide
-    /// by a census ([`Freshness::by_census`]); a caller that cannot serve a matched snapshot (a consistent
-    /// watch without initial events) passes `census_ok` false.
+    /// Proves the store at least as fresh as the upstream was at `arrived`: the store's resourceVersion to
+    /// serve at (≥ the probed revision and ≥ `min_rv`, e.g. the last write through kache), or the snapshot a
+    /// census matched ([`Freshness::by_census`]). `bytes` is the size of the read (what forwarding it would
+    /// cost); `watch` marks a consistent watch, which forwarding would pin upstream for its whole life; a
+    /// caller that cannot serve a matched snapshot (a consistent watch without initial events, a selector's
+    /// list) passes `census_ok` false.
     pub(crate) async fn ensure(
         &self,
         store: &Arc<Store>,
@@ -315,7 +320,7 @@ impl Freshness {
         bytes: usize,
         watch: bool,
         census_ok: bool,
-    ) -> Result<u64, NotFresh> {
+    ) -> Result<Fresh, NotFresh> {
         let gvr = &store.info().gvr;
         let current = store.resource_version();
         self.observe(current);
@@ -327,7 +332,7 @@ impl Freshness {
             // Known to be behind, quiet (no advance expected soon), and big: a census shows in one round trip
             // whether the store holds what the upstream holds (a proof takes 1–2 s, forwarding costs more than
             // the census). A busy store is probed and waited for instead: its next event is near.
-            return Err(NotFresh::Census { known, current });
+            return self.by_census(store, arrived, known).await;
         }
         if !prove && !self.config.probe_small_reads && !self.probe_cost.pays(bytes, Instant::now()) {
             // A probe costs about what forwarding this read costs: it could only add latency.
@@ -369,16 +374,16 @@ impl Freshness {
         if store.resource_version() >= required || self.wait(store, &slot, required, budget).await {
             self.stats.fresh.fetch_add(1, Relaxed);
             Self::served(&slot, arrived, bytes);
-            return Ok(store.resource_version());
+            return Ok(Fresh::At(store.resource_version()));
         }
         if census_ok && self.census_pays(store, &slot, bytes, watch) {
-            return Err(NotFresh::Census { known: required, current: store.resource_version() });
+            return self.by_census(store, arrived, required).await;
         }
         if prove && self.prove(store, &slot, required).await {
             self.stats.fresh.fetch_add(1, Relaxed);
             self.stats.proven.fetch_add(1, Relaxed);
             Self::served(&slot, arrived, bytes);
-            return Ok(store.resource_version());
+            return Ok(Fresh::At(store.resource_version()));
         }
         self.stats.lagging.fetch_add(1, Relaxed);
         Err(NotFresh::Lagging { required, current: store.resource_version() })
@@ -450,15 +455,13 @@ impl Freshness {
             return false;
         }
         let state = store.load();
-        let census_bytes = match slot.census_bytes.load(Relaxed) {
-            0 => census::estimate_bytes(&state),
-            measured => measured,
-        };
+        let census_took = *slot.census_took.lock().expect("census lock poisoned");
         let costs = census::Costs {
             bytes,
             store_bytes: state.live_bytes,
-            census_bytes,
-            census_took: *slot.census_took.lock().expect("census lock poisoned"),
+            // Only needed until a census was measured (the estimate walks the snapshot).
+            census_bytes: if census_took.is_none() { census::estimate_bytes(&state) } else { 0 },
+            census_took,
             full_list: store.full_list_cost(),
         };
         if watch {
@@ -470,19 +473,25 @@ impl Freshness {
         self.config.census_always || costs.pays(CENSUS_MAX_FRACTION)
     }
 
-    /// Serves a consistent read of `store` that arrived at `arrived` by a census started after it: the
-    /// snapshot to serve, as the upstream's state at the census's revision ([`Matched`]), when it holds the upstream's objects at the census's revision (or the store has
-    /// reached that revision), `None` when it does not (the read is forwarded). A census showing writes
-    /// the store lacks waits up to [`CENSUS_CATCH_UP`] for their events and compares once more. Censuses
-    /// are coalesced per resource.
-    pub(crate) async fn by_census(&self, store: &Arc<Store>, arrived: Instant) -> Option<Matched> {
+    /// Decides a consistent read of `store` that arrived at `arrived` by a census started after it: the
+    /// snapshot to serve, as the upstream's state at the census's revision ([`Matched`]), when it holds the
+    /// upstream's objects then (or the store has reached that revision); otherwise the read lags the upstream
+    /// at `required` and is forwarded. A census showing writes the store lacks waits up to [`CENSUS_CATCH_UP`]
+    /// for their events and compares once more. Censuses are coalesced per resource.
+    async fn by_census(
+        &self,
+        store: &Arc<Store>,
+        arrived: Instant,
+        required: u64,
+    ) -> Result<Fresh, NotFresh> {
+        let lagging = || NotFresh::Lagging { required, current: store.resource_version() };
         let slot = self.slot(&store.info().gvr);
         let census = match self.census_after(store, &slot, arrived).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(resource = %store.info().gvr, error = %e, "census failed");
                 self.stats.census_failed.fetch_add(1, Relaxed);
-                return None;
+                return Err(lagging());
             }
         };
         self.observe(census.rv);
@@ -498,7 +507,7 @@ impl Freshness {
                 census::Compared::Same => {
                     self.stats.census_same.fetch_add(1, Relaxed);
                     let rv = census.rv.max(snapshot.rv);
-                    return Some(Matched { snapshot, generation: state.generation, rv });
+                    return Ok(Fresh::Matched(Matched { snapshot, generation: state.generation, rv }));
                 }
                 census::Compared::Behind { upto } if attempt == 0 => {
                     let _ = store.wait_for(upto, CENSUS_CATCH_UP).await;
@@ -507,7 +516,7 @@ impl Freshness {
             }
         }
         self.stats.census_behind.fetch_add(1, Relaxed);
-        None
+        Err(lagging())
     }
 
     /// A permit for one fallback (forwarded consistent read); `None` when too many are in flight.

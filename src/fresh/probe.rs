@@ -170,13 +170,7 @@ mod tests {
     }
 
     fn flunders() -> ResourceInfo {
-        ResourceInfo {
-            gvr: crate::resource::Gvr::new("wardle.example.com", "v1beta1", "flunders"),
-            kind: "Flunder".into(),
-            list_kind: "FlunderList".into(),
-            namespaced: true,
-            list_items_have_type_meta: true,
-        }
+        ResourceInfo::flunders()
     }
 
     #[tokio::test]

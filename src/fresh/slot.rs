@@ -37,8 +37,6 @@ pub(super) struct Slot {
     /// Whether a census is in flight (at most one); results published with their start time.
     pub(super) census_running: Mutex<bool>,
     pub(super) census: watch::Sender<CensusResult>,
-    /// Bytes of the last census's answer (0: none yet).
-    pub(super) census_bytes: AtomicUsize,
     /// How long censuses take (a weighted mean of the recent ones; `None` before the first).
     pub(super) census_took: Mutex<Option<std::time::Duration>>,
 }
@@ -217,7 +215,6 @@ impl Freshness {
                     proof: watch::channel(None).0,
                     census_running: Mutex::new(false),
                     census: watch::channel(None).0,
-                    census_bytes: AtomicUsize::new(0),
                     census_took: Mutex::new(None),
                 })
             })
@@ -281,8 +278,8 @@ impl Freshness {
                 let taken = census::take(&upstream, &collection, selection.as_deref(), max_bytes);
                 let result = match tokio::time::timeout(CENSUS_TIMEOUT, taken).await {
                     Ok(Ok(c)) => {
-                        slot2.census_bytes.store(c.bytes, Relaxed);
                         let took = started.elapsed();
+                        tracing::debug!(objects = c.items.len(), bytes = c.bytes, ?took, "census taken");
                         let mut mean = slot2.census_took.lock().expect("census lock poisoned");
                         *mean = Some(mean.map_or(took, |m| (m + took) / 2));
                         Ok(Arc::new(c))

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::codec::list::View;
 use crate::codec::status::ApiError;
 use crate::codec::table::Printer;
-use crate::fresh::{Freshness, NotFresh};
+use crate::fresh::{Fresh, Freshness};
 use crate::front::body::Body;
 use crate::front::negotiate;
 use crate::front::respond;
@@ -362,12 +362,9 @@ impl Reads {
             (None, Some(initial)) => {
                 let bytes = crate::serve::resolve::read_bytes(store, store.current().len());
                 match self.freshness.ensure(store, arrived, min_rv, bytes, true, initial).await {
-                    Ok(rv) => (Some(rv), None),
+                    Ok(Fresh::At(rv)) => (Some(rv), None),
                     // Proven by a census: the initial events are the matched snapshot's, exactly.
-                    Err(NotFresh::Census { .. }) => match self.freshness.by_census(store, arrived).await {
-                        Some(matched) => (Some(matched.rv), Some(matched)),
-                        None => return Err(NotServed::NotFresh),
-                    },
+                    Ok(Fresh::Matched(matched)) => (Some(matched.rv), Some(matched)),
                     Err(_) => return Err(NotServed::NotFresh),
                 }
             }

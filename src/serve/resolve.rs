@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-use crate::fresh::{Ahead, Freshness, NotFresh};
+use crate::fresh::{Ahead, Fresh, Freshness, NotFresh};
 use crate::serve::read::ReadAt;
 use crate::store::{Snapshot, Store};
 
@@ -61,18 +61,14 @@ pub async fn resolve(
             let snapshot = store.current();
             Ok(Resolved { rv: snapshot.rv, snapshot })
         }
-        ReadAt::Consistent => match freshness.ensure(store, arrived, min_rv, bytes, false, census).await {
-            Ok(_) => {
+        ReadAt::Consistent => match freshness.ensure(store, arrived, min_rv, bytes, false, census).await? {
+            Fresh::At(_) => {
                 let snapshot = store.current();
                 Ok(Resolved { rv: snapshot.rv, snapshot })
             }
             // The snapshot the census matched, exactly, at the census's revision: a later snapshot may hold
             // writes of the census's interval that were undone before it (see `fresh::census`).
-            Err(NotFresh::Census { known, current }) => match freshness.by_census(store, arrived).await {
-                Some(matched) => Ok(Resolved { rv: matched.rv, snapshot: matched.snapshot }),
-                None => Err(NotFresh::Lagging { required: known, current }.into()),
-            },
-            Err(e) => Err(e.into()),
+            Fresh::Matched(matched) => Ok(Resolved { rv: matched.rv, snapshot: matched.snapshot }),
         },
         ReadAt::AtLeast(n) => {
             if n > store.resource_version() {

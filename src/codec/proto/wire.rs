@@ -16,8 +16,7 @@ pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Reads a varint from the front of `buf`, advancing it; `None` when it is truncated or longer than ten bytes.
-/// (Readers of upstream bytes use it: `forward::writes`, `fresh::census`.)
-pub(crate) fn read_varint(buf: &mut &[u8]) -> Option<u64> {
+fn read_varint(buf: &mut &[u8]) -> Option<u64> {
     let mut value = 0u64;
     for i in 0..10 {
         let (&byte, rest) = buf.split_first()?;
@@ -28,6 +27,62 @@ pub(crate) fn read_varint(buf: &mut &[u8]) -> Option<u64> {
         }
     }
     None
+}
+
+/// A protobuf message that does not parse (truncated, or a wire type Kubernetes never uses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Malformed;
+
+/// The length-delimited fields of a protobuf message read from upstream bytes (`forward::writes`,
+/// `fresh::census`), as `(number, payload)`; fields of other wire types are skipped. A malformed message
+/// yields one `Err` and ends the iteration.
+pub(crate) struct LenFields<'a>(&'a [u8]);
+
+pub(crate) fn len_fields(msg: &[u8]) -> LenFields<'_> {
+    LenFields(msg)
+}
+
+impl<'a> Iterator for LenFields<'a> {
+    type Item = Result<(u64, &'a [u8]), Malformed>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.0.is_empty() {
+            let field = read_varint(&mut self.0).and_then(|key| match key & 7 {
+                0 => read_varint(&mut self.0).map(|_| None),
+                1 => self.0.get(8..).map(|rest| self.0 = rest).map(|()| None),
+                5 => self.0.get(4..).map(|rest| self.0 = rest).map(|()| None),
+                2 => {
+                    let len = usize::try_from(read_varint(&mut self.0)?).ok()?;
+                    let payload = self.0.get(..len)?;
+                    self.0 = &self.0[len..];
+                    Some(Some((key >> 3, payload)))
+                }
+                // Groups (3, 4) are not used by Kubernetes; anything else is malformed.
+                _ => None,
+            });
+            match field {
+                Some(Some(field)) => return Some(Ok(field)),
+                Some(None) => {}
+                None => {
+                    self.0 = &[];
+                    return Some(Err(Malformed));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The payload of the last length-delimited field `number` of a message (proto3: the last one wins).
+pub(crate) fn last_len_field(msg: &[u8], number: u64) -> Result<Option<&[u8]>, Malformed> {
+    let mut found = None;
+    for field in len_fields(msg) {
+        let (n, payload) = field?;
+        if n == number {
+            found = Some(payload);
+        }
+    }
+    Ok(found)
 }
 
 /// The number of bytes `v` takes as a varint.
@@ -41,7 +96,7 @@ pub(super) fn put_key(out: &mut Vec<u8>, tag: u32, wire: u32) {
 }
 
 /// A length-delimited field holding `b`.
-pub(super) fn put_bytes(out: &mut Vec<u8>, tag: u32, b: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, tag: u32, b: &[u8]) {
     put_key(out, tag, LEN);
     put_varint(out, b.len() as u64);
     out.extend_from_slice(b);
