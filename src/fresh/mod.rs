@@ -127,8 +127,9 @@ pub struct FreshnessConfig {
     /// Prove a quiet store behind the upstream fresh by a census ([`census`]) where that beats forwarding a
     /// big list.
     pub census: bool,
-    /// Decide every big consistent read of a quiet store behind the upstream by a census, whatever the
-    /// costs (for tests of the census path, whose small upstreams make the measured costs vary).
+    /// Decide every big consistent read (and every consistent watch) of a quiet store behind the upstream by a
+    /// census, whatever the costs (for tests of the census path, whose small upstreams make the measured
+    /// costs vary).
     pub census_always: bool,
 }
 
@@ -465,7 +466,8 @@ impl Freshness {
             full_list: store.full_list_cost(),
         };
         if watch {
-            return self.config.prove && costs.census() < self.config.proof_cost;
+            return self.config.prove
+                && (self.config.census_always || costs.census() < self.config.proof_cost);
         }
         if bytes < CENSUS_MIN_BYTES {
             return false;
