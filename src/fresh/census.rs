@@ -22,7 +22,7 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 
-use crate::codec::proto::{Malformed, last_len_field, len_fields};
+use crate::codec::proto::{Malformed, Value, last_len_field, len_fields};
 use crate::front::body;
 use crate::store::Snapshot;
 use crate::upstream::Upstream;
@@ -34,6 +34,43 @@ pub(super) const ACCEPT: &str = "application/vnd.kubernetes.protobuf;as=PartialO
 /// The envelope every Kubernetes protobuf object starts with, followed by a `runtime.Unknown`.
 const PROTOBUF_MAGIC: &[u8] = b"k8s\0";
 
+/// What a census covers: the whole resource (the default), one namespace, and/or the first `limit` objects
+/// (a first page: the read it decides is that page).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Scope {
+    pub(crate) namespace: Option<Box<str>>,
+    /// 0: every object in scope.
+    pub(crate) limit: usize,
+}
+
+impl Scope {
+    /// The whole resource (coalesced per resource, see [`super::Freshness::by_census`]).
+    pub(crate) fn is_whole(&self) -> bool {
+        self.namespace.is_none() && self.limit == 0
+    }
+
+    /// The census's path: the resource's collection (`prefix/resource`), or a namespace's, with the scope's
+    /// `limit` and `selection` (a filtered mirror's selector query) as the query.
+    fn path(&self, prefix: &str, resource: &str, selection: Option<&str>) -> String {
+        let mut path = match &self.namespace {
+            Some(ns) => format!("{prefix}/namespaces/{ns}/{resource}"),
+            None => format!("{prefix}/{resource}"),
+        };
+        let mut query: Vec<String> = Vec::new();
+        if self.limit > 0 {
+            query.push(format!("limit={}", self.limit));
+        }
+        if let Some(selection) = selection.filter(|s| !s.is_empty()) {
+            query.push(selection.to_owned());
+        }
+        if !query.is_empty() {
+            path.push('?');
+            path.push_str(&query.join("&"));
+        }
+        path
+    }
+}
+
 /// The upstream's objects at one revision: each object's key (`namespace/name` or `name`) and
 /// `resourceVersion`, in the order the upstream listed them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +80,10 @@ pub(crate) struct Census {
     pub(crate) items: Vec<Item>,
     /// Bytes of the upstream's answer (what the census cost to transfer).
     pub(crate) bytes: usize,
+    /// Whether the upstream answered one page (a `continue` token): more objects follow in scope.
+    pub(crate) more: bool,
+    /// The page's `remainingItemCount`: how many objects follow it.
+    pub(crate) remaining: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,19 +103,17 @@ pub(crate) enum Compared {
     Behind { upto: u64 },
 }
 
-/// Takes a census of `collection` (the resource's list path) narrowed by `selection` (a filtered mirror's
-/// selector query), refusing an answer over `max_bytes`.
+/// Takes a census of `scope` of the resource whose collection is `prefix/resource`, narrowed by `selection`
+/// (a filtered mirror's selector query), refusing an answer over `max_bytes`, and one page where `scope` asked
+/// for all.
 pub(super) async fn take(
     upstream: &Upstream,
-    collection: &str,
+    (prefix, resource): (&str, &str),
+    scope: &Scope,
     selection: Option<&str>,
     max_bytes: usize,
 ) -> Result<Census, String> {
-    let mut path = collection.to_owned();
-    if let Some(selection) = selection.filter(|s| !s.is_empty()) {
-        path.push('?');
-        path.push_str(selection);
-    }
+    let path = scope.path(prefix, resource, selection);
     let req = Request::builder()
         .method(Method::GET)
         .uri(&path)
@@ -96,7 +135,15 @@ pub(super) async fn take(
     if status != StatusCode::OK {
         return Err(format!("census answered {status}"));
     }
-    if protobuf { parse_protobuf(&bytes) } else { parse_json(&bytes) }
+    checked(if protobuf { parse_protobuf(&bytes) } else { parse_json(&bytes) }?, scope)
+}
+
+/// `census` as an answer for `scope`: one page where the scope asked for every object is not one.
+fn checked(census: Census, scope: &Scope) -> Result<Census, String> {
+    if census.more && scope.limit == 0 {
+        return Err("census: the upstream answered one page of the list".into());
+    }
+    Ok(census)
 }
 
 /// Parses a JSON `PartialObjectMetadataList` (any list works: only metadata is read).
@@ -115,6 +162,8 @@ pub(crate) fn parse_json(bytes: &Bytes) -> Result<Census, String> {
         resource_version: Option<Cow<'a, str>>,
         #[serde(rename = "continue", borrow)]
         continue_: Option<Cow<'a, str>>,
+        #[serde(rename = "remainingItemCount")]
+        remaining: Option<u64>,
     }
     #[derive(serde::Deserialize)]
     struct Entry<'a> {
@@ -131,9 +180,8 @@ pub(crate) fn parse_json(bytes: &Bytes) -> Result<Census, String> {
         resource_version: Cow<'a, str>,
     }
     let list: List<'_> = serde_json::from_slice(bytes).map_err(|e| format!("census: {e}"))?;
-    if list.metadata.continue_.as_deref().is_some_and(|c| !c.is_empty()) {
-        return Err("census: the upstream answered one page of the list".into());
-    }
+    let more = list.metadata.continue_.as_deref().is_some_and(|c| !c.is_empty());
+    let remaining = list.metadata.remaining;
     let rv = number(list.metadata.resource_version.as_deref().unwrap_or(""))?;
     let items = list
         .items
@@ -146,7 +194,7 @@ pub(crate) fn parse_json(bytes: &Bytes) -> Result<Census, String> {
             })
         })
         .collect::<Result<_, String>>()?;
-    Ok(Census { rv, items, bytes: bytes.len() })
+    Ok(Census { rv, items, bytes: bytes.len(), more, remaining })
 }
 
 // Field numbers of the messages a protobuf census reads (k8s.io/apimachinery generated.proto).
@@ -155,9 +203,10 @@ const UNKNOWN_RAW: u64 = 2;
 /// `PartialObjectMetadataList.metadata` (ListMeta), `.items`.
 const LIST_METADATA: u64 = 1;
 const LIST_ITEMS: u64 = 2;
-/// `ListMeta.resourceVersion`, `.continue`.
+/// `ListMeta.resourceVersion`, `.continue`, `.remainingItemCount`.
 const LIST_META_RV: u64 = 2;
 const LIST_META_CONTINUE: u64 = 3;
+const LIST_META_REMAINING: u64 = 4;
 /// `PartialObjectMetadata.metadata` (ObjectMeta).
 const ITEM_METADATA: u64 = 1;
 /// `ObjectMeta.name`, `.namespace`, `.resourceVersion`.
@@ -170,18 +219,17 @@ pub(crate) fn parse_protobuf(bytes: &Bytes) -> Result<Census, String> {
     let bad = |what: &str| format!("census: malformed protobuf ({what})");
     let unknown = bytes.strip_prefix(PROTOBUF_MAGIC).ok_or_else(|| bad("no envelope"))?;
     let raw = last_field(unknown, UNKNOWN_RAW)?.ok_or_else(|| bad("no object"))?;
-    let mut rv = None;
+    let (mut rv, mut more, mut remaining) = (None, false, None);
     let mut items = Vec::new();
     for field in fields(raw) {
         let (tag, payload) = field?;
         match tag {
             LIST_METADATA => {
-                for f in fields(payload) {
-                    match f? {
-                        (LIST_META_RV, v) => rv = Some(utf8(v)?),
-                        (LIST_META_CONTINUE, c) if !c.is_empty() => {
-                            return Err("census: the upstream answered one page of the list".into());
-                        }
+                for f in crate::codec::proto::fields(payload) {
+                    match f.map_err(malformed)? {
+                        (LIST_META_RV, Value::Len(v)) => rv = Some(utf8(v)?),
+                        (LIST_META_CONTINUE, Value::Len(c)) => more = !c.is_empty(),
+                        (LIST_META_REMAINING, Value::Varint(n)) => remaining = Some(n),
                         _ => {}
                     }
                 }
@@ -207,7 +255,7 @@ pub(crate) fn parse_protobuf(bytes: &Bytes) -> Result<Census, String> {
             _ => {}
         }
     }
-    Ok(Census { rv: number(rv.unwrap_or(""))?, items, bytes: bytes.len() })
+    Ok(Census { rv: number(rv.unwrap_or(""))?, items, bytes: bytes.len(), more, remaining })
 }
 
 fn number(s: &str) -> Result<u64, String> {
@@ -232,24 +280,41 @@ fn malformed(_: Malformed) -> String {
     "census: malformed protobuf".to_owned()
 }
 
-/// Compares `snapshot` with `census`: in one walk when the upstream listed in the store's order (storage key
-/// order, the usual case), otherwise by looking each listed object up, counting each stored object once (an
-/// object listed twice cannot stand in for one missing).
-pub(crate) fn compare(snapshot: &Snapshot, census: &Census) -> Compared {
-    let same_keys = snapshot.len() == census.items.len()
-        && snapshot
-            .objects
-            .values()
+/// Compares the objects of `scope` in `snapshot` with `census` (of the same scope): in one walk when the
+/// upstream listed in the store's order (storage key order, the usual case), otherwise by looking each listed
+/// object up, counting each stored object once (an object listed twice cannot stand in for one missing). A
+/// census of one page (more objects follow) matches the snapshot's first objects of the scope, and its
+/// `remainingItemCount` the number of the others: the page the snapshot answers is then the upstream's.
+pub(crate) fn compare(snapshot: &Snapshot, census: &Census, scope: &Scope) -> Compared {
+    let in_scope = || -> Box<dyn Iterator<Item = &Arc<crate::store::Object>> + '_> {
+        match &scope.namespace {
+            Some(ns) => Box::new(snapshot.namespace_range(ns)),
+            None => Box::new(snapshot.objects.values()),
+        }
+    };
+    let total = match &scope.namespace {
+        Some(_) => in_scope().count(),
+        None => snapshot.len(),
+    };
+    // The objects the census's items stand for: the first of the scope for a page, all of them otherwise.
+    let listed = if census.more { census.items.len().min(total) } else { total };
+    let same_keys = listed == census.items.len()
+        && in_scope()
+            .take(listed)
             .zip(&census.items)
             .all(|(o, item)| o.namespace() == item.namespace.as_deref() && o.name() == &*item.name);
     let upto = if same_keys {
-        snapshot
-            .objects
-            .values()
+        let changed = in_scope()
+            .take(listed)
             .zip(&census.items)
             .filter(|(o, item)| o.resource_version != item.rv)
             .map(|(_, item)| item.rv)
-            .max()
+            .max();
+        match changed {
+            // Same page, but objects created or deleted after it that the store has not seen.
+            None if census.more && census.remaining != Some((total - listed) as u64) => Some(census.rv),
+            changed => changed,
+        }
     } else {
         let mut seen = std::collections::HashSet::with_capacity(census.items.len());
         let mut upto: Option<u64> = None;
@@ -261,9 +326,9 @@ pub(crate) fn compare(snapshot: &Snapshot, census: &Census) -> Compared {
                 _ => upto = upto.max(Some(item.rv)),
             }
         }
-        if upto.is_none() && seen.len() != snapshot.len() {
-            // Every listed object is in the snapshot, which holds more: deletions it has not seen, at
-            // revisions the census does not show.
+        if upto.is_none() && (census.more || seen.len() != total) {
+            // Every listed object is in the snapshot, which holds more (deletions it has not seen, at
+            // revisions the census does not show), or other objects first (a page).
             upto = Some(census.rv);
         }
         upto
@@ -275,9 +340,10 @@ pub(crate) fn compare(snapshot: &Snapshot, census: &Census) -> Compared {
 }
 
 /// What deciding a read by a census costs against forwarding it, measured where kache can: the census by the
-/// recent ones, forwarding by the reflector's last full list of the resource (what the upstream takes to list
-/// it all: a simulator serving cached bytes lists at ~1 GB/s but builds a metadata view object by object, a Go
-/// apiserver encodes both). Before any measurement, the bytes at the apiserver's ~40 MB/s
+/// recent ones of the whole resource, forwarding by the reflector's last full list of the resource (what the
+/// upstream takes to list it all: a simulator serving cached bytes lists at ~1 GB/s but builds a metadata view
+/// object by object, a Go apiserver encodes both), each read of a part of the resource (a namespace, a page)
+/// by its share of those plus one round trip. Before any measurement, the bytes at the apiserver's ~40 MB/s
 /// ([`super::budget::forward_cost`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Costs {
@@ -285,31 +351,44 @@ pub(crate) struct Costs {
     pub(crate) bytes: usize,
     /// The store's size (what a full list of the resource is, in the same estimate).
     pub(crate) store_bytes: usize,
-    /// The census's estimated size (needed only while `census_took` is `None`).
+    /// The estimated size of a census of the whole resource (needed only while `census_took` is `None`).
     pub(crate) census_bytes: usize,
-    /// What censuses took.
+    /// What censuses of the whole resource took.
     pub(crate) census_took: Option<Duration>,
     /// What the last full list of the resource took.
     pub(crate) full_list: Option<Duration>,
+    /// One round trip to the upstream (a probe's measured time).
+    pub(crate) round_trip: Duration,
+    /// Whether the census covers the whole resource (else the read's part of it).
+    pub(crate) whole: bool,
 }
 
 impl Costs {
-    /// Forwarding a read of `bytes`: its share of a measured full list, else the bytes' estimate (the smaller:
-    /// a full list measured during a busy start-up is not taken to be slower than the estimate).
+    /// The share of the resource `bytes` are.
+    fn share(&self, bytes: usize) -> f64 {
+        if self.store_bytes == 0 { 1.0 } else { (bytes as f64 / self.store_bytes as f64).min(1.0) }
+    }
+
+    /// Forwarding a read of `bytes`: a round trip and its share of a measured full list, else the bytes'
+    /// estimate (the smaller: a full list measured during a busy start-up is not taken to be slower than the
+    /// estimate).
     fn forward(&self, bytes: usize) -> Duration {
         let estimate = super::budget::forward_cost(bytes);
         match self.full_list {
-            Some(full) if self.store_bytes > 0 => {
-                let share = (bytes as f64 / self.store_bytes as f64).min(1.0);
-                estimate.min(full.mul_f64(share))
-            }
-            _ => estimate,
+            Some(full) => estimate.min(self.round_trip + full.mul_f64(self.share(bytes))),
+            None => estimate,
         }
     }
 
-    /// The census: as measured, else estimated like a forwarded read of its size.
+    /// The census: as measured for the whole resource (a part: a round trip and its share), else estimated
+    /// like a forwarded read of its size.
     pub(crate) fn census(&self) -> Duration {
-        self.census_took.unwrap_or_else(|| self.forward(self.census_bytes))
+        let part = if self.whole { 1.0 } else { self.share(self.bytes) };
+        match self.census_took {
+            Some(took) if self.whole => took,
+            Some(took) => self.round_trip + took.mul_f64(part),
+            None => self.forward((self.census_bytes as f64 * part) as usize),
+        }
     }
 
     /// Whether the census and serving the read from memory cost at most `fraction` of forwarding it.

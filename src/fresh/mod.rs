@@ -87,9 +87,14 @@ const PROOF_GATHER: Duration = Duration::from_millis(250);
 const PROOF_PROBE_BY: Duration = Duration::from_millis(600);
 /// A census that takes longer than this fails (and its readers are forwarded).
 const CENSUS_TIMEOUT: Duration = Duration::from_secs(10);
-/// Reads smaller than this are never served by a census: forwarding them costs little, and a census of the
-/// whole resource costs at least a round trip.
+/// Reads smaller than this are never served by a census of the whole resource: forwarding them costs little,
+/// and such a census costs at least a round trip plus the metadata of every object.
 pub(crate) const CENSUS_MIN_BYTES: usize = 1 << 20;
+/// Reads of a part of the resource (a namespace, a first page) smaller than this are never served by a census
+/// of that part: a census costs a round trip, as forwarding does, so only the bytes it saves can pay for it
+/// (a namespace list of 100 objects, 218 KiB, forwarded in 2.4–3.5 ms on the real apiserver, against a census
+/// of 29 KiB in 1.5–1.8 ms).
+pub(crate) const CENSUS_MIN_PART_BYTES: usize = 128 << 10;
 /// A census is taken for a read when it and serving from memory together cost at most this fraction of
 /// forwarding the read (estimates, [`budget::forward_cost`]).
 const CENSUS_MAX_FRACTION: f64 = 0.75;
@@ -311,8 +316,9 @@ impl Freshness {
     /// serve at (≥ the probed revision and ≥ `min_rv`, e.g. the last write through kache), or the snapshot a
     /// census matched ([`Freshness::by_census`]). `bytes` is the size of the read (what forwarding it would
     /// cost); `watch` marks a consistent watch, which forwarding would pin upstream for its whole life; a
-    /// caller that cannot serve a matched snapshot (a consistent watch without initial events, a selector's
-    /// list) passes `census_ok` false.
+    /// caller that can serve a matched snapshot passes what a census would cover (`census`: the whole resource,
+    /// or the read's namespace or first page); one that cannot (a consistent watch without initial events, a
+    /// selector's list) passes `None`.
     pub(crate) async fn ensure(
         &self,
         store: &Arc<Store>,
@@ -320,7 +326,7 @@ impl Freshness {
         min_rv: u64,
         bytes: usize,
         watch: bool,
-        census_ok: bool,
+        census: Option<&census::Scope>,
     ) -> Result<Fresh, NotFresh> {
         let gvr = &store.info().gvr;
         let current = store.resource_version();
@@ -329,11 +335,13 @@ impl Freshness {
         let budget = self.budget(store, &slot, bytes);
         let prove = self.proof_pays(&slot, bytes, watch, arrived);
         let known = self.known_revision().max(min_rv);
-        if current < known && budget.is_zero() && census_ok && self.census_pays(store, &slot, bytes, watch) {
+        if let Some(scope) = census.filter(|scope| {
+            current < known && budget.is_zero() && self.census_pays(store, &slot, bytes, watch, scope)
+        }) {
             // Known to be behind, quiet (no advance expected soon), and big: a census shows in one round trip
             // whether the store holds what the upstream holds (a proof takes 1–2 s, forwarding costs more than
             // the census). A busy store is probed and waited for instead: its next event is near.
-            return self.by_census(store, arrived, known).await;
+            return self.by_census(store, arrived, known, scope).await;
         }
         if !prove && !self.config.probe_small_reads && !self.probe_cost.pays(bytes, Instant::now()) {
             // A probe costs about what forwarding this read costs: it could only add latency.
@@ -377,8 +385,8 @@ impl Freshness {
             Self::served(&slot, arrived, bytes);
             return Ok(Fresh::At(store.resource_version()));
         }
-        if census_ok && self.census_pays(store, &slot, bytes, watch) {
-            return self.by_census(store, arrived, required).await;
+        if let Some(scope) = census.filter(|scope| self.census_pays(store, &slot, bytes, watch, scope)) {
+            return self.by_census(store, arrived, required, scope).await;
         }
         if prove && self.prove(store, &slot, required).await {
             self.stats.fresh.fetch_add(1, Relaxed);
@@ -451,7 +459,14 @@ impl Freshness {
     /// where kache has them ([`census::Costs`]). For a list: the census and serving the read from memory cost
     /// less than forwarding it, by [`CENSUS_MAX_FRACTION`]. For a consistent watch (WatchList), whose
     /// alternative is a proof (~1–2 s) or a forwarded watch: the census costs less than a proof.
-    fn census_pays(&self, store: &Store, slot: &Slot, bytes: usize, watch: bool) -> bool {
+    fn census_pays(
+        &self,
+        store: &Store,
+        slot: &Slot,
+        bytes: usize,
+        watch: bool,
+        scope: &census::Scope,
+    ) -> bool {
         if !self.config.census {
             return false;
         }
@@ -464,12 +479,14 @@ impl Freshness {
             census_bytes: if census_took.is_none() { census::estimate_bytes(&state) } else { 0 },
             census_took,
             full_list: store.full_list_cost(),
+            round_trip: self.probe_cost.get(),
+            whole: scope.is_whole(),
         };
         if watch {
             return self.config.prove
                 && (self.config.census_always || costs.census() < self.config.proof_cost);
         }
-        if bytes < CENSUS_MIN_BYTES {
+        if bytes < if scope.is_whole() { CENSUS_MIN_BYTES } else { CENSUS_MIN_PART_BYTES } {
             return false;
         }
         self.config.census_always || costs.pays(CENSUS_MAX_FRACTION)
@@ -485,10 +502,18 @@ impl Freshness {
         store: &Arc<Store>,
         arrived: Instant,
         required: u64,
+        scope: &census::Scope,
     ) -> Result<Fresh, NotFresh> {
         let lagging = || NotFresh::Lagging { required, current: store.resource_version() };
         let slot = self.slot(&store.info().gvr);
-        let census = match self.census_after(store, &slot, arrived).await {
+        // A census of the whole resource serves every read that arrived before it started; one of a part (a
+        // namespace, a first page) is the read's own, as its forwarding would have been.
+        let taken = if scope.is_whole() {
+            self.census_after(store, &slot, arrived).await
+        } else {
+            self.census_of(store, scope).await
+        };
+        let census = match taken {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(resource = %store.info().gvr, error = %e, "census failed");
@@ -503,7 +528,7 @@ impl Freshness {
             let compared = if snapshot.rv >= census.rv {
                 census::Compared::Same
             } else {
-                census::compare(&snapshot, &census)
+                census::compare(&snapshot, &census, scope)
             };
             match compared {
                 census::Compared::Same => {

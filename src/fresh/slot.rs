@@ -267,15 +267,17 @@ impl Freshness {
     ) -> Result<Arc<Census>, String> {
         after(&slot.census_running, &slot.census, arrived, |started| {
             let upstream = self.upstream.clone();
-            let info = store.info();
-            let collection = format!("{}/{}", info.gvr.path_prefix(), info.gvr.resource);
+            let info = store.info().clone();
             let selection = self.selection_of(&info.gvr);
             // The metadata of the objects is at most their whole JSON: the store's bytes bound the answer.
             let max_bytes = store.load().live_bytes.saturating_add(CENSUS_SLACK_BYTES);
             let slot2 = slot.clone();
             self.stats.censuses.fetch_add(1, Relaxed);
             tokio::spawn(async move {
-                let taken = census::take(&upstream, &collection, selection.as_deref(), max_bytes);
+                let prefix = info.gvr.path_prefix();
+                let collection = (prefix.as_str(), info.gvr.resource.as_str());
+                let whole = census::Scope::default();
+                let taken = census::take(&upstream, collection, &whole, selection.as_deref(), max_bytes);
                 let result = match tokio::time::timeout(CENSUS_TIMEOUT, taken).await {
                     Ok(Ok(c)) => {
                         let took = started.elapsed();
@@ -292,6 +294,24 @@ impl Freshness {
             });
         })
         .await
+    }
+    /// A census of a part of `store`'s resource (`scope`: a namespace, a first page), taken for one read now.
+    pub(super) async fn census_of(
+        &self,
+        store: &Arc<Store>,
+        scope: &census::Scope,
+    ) -> Result<Arc<Census>, String> {
+        let info = store.info();
+        let selection = self.selection_of(&info.gvr);
+        let max_bytes = store.load().live_bytes.saturating_add(CENSUS_SLACK_BYTES);
+        self.stats.censuses.fetch_add(1, Relaxed);
+        let prefix = info.gvr.path_prefix();
+        let collection = (prefix.as_str(), info.gvr.resource.as_str());
+        let taken = census::take(&self.upstream, collection, scope, selection.as_deref(), max_bytes);
+        match tokio::time::timeout(CENSUS_TIMEOUT, taken).await {
+            Ok(result) => result.map(Arc::new),
+            Err(_) => Err("census timed out".to_owned()),
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use crate::codec::list::View;
 use crate::codec::{gzip, list as listcodec, pretty, token};
 use crate::fresh::Freshness;
+use crate::fresh::census::Scope;
 use crate::front::body::{self, Body};
 use crate::metrics::Metrics;
 use crate::resource::ResourceInfo;
@@ -99,7 +100,7 @@ pub(crate) async fn serve_list(
         };
         let bytes = read_bytes(store, 1);
         let resolved =
-            resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes, false).await?;
+            resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes, None).await?;
         let (key, _) = make_key(q.namespace, name);
         let items: Vec<Arc<Object>> =
             resolved.snapshot.objects.get(&key).filter(|o| (q.matches)(o)).cloned().into_iter().collect();
@@ -123,8 +124,15 @@ pub(crate) async fn serve_list(
         ReadAt::Current => 0,
         _ => read_bytes(store, list_size(store, q.namespace, limit)),
     };
+    // What a census deciding this read covers: its namespace (a name the upstream's path takes as is) and, for
+    // a first page, its objects. A continued page is an exact read, never decided by a census.
+    let scope = match q.namespace {
+        _ if q.has_selector || q.cont.is_some() => None,
+        Some(ns) if !crate::serve::reads::is_dns_label(ns) => None,
+        namespace => Some(Scope { namespace: namespace.map(Into::into), limit }),
+    };
     let Resolved { snapshot, rv } =
-        resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes, !q.has_selector).await?;
+        resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes, scope.as_ref()).await?;
     // A whole resource or namespace at a current snapshot: its body (compressed, or as sent) can be reused.
     // (Tables are never cached: their ages move with the clock.)
     let cacheable = limit == 0
@@ -298,7 +306,7 @@ pub(crate) async fn serve_get(
         return Err(NotServed::Forward("exact get"));
     };
     let bytes = read_bytes(store, 1);
-    let resolved = resolve(store, at, freshness, arrived, min_rv, block_timeout, bytes, false).await?;
+    let resolved = resolve(store, at, freshness, arrived, min_rv, block_timeout, bytes, None).await?;
     let (key, _) = make_key(namespace, name);
     if let Some(target) = proto {
         let Some(o) = resolved.snapshot.objects.get(&key) else { return Ok(None) };

@@ -361,7 +361,9 @@ impl Reads {
         let (consistent_rv, matched) = match (rv, opts.send_initial_events) {
             (None, Some(initial)) => {
                 let bytes = crate::serve::resolve::read_bytes(store, store.current().len());
-                match self.freshness.ensure(store, arrived, min_rv, bytes, true, initial).await {
+                // A census of the whole resource (one serves every informer of a relist storm).
+                let census = initial.then(crate::fresh::census::Scope::default);
+                match self.freshness.ensure(store, arrived, min_rv, bytes, true, census.as_ref()).await {
                     Ok(Fresh::At(rv)) => (Some(rv), None),
                     // Proven by a census: the initial events are the matched snapshot's, exactly.
                     Ok(Fresh::Matched(matched)) => (Some(matched.rv), Some(matched)),
@@ -413,7 +415,7 @@ fn scan_namespace<'a>(r: &'a ResourceRequest, namespaced: bool, opts: &'a ListOp
 }
 
 /// A valid namespace name (DNS-1123 label).
-fn is_dns_label(s: &str) -> bool {
+pub(crate) fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
+use crate::fresh::census::Scope;
 use crate::fresh::{Ahead, Fresh, Freshness, NotFresh};
 use crate::serve::read::ReadAt;
 use crate::store::{Snapshot, Store};
@@ -43,10 +44,11 @@ pub struct Resolved {
 /// Resolves `at` against `store`. `arrived` is when the request arrived (consistent reads only trust probes
 /// started after it); `min_rv` is a lower bound the read must reflect (the last write through kache);
 /// `bytes` is the size of the read (what forwarding it would cost, see [`crate::fresh::budget`]); `census`
-/// allows a consistent read to be decided by a census (not for a selector's list: what forwarding it costs
-/// is the upstream's scan, not its bytes, and its answer is often small).
+/// is what a census deciding a consistent read would cover: the whole resource, or the read's namespace or
+/// first page (`None` for a selector's list: what forwarding it costs is the upstream's scan, not its bytes,
+/// and its answer is often small).
 #[allow(clippy::too_many_arguments)]
-pub async fn resolve(
+pub(crate) async fn resolve(
     store: &Arc<Store>,
     at: ReadAt,
     freshness: &Freshness,
@@ -54,7 +56,7 @@ pub async fn resolve(
     min_rv: u64,
     block_timeout: Duration,
     bytes: usize,
-    census: bool,
+    census: Option<&Scope>,
 ) -> Result<Resolved, ResolveError> {
     match at {
         ReadAt::Current => {

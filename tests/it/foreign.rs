@@ -395,6 +395,116 @@ async fn big_lists_of_a_quiet_resource_are_served_from_memory_after_a_census_and
     assert_eq!(f.census_failed.load(Relaxed), 0);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_lists_and_first_pages_of_a_quiet_resource_are_served_after_a_census_of_their_part() {
+    let sim = quiet_sim().await;
+    seed_spec_heavy_pods(&sim, 300);
+    common::seed_pods(&sim, &NAMESPACES, PODS_PER_NAMESPACE);
+    let kache = start_kache(&sim.url(), |c| {
+        pods_only(c);
+        c.freshness.probe_small_reads = false;
+        // Without proofs, and whatever the measured costs: what serves these reads from memory is a census.
+        c.freshness.prove = false;
+        c.freshness.census_always = true;
+    })
+    .await;
+    sim.set_foreign_writes(FOREIGN_RATE);
+    foreign_write(&sim, 0);
+    let f = &kache.freshness().stats;
+    let rv_of = |v: &Value| -> u64 {
+        v["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("rv")
+    };
+    // A namespace's list: a census of that namespace.
+    let spec: Vec<String> = all_pods(&sim).into_iter().filter(|n| n.starts_with("spec/")).collect();
+    for _ in 0..2 {
+        let before = sim.revision();
+        let r = get(&kache.url(), "/api/v1/namespaces/spec/pods").await;
+        assert_eq!(r.status, 200, "{}", show(&r));
+        let v = r.json();
+        assert_eq!(names(&v), spec);
+        assert!(rv_of(&v) >= before, "the list at {} reflects the revision {before} before it", rv_of(&v));
+    }
+    assert_eq!(
+        (kache.stats().forwarded(), f.census_same.load(Relaxed)),
+        (0, 2),
+        "each after a census: {f:?}"
+    );
+    // First pages, of the namespace and of the whole resource, then every page after them: the upstream's
+    // pages, with its remainingItemCount and a continue token at the census's revision.
+    for path in ["/api/v1/namespaces/spec/pods?limit=100", "/api/v1/pods?limit=120"] {
+        let before = sim.revision();
+        let census_same = f.census_same.load(Relaxed);
+        let r = get(&kache.url(), path).await;
+        assert_eq!(r.status, 200, "{path}: {}", show(&r));
+        assert_eq!(f.census_same.load(Relaxed), census_same + 1, "{path}: after a census of the page: {f:?}");
+        let mut v = r.json();
+        let rv = rv_of(&v);
+        assert!(rv >= before, "{path}: the page at {rv} reflects the revision {before} before it");
+        let direct = sim_get(&sim, path).await;
+        assert_eq!(names(&v), names(&direct), "{path}: the upstream's first page");
+        assert_eq!(v["metadata"]["remainingItemCount"], direct["metadata"]["remainingItemCount"], "{path}");
+        let mut listed = names(&v);
+        let mut pages = 1;
+        while let Some(token) = v["metadata"]["continue"].as_str().filter(|t| !t.is_empty()) {
+            let next = format!("{path}&continue={token}");
+            let r = get(&kache.url(), &next).await;
+            assert_eq!(r.status, 200, "{next}: {}", show(&r));
+            v = r.json();
+            assert_eq!(rv_of(&v), rv, "{next}: every page at the first page's revision");
+            listed.extend(names(&v));
+            pages += 1;
+        }
+        let want: Vec<String> = if path.contains("namespaces/spec") { spec.clone() } else { all_pods(&sim) };
+        assert_eq!(listed, want, "{path}: {pages} pages list every object once");
+    }
+    // A write made directly upstream just before each read is reflected, whichever way kache decides.
+    for i in 0..4 {
+        let name = format!("s{:04}", i * 7);
+        let mut p = sim.get("pods", Some("spec"), &name).expect("pod");
+        p["metadata"]["labels"] = json!({ "written": i.to_string() });
+        let p = sim.update("pods", Some("spec"), p).expect("update");
+        let want = p["metadata"]["resourceVersion"].as_str().map(str::to_owned);
+        let path = if i % 2 == 0 {
+            "/api/v1/namespaces/spec/pods"
+        } else {
+            "/api/v1/namespaces/spec/pods?limit=100"
+        };
+        let r = get(&kache.url(), path).await;
+        assert_eq!(r.status, 200, "{}", show(&r));
+        assert_eq!(listed_rv(&r.json(), "spec", &name), want, "write {i} is reflected by {path}");
+    }
+    // A namespace list with a selector is forwarded, not decided by a census.
+    foreign_write(&sim, 1);
+    let (forwarded, censuses) = (kache.stats().forwarded(), f.censuses.load(Relaxed));
+    let r = get(&kache.url(), "/api/v1/namespaces/spec/pods?labelSelector=app%3Dnothing").await;
+    assert_eq!(r.status, 200, "{}", show(&r));
+    assert_eq!(
+        (kache.stats().forwarded() - forwarded, f.censuses.load(Relaxed) - censuses),
+        (1, 0),
+        "forwarded, no census"
+    );
+    // A small namespace (one pod) is forwarded at once: a census costs what forwarding it costs.
+    sim.create("namespaces", None, common::namespace("tiny")).expect("namespace");
+    sim.create("pods", Some("tiny"), pod("tiny", "t", &[], "node-1")).expect("pod");
+    foreign_write(&sim, 2);
+    let (forwarded, censuses) = (kache.stats().forwarded(), f.censuses.load(Relaxed));
+    let r = get(&kache.url(), "/api/v1/namespaces/tiny/pods").await;
+    assert_eq!(r.status, 200, "{}", show(&r));
+    assert_eq!(
+        (kache.stats().forwarded() - forwarded, f.censuses.load(Relaxed) - censuses),
+        (1, 0),
+        "a small list is forwarded"
+    );
+    assert_eq!(f.census_failed.load(Relaxed), 0);
+}
+
+/// A read made directly to the sim, as JSON.
+async fn sim_get(sim: &SimHandle, path: &str) -> Value {
+    let r = get(&sim.url(), path).await;
+    assert_eq!(r.status, 200, "{path} from the sim: {}", show(&r));
+    r.json()
+}
+
 /// The revision of kache's pods store (an RV=0 list answers with it).
 async fn store_rv(kache: &Kache) -> u64 {
     let r = get(&kache.url(), "/api/v1/pods?resourceVersion=0&limit=1").await;

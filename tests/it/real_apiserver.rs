@@ -1399,6 +1399,37 @@ fn big_consistent_lists_under_foreign_writes_are_served_after_a_census_and_equal
         // At most one of the three found the store fresh through such a bookmark.
         assert!(f.census_same.load(std::sync::atomic::Ordering::Relaxed) >= 2, "after a census: {f:?}");
 
+        // A namespace's list and a first page: a census of that part (the namespace; its first 200 objects),
+        // the apiserver's objects, remainingItemCount and pages after it.
+        let big = ns_path("big");
+        for (round, path) in [big.clone(), format!("{big}?limit=200")].into_iter().enumerate() {
+            let global = foreign_write(&direct, &format!("fischer-census-part-{round}")).await;
+            let (memory, forwarded) = (kache.stats().memory(), kache.stats().forwarded());
+            let through = via.get(&path).await;
+            let answer = direct.get(&path).await;
+            assert_eq!(items(&through), items(&answer), "{path}: the same objects");
+            let (t, a) = (through.json(), answer.json());
+            assert_eq!(t["metadata"]["remainingItemCount"], a["metadata"]["remainingItemCount"], "{path}");
+            assert!(
+                rv_of(&t) >= global,
+                "{path}: kache's list at {} reflects the revision {global}",
+                rv_of(&t)
+            );
+            assert_eq!(
+                (kache.stats().memory() - memory, kache.stats().forwarded() - forwarded),
+                (1, 0),
+                "{path}: served from memory; freshness {f:?}"
+            );
+            let mut page = t;
+            let mut listed = items(&through).len();
+            while let Some(token) = page["metadata"]["continue"].as_str().filter(|t| !t.is_empty()) {
+                let next = via.get(&format!("{path}&continue={token}")).await;
+                listed += items(&next).len();
+                page = next.json();
+            }
+            assert_eq!(listed, 600, "{path}: every page through kache");
+        }
+
         // A write to flunders made directly, then a foreign write, then the list through kache: it
         // reflects the write (an update, a deletion) whichever way kache decides.
         for round in 0..4 {

@@ -23,7 +23,7 @@ use kache_k8s_schema::{Message, Ty, schema};
 pub use frame::{ListMeta, MAGIC, envelope, list, list_item_header, list_parts, watch_frame};
 #[cfg(test)]
 pub(crate) use wire::put_bytes;
-pub(crate) use wire::{Malformed, last_len_field, len_fields};
+pub(crate) use wire::{Malformed, Value, fields, last_len_field, len_fields};
 
 /// `runtime.ContentTypeProtobuf`.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";

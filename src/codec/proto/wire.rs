@@ -33,44 +33,70 @@ fn read_varint(buf: &mut &[u8]) -> Option<u64> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Malformed;
 
-/// The length-delimited fields of a protobuf message read from upstream bytes (`forward::writes`,
-/// `fresh::census`), as `(number, payload)`; fields of other wire types are skipped. A malformed message
-/// yields one `Err` and ends the iteration.
-pub(crate) struct LenFields<'a>(&'a [u8]);
-
-pub(crate) fn len_fields(msg: &[u8]) -> LenFields<'_> {
-    LenFields(msg)
+/// A field's value as read from upstream bytes: a varint, a length-delimited payload, or a fixed-width value
+/// (skipped: Kubernetes' messages read here carry none that matter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Value<'a> {
+    Varint(u64),
+    Len(&'a [u8]),
+    Fixed,
 }
 
-impl<'a> Iterator for LenFields<'a> {
-    type Item = Result<(u64, &'a [u8]), Malformed>;
+/// The fields of a protobuf message read from upstream bytes (`forward::writes`, `fresh::census`), as
+/// `(number, value)`. A malformed message yields one `Err` and ends the iteration.
+pub(crate) struct Fields<'a>(&'a [u8]);
+
+pub(crate) fn fields(msg: &[u8]) -> Fields<'_> {
+    Fields(msg)
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<(u64, Value<'a>), Malformed>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        while !self.0.is_empty() {
-            let field = read_varint(&mut self.0).and_then(|key| match key & 7 {
-                0 => read_varint(&mut self.0).map(|_| None),
-                1 => self.0.get(8..).map(|rest| self.0 = rest).map(|()| None),
-                5 => self.0.get(4..).map(|rest| self.0 = rest).map(|()| None),
+        if self.0.is_empty() {
+            return None;
+        }
+        let field = read_varint(&mut self.0).and_then(|key| {
+            let value = match key & 7 {
+                0 => Value::Varint(read_varint(&mut self.0)?),
+                1 => {
+                    self.0 = self.0.get(8..)?;
+                    Value::Fixed
+                }
+                5 => {
+                    self.0 = self.0.get(4..)?;
+                    Value::Fixed
+                }
                 2 => {
                     let len = usize::try_from(read_varint(&mut self.0)?).ok()?;
                     let payload = self.0.get(..len)?;
                     self.0 = &self.0[len..];
-                    Some(Some((key >> 3, payload)))
+                    Value::Len(payload)
                 }
                 // Groups (3, 4) are not used by Kubernetes; anything else is malformed.
-                _ => None,
-            });
-            match field {
-                Some(Some(field)) => return Some(Ok(field)),
-                Some(None) => {}
-                None => {
-                    self.0 = &[];
-                    return Some(Err(Malformed));
-                }
+                _ => return None,
+            };
+            Some((key >> 3, value))
+        });
+        match field {
+            Some(field) => Some(Ok(field)),
+            None => {
+                self.0 = &[];
+                Some(Err(Malformed))
             }
         }
-        None
     }
+}
+
+/// The length-delimited fields of a protobuf message read from upstream bytes, as `(number, payload)`;
+/// fields of other wire types are skipped. A malformed message yields one `Err` and ends the iteration.
+pub(crate) fn len_fields(msg: &[u8]) -> impl Iterator<Item = Result<(u64, &[u8]), Malformed>> {
+    fields(msg).filter_map(|f| match f {
+        Ok((n, Value::Len(payload))) => Some(Ok((n, payload))),
+        Ok(_) => None,
+        Err(e) => Some(Err(e)),
+    })
 }
 
 /// The payload of the last length-delimited field `number` of a message (proto3: the last one wins).
