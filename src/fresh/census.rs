@@ -34,19 +34,39 @@ pub(super) const ACCEPT: &str = "application/vnd.kubernetes.protobuf;as=PartialO
 /// The envelope every Kubernetes protobuf object starts with, followed by a `runtime.Unknown`.
 const PROTOBUF_MAGIC: &[u8] = b"k8s\0";
 
-/// What a census covers: the whole resource (the default), one namespace, and/or the first `limit` objects
-/// (a first page: the read it decides is that page).
+/// What a census covers: the whole resource (the default), one namespace, and/or `limit` objects (a page:
+/// the read it decides is that page), the first ones or those a continue token starts at.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Scope {
     pub(crate) namespace: Option<Box<str>>,
     /// 0: every object in scope.
     pub(crate) limit: usize,
+    /// A page continued at a revision: the client's token (sent upstream as is), and the store key it
+    /// starts at (inclusive).
+    pub(crate) continued: Option<Continued>,
+}
+
+/// The continue token of a page a census covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Continued {
+    pub(crate) token: Box<str>,
+    pub(crate) start_key: Box<str>,
+}
+
+impl Continued {
+    /// A continued page's census, when its token can be sent upstream as is: the apiserver's tokens are
+    /// unpadded base64url (a client's that decoded under a laxer reading is not sent).
+    pub(crate) fn new(token: &str, start_key: &str) -> Option<Self> {
+        let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'=';
+        (!token.is_empty() && token.bytes().all(plain))
+            .then(|| Self { token: token.into(), start_key: start_key.into() })
+    }
 }
 
 impl Scope {
     /// The whole resource (coalesced per resource, see [`super::Freshness::by_census`]).
     pub(crate) fn is_whole(&self) -> bool {
-        self.namespace.is_none() && self.limit == 0
+        self.namespace.is_none() && self.limit == 0 && self.continued.is_none()
     }
 
     /// The census's path: the resource's collection (`prefix/resource`), or a namespace's, with the scope's
@@ -59,6 +79,9 @@ impl Scope {
         let mut query: Vec<String> = Vec::new();
         if self.limit > 0 {
             query.push(format!("limit={}", self.limit));
+        }
+        if let Some(c) = &self.continued {
+            query.push(format!("continue={}", c.token));
         }
         if let Some(selection) = selection.filter(|s| !s.is_empty()) {
             query.push(selection.to_owned());
@@ -286,15 +309,23 @@ fn malformed(_: Malformed) -> String {
 /// census of one page (more objects follow) matches the snapshot's first objects of the scope, and its
 /// `remainingItemCount` the number of the others: the page the snapshot answers is then the upstream's.
 pub(crate) fn compare(snapshot: &Snapshot, census: &Census, scope: &Scope) -> Compared {
+    let start = scope.continued.as_ref().map(|c| &*c.start_key);
     let in_scope = || -> Box<dyn Iterator<Item = &Arc<crate::store::Object>> + '_> {
-        match &scope.namespace {
-            Some(ns) => Box::new(snapshot.namespace_range(ns)),
-            None => Box::new(snapshot.objects.values()),
+        match (&scope.namespace, start) {
+            (Some(ns), Some(start)) => Box::new(snapshot.namespace_range_from(ns, start)),
+            (Some(ns), None) => Box::new(snapshot.namespace_range(ns)),
+            (None, Some(start)) => Box::new(
+                snapshot
+                    .objects
+                    .range::<_, str>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
+                    .map(|(_, o)| o),
+            ),
+            (None, None) => Box::new(snapshot.objects.values()),
         }
     };
-    let total = match &scope.namespace {
-        Some(_) => in_scope().count(),
-        None => snapshot.len(),
+    let total = match (&scope.namespace, start) {
+        (None, None) => snapshot.len(),
+        _ => in_scope().count(),
     };
     // The objects the census's items stand for: the first of the scope for a page, all of them otherwise.
     let listed = if census.more { census.items.len().min(total) } else { total };

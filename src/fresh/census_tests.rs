@@ -57,7 +57,7 @@ fn whole() -> Scope {
 }
 
 fn namespace(ns: &str, limit: usize) -> Scope {
-    Scope { namespace: Some(ns.into()), limit }
+    Scope { namespace: Some(ns.into()), limit, continued: None }
 }
 
 fn fx() -> Vec<Item> {
@@ -97,7 +97,11 @@ fn refuses_pages_of_the_whole_resource_and_revisions_that_are_not_numbers() {
     assert_eq!((c.more, c.remaining), (true, Some(7)));
     assert!(checked(c.clone(), &whole()).is_err(), "a page is not the whole resource");
     assert!(checked(c.clone(), &namespace("a", 0)).is_err(), "nor a whole namespace");
-    assert_eq!(checked(c.clone(), &Scope { namespace: None, limit: 500 }), Ok(c), "it is a first page");
+    assert_eq!(
+        checked(c.clone(), &Scope { namespace: None, limit: 500, continued: None }),
+        Ok(c),
+        "it is a first page"
+    );
     let bad_item =
         br#"{"metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"a","resourceVersion":"x"}}]}"#;
     assert!(parse_json(&Bytes::from_static(bad_item)).is_err());
@@ -251,7 +255,7 @@ fn a_part_of_the_snapshot_is_compared_with_its_census() {
     );
     assert_eq!(compare(&s, &census(500, &[]), &namespace("d", 0)), Compared::Same, "an empty namespace");
     // A first page: the first objects, and as many after them.
-    let first = Scope { namespace: None, limit: 2 };
+    let first = Scope { namespace: None, limit: 2, continued: None };
     assert_eq!(compare(&s, &page(500, &[("a", "x", 10), ("a", "y", 20)], 3), &first), Compared::Same);
     assert_eq!(
         compare(&s, &page(500, &[("a", "x", 10), ("a", "y", 20)], 4), &first),
@@ -303,7 +307,7 @@ fn a_scope_is_the_censuss_path() {
         p(&namespace("a", 500), Some("labelSelector=x")),
         "/api/v1/namespaces/a/pods?limit=500&labelSelector=x"
     );
-    assert_eq!(p(&Scope { namespace: None, limit: 500 }, None), "/api/v1/pods?limit=500");
+    assert_eq!(p(&Scope { namespace: None, limit: 500, continued: None }, None), "/api/v1/pods?limit=500");
 }
 
 /// A protobuf list of `items` `(namespace, name, rv)` at `rv`, in the apiserver's envelope.

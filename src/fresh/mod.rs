@@ -193,10 +193,12 @@ pub enum Fresh {
 }
 
 /// What to do with a read at a revision ahead of the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Ahead {
     /// The store reached it: serve from memory.
     Reached,
+    /// A census of the read's page at the revision matched this snapshot: serve the page from it.
+    Matched(Matched),
     /// The upstream has reached it and the store has not: forward (the upstream answers from its cache or
     /// etcd).
     Forward,
@@ -402,13 +404,14 @@ impl Freshness {
     /// Never answers 504 when the upstream has reached `n`: the read waits where that pays off, otherwise
     /// it is forwarded. Only when the upstream itself has not reached `n` does the read wait up to
     /// `block_timeout` as the apiserver does, and then get the apiserver's 504.
-    pub async fn ahead(
+    pub(crate) async fn ahead(
         &self,
         store: &Arc<Store>,
         n: u64,
         arrived: Instant,
         bytes: usize,
         block_timeout: Duration,
+        page: Option<&census::Scope>,
     ) -> Ahead {
         let gvr = &store.info().gvr;
         self.observe(store.resource_version());
@@ -424,6 +427,26 @@ impl Freshness {
             };
         if upstream_reached {
             let budget = self.budget(store, &slot, bytes).min(block_timeout);
+            if let Some(page) = page.filter(|page| {
+                budget.is_zero()
+                    && store.resource_version() < n
+                    && self.census_pays(store, &slot, bytes, false, page)
+            }) {
+                // A continued page of a quiet store (no advance expected soon): a census of that page at `n`
+                // shows whether the store holds the upstream's objects of the page then.
+                if let Ok(Fresh::Matched(matched)) = self.by_census(store, arrived, n, page).await
+                    && matched.rv == n
+                {
+                    return Ahead::Matched(matched);
+                }
+                if store.resource_version() >= n {
+                    // The store reached `n` meanwhile: its snapshot at `n` serves.
+                    self.stats.ahead_reached.fetch_add(1, Relaxed);
+                    return Ahead::Reached;
+                }
+                self.stats.ahead_forwarded.fetch_add(1, Relaxed);
+                return Ahead::Forward;
+            }
             if store.resource_version() >= n || self.wait(store, &slot, n, budget).await {
                 self.stats.ahead_reached.fetch_add(1, Relaxed);
                 return Ahead::Reached;

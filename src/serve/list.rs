@@ -9,7 +9,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use crate::codec::list::View;
 use crate::codec::{gzip, list as listcodec, pretty, token};
 use crate::fresh::Freshness;
-use crate::fresh::census::Scope;
+use crate::fresh::census::{Continued, Scope};
 use crate::front::body::{self, Body};
 use crate::metrics::Metrics;
 use crate::resource::ResourceInfo;
@@ -125,11 +125,16 @@ pub(crate) async fn serve_list(
         _ => read_bytes(store, list_size(store, q.namespace, limit)),
     };
     // What a census deciding this read covers: its namespace (a name the upstream's path takes as is) and, for
-    // a first page, its objects. A continued page is an exact read, never decided by a census.
+    // a page, its objects: the first ones, or those its continue token (at a revision) starts at.
+    let continued = match &q.cont {
+        None => None,
+        Some(c) if c.rv > 0 && limit > 0 => Continued::new(&c.token, &c.start_key),
+        Some(_) => None,
+    };
     let scope = match q.namespace {
-        _ if q.has_selector || q.cont.is_some() => None,
+        _ if q.has_selector || (q.cont.is_some() && continued.is_none()) => None,
         Some(ns) if !crate::serve::reads::is_dns_label(ns) => None,
-        namespace => Some(Scope { namespace: namespace.map(Into::into), limit }),
+        namespace => Some(Scope { namespace: namespace.map(Into::into), limit, continued }),
     };
     let Resolved { snapshot, rv } =
         resolve(store, at, freshness, q.arrived, q.min_rv, q.block_timeout, bytes, scope.as_ref()).await?;

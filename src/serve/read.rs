@@ -29,6 +29,8 @@ pub(crate) struct ContinueAt {
     pub rv: i64,
     /// Store key to resume from (inclusive): the last returned key followed by `\0`.
     pub start_key: String,
+    /// The token as the client sent it.
+    pub token: String,
 }
 
 /// The state a read is served from.
@@ -129,14 +131,14 @@ mod tests {
 
     #[test]
     fn continue_rows() {
-        let c = ContinueAt { rv: 9, start_key: "ns/b\0".into() };
+        let c = ContinueAt { rv: 9, start_key: "ns/b\0".into(), token: String::new() };
         let m = |at, limit| ListPlan::Memory { at, limit, start_key: Some("ns/b\0".into()) };
         // D11
         assert_eq!(plan_list(Rv::Unset, Match::Unset, 2, Some(&c)), m(ReadAt::Exact(9), 2));
         // D11 exception: RV=0 + continue ignores limit
         assert_eq!(plan_list(Rv::Any, Match::Unset, 2, Some(&c)), m(ReadAt::Exact(9), 0));
         // D12
-        let c = ContinueAt { rv: -1, start_key: "ns/b\0".into() };
+        let c = ContinueAt { rv: -1, start_key: "ns/b\0".into(), token: String::new() };
         assert_eq!(plan_list(Rv::Unset, Match::Unset, 2, Some(&c)), m(ReadAt::Consistent, 2));
     }
 

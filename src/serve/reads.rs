@@ -274,10 +274,11 @@ impl Reads {
             Err(e) => return Ok(respond::error(&e, req.headers(), response.pretty)),
         };
         let namespace = scan_namespace(r, info.namespaced, &opts);
-        let cont = decoded
-            .continue_from
-            .as_ref()
-            .map(|c| ContinueAt { rv: c.rv, start_key: c.scan_start(namespace) });
+        let cont = decoded.continue_from.as_ref().map(|c| ContinueAt {
+            rv: c.rv,
+            start_key: c.scan_start(namespace),
+            token: opts.continue_token.clone().unwrap_or_default(),
+        });
         // A `metadata.name=` selector without continue is a single-key read when a key can be built
         // (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go: Store.ListPredicate).
         let single_name = match (opts.field_selector.exact("metadata.name"), &cont) {

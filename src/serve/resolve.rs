@@ -74,14 +74,19 @@ pub(crate) async fn resolve(
         },
         ReadAt::AtLeast(n) => {
             if n > store.resource_version() {
-                ahead(store, n, freshness, arrived, bytes, block_timeout).await?;
+                ahead(store, n, freshness, arrived, bytes, block_timeout, None).await?;
             }
             let snapshot = store.current();
             Ok(Resolved { rv: snapshot.rv, snapshot })
         }
         ReadAt::Exact(n) => {
             if n > store.resource_version() {
-                ahead(store, n, freshness, arrived, bytes, block_timeout).await?;
+                // A continued page (its token carries `n`) may be decided by a census of that page at `n`.
+                let page = census.filter(|scope| scope.continued.is_some());
+                if let Some(matched) = ahead(store, n, freshness, arrived, bytes, block_timeout, page).await?
+                {
+                    return Ok(Resolved { rv: n, snapshot: matched.snapshot });
+                }
             }
             match store.snapshot_at(n) {
                 Some(snapshot) => Ok(Resolved { snapshot, rv: n }),
@@ -91,8 +96,9 @@ pub(crate) async fn resolve(
     }
 }
 
-/// A read at `n` > the store's resourceVersion: served once the store reaches it, forwarded when only the
-/// upstream has, 504 when neither has within the block timeout.
+/// A read at `n` > the store's resourceVersion: served once the store reaches it (or from the snapshot a
+/// census of `page` matched at `n`), forwarded when only the upstream has, 504 when neither has within the
+/// block timeout.
 async fn ahead(
     store: &Arc<Store>,
     n: u64,
@@ -100,9 +106,11 @@ async fn ahead(
     arrived: Instant,
     bytes: usize,
     block_timeout: Duration,
-) -> Result<(), ResolveError> {
-    match freshness.ahead(store, n, arrived, bytes, block_timeout).await {
-        Ahead::Reached => Ok(()),
+    page: Option<&Scope>,
+) -> Result<Option<crate::fresh::Matched>, ResolveError> {
+    match freshness.ahead(store, n, arrived, bytes, block_timeout, page).await {
+        Ahead::Reached => Ok(None),
+        Ahead::Matched(matched) => Ok(Some(matched)),
         Ahead::Forward => Err(ResolveError::Ahead(n)),
         Ahead::TooLarge { requested, current } => Err(ResolveError::TooLarge { requested, current }),
     }

@@ -396,7 +396,7 @@ async fn big_lists_of_a_quiet_resource_are_served_from_memory_after_a_census_and
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn namespace_lists_and_first_pages_of_a_quiet_resource_are_served_after_a_census_of_their_part() {
+async fn namespace_lists_and_pages_of_a_quiet_resource_are_served_after_a_census_of_their_part() {
     let sim = quiet_sim().await;
     seed_spec_heavy_pods(&sim, 300);
     common::seed_pods(&sim, &NAMESPACES, PODS_PER_NAMESPACE);
@@ -430,8 +430,10 @@ async fn namespace_lists_and_first_pages_of_a_quiet_resource_are_served_after_a_
         "each after a census: {f:?}"
     );
     // First pages, of the namespace and of the whole resource, then every page after them: the upstream's
-    // pages, with its remainingItemCount and a continue token at the census's revision.
+    // pages, with its remainingItemCount and a continue token at the census's revision; each continued page
+    // decided by a census of that page at that revision.
     for path in ["/api/v1/namespaces/spec/pods?limit=100", "/api/v1/pods?limit=120"] {
+        let forwarded = kache.stats().forwarded();
         let before = sim.revision();
         let census_same = f.census_same.load(Relaxed);
         let r = get(&kache.url(), path).await;
@@ -447,15 +449,30 @@ async fn namespace_lists_and_first_pages_of_a_quiet_resource_are_served_after_a_
         let mut pages = 1;
         while let Some(token) = v["metadata"]["continue"].as_str().filter(|t| !t.is_empty()) {
             let next = format!("{path}&continue={token}");
+            let census_same = f.census_same.load(Relaxed);
             let r = get(&kache.url(), &next).await;
             assert_eq!(r.status, 200, "{next}: {}", show(&r));
+            assert_eq!(
+                f.census_same.load(Relaxed),
+                census_same + 1,
+                "{next}: after a census of the page: {f:?}"
+            );
             v = r.json();
             assert_eq!(rv_of(&v), rv, "{next}: every page at the first page's revision");
+            let direct = sim_get(&sim, &next).await;
+            assert_eq!(names(&v), names(&direct), "{next}: the upstream's page");
+            assert_eq!(
+                v["metadata"]["remainingItemCount"], direct["metadata"]["remainingItemCount"],
+                "{next}"
+            );
+            assert_eq!(v["metadata"]["continue"], direct["metadata"]["continue"], "{next}");
             listed.extend(names(&v));
             pages += 1;
         }
         let want: Vec<String> = if path.contains("namespaces/spec") { spec.clone() } else { all_pods(&sim) };
         assert_eq!(listed, want, "{path}: {pages} pages list every object once");
+        assert!(pages >= 3, "{path}: {pages} pages");
+        assert_eq!(kache.stats().forwarded(), forwarded, "{path}: every page from memory");
     }
     // A write made directly upstream just before each read is reflected, whichever way kache decides.
     for i in 0..4 {

@@ -1420,12 +1420,27 @@ fn big_consistent_lists_under_foreign_writes_are_served_after_a_census_and_equal
                 (1, 0),
                 "{path}: served from memory; freshness {f:?}"
             );
+            // The pages after it, each decided by a census of that page at the first page's revision.
             let mut page = t;
             let mut listed = items(&through).len();
             while let Some(token) = page["metadata"]["continue"].as_str().filter(|t| !t.is_empty()) {
-                let next = via.get(&format!("{path}&continue={token}")).await;
-                listed += items(&next).len();
-                page = next.json();
+                let next = format!("{path}&continue={token}");
+                let (memory, forwarded) = (kache.stats().memory(), kache.stats().forwarded());
+                let through = via.get(&next).await;
+                let answer = direct.get(&next).await;
+                assert_eq!(items(&through), items(&answer), "{next}: the same objects");
+                let (t, a) = (through.json(), answer.json());
+                assert_eq!(
+                    t["metadata"], a["metadata"],
+                    "{next}: the same revision, remainingItemCount and token"
+                );
+                assert_eq!(
+                    (kache.stats().memory() - memory, kache.stats().forwarded() - forwarded),
+                    (1, 0),
+                    "{next}: served from memory; freshness {f:?}"
+                );
+                listed += items(&through).len();
+                page = t;
             }
             assert_eq!(listed, 600, "{path}: every page through kache");
         }
