@@ -137,6 +137,9 @@ struct Case {
     /// Patch one measured object before each request (not timed), so no answer can come from an
     /// encoding cache: the "uncached" gzip row.
     touch: bool,
+    /// The page after the first: each batch first reads the first page (`query`, not timed) from its
+    /// target, and every request of the batch continues it with that page's token (at its revision).
+    continued: bool,
 }
 
 /// Everything measured for one (phase, case, target).
@@ -388,7 +391,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 /// The cases of one phase: everything when quiet, the four consistent reads under foreign writes.
 fn phase_cases(res: &ResourcePath, args: &Args, rate: f64) -> Vec<Case> {
     let c =
-        |name, path: String, query: &str, gzip, touch| Case { name, path, query: query.into(), gzip, touch };
+        |name, path: String, query: &str, gzip, touch| Case {
+            name,
+            path,
+            query: query.into(),
+            gzip,
+            touch,
+            continued: false,
+        };
     let ns = res.namespaced(&args.namespace);
     let get = format!("{ns}/{}", args.name);
     let all = res.all();
@@ -396,6 +406,7 @@ fn phase_cases(res: &ResourcePath, args: &Args, rate: f64) -> Vec<Case> {
         c("get (consistent)", get, "", false, false),
         c("namespace list (consistent)", ns, "", false, false),
         c("page of 500 (consistent)", all.clone(), "limit=500", false, false),
+        Case { continued: true, ..c("next page of 500 (continued)", all.clone(), "limit=500", false, false) },
         c("full list (consistent)", all.clone(), "", false, false),
     ];
     if rate == 0.0 {
@@ -449,6 +460,19 @@ async fn measure_phase(
                 let deadline = Instant::now() + Duration::from_secs_f64(args.batch_secs);
                 let entry = m.entry((ci, ti)).or_default();
                 let hist = entry.hist.get_or_insert_with(histogram);
+                // A continued case: the first page's token, from this target (not timed).
+                let mut query = case.query.clone();
+                if case.continued {
+                    let url = http::url(&t.base, &case.path, &case.query);
+                    let first = http::request(client, http::Method::GET, &url, &t.send(false)).await;
+                    match first.ok().and_then(|f| http::continue_token(&f.head)) {
+                        Some(token) => query = http::with_continue(&case.query, &token),
+                        None => {
+                            entry.errors += 1;
+                            continue;
+                        }
+                    }
+                }
                 for i in 0..args.batch_requests.max(1) {
                     if i > 0 && Instant::now() >= deadline {
                         break;
@@ -462,7 +486,7 @@ async fn measure_phase(
                     let r = http::request(
                         client,
                         http::Method::GET,
-                        &http::url(&t.base, &case.path, &case.query),
+                        &http::url(&t.base, &case.path, &query),
                         &t.send(case.gzip),
                     )
                     .await;

@@ -311,17 +311,17 @@ pub const ALL: &[MetricDef] = &[
     counter(
         FRESHNESS_CENSUSES_TOTAL,
         &["outcome"],
-        "Big consistent lists of a store behind the upstream decided by a census (a consistent metadata-only list of the resource compared with the store): served (the store held the upstream's objects, or reached the census's revision; served from memory), behind (writes the store lacked, still lacking after 100 ms; forwarded) or failed (forwarded).",
+        "Big consistent lists, namespace lists, pages and WatchLists of a store behind the upstream decided by a census (a consistent metadata-only list of what the read returns compared with the store): served (the store held the upstream's objects, or reached the census's revision; served from memory), behind (writes the store lacked, still lacking after 100 ms; forwarded) or failed (forwarded).",
     ),
     counter(
         FRESHNESS_UPSTREAM_CENSUSES_TOTAL,
         &[],
-        "Censuses sent upstream (metadata-only consistent lists of a whole resource; coalesced: one in flight per resource).",
+        "Censuses sent upstream (metadata-only consistent lists of a whole resource, coalesced: one in flight per resource; or of one namespace or page, one per read).",
     ),
     counter(
         FRESHNESS_AHEAD_READS_TOTAL,
         &["outcome"],
-        "Reads at a resourceVersion ahead of their store (Exact, continue tokens, NotOlderThan) that the upstream had reached: reached (the store caught up; served from memory) or forwarded (instead of a 504).",
+        "Reads at a resourceVersion ahead of their store (Exact, continue tokens, NotOlderThan) that the upstream had reached: reached (the store caught up; served from memory) or forwarded (instead of a 504). A continued page matched by a census counts in kache_freshness_censuses_total instead.",
     ),
     counter(
         FRESHNESS_UPSTREAM_PROBES_TOTAL,
