@@ -388,17 +388,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The cases of one phase: everything when quiet, the four consistent reads under foreign writes.
+/// The cases of one phase: everything when quiet, the five consistent reads under foreign writes.
 fn phase_cases(res: &ResourcePath, args: &Args, rate: f64) -> Vec<Case> {
-    let c =
-        |name, path: String, query: &str, gzip, touch| Case {
-            name,
-            path,
-            query: query.into(),
-            gzip,
-            touch,
-            continued: false,
-        };
+    let c = |name, path: String, query: &str, gzip, touch| Case {
+        name,
+        path,
+        query: query.into(),
+        gzip,
+        touch,
+        continued: false,
+    };
     let ns = res.namespaced(&args.namespace);
     let get = format!("{ns}/{}", args.name);
     let all = res.all();
