@@ -244,6 +244,8 @@ pub struct FreshnessStats {
     pub catch_ups: AtomicU64,
     /// Censuses taken upstream (metadata-only consistent lists, [`census`]).
     pub censuses: AtomicU64,
+    /// Those of them that covered a part of the resource (a namespace, a page), for one read each.
+    pub census_parts: AtomicU64,
     /// Reads served after a census: the snapshot held the upstream's objects, or the store had reached the
     /// census's revision.
     pub census_same: AtomicU64,

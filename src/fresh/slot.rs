@@ -305,6 +305,7 @@ impl Freshness {
         let selection = self.selection_of(&info.gvr);
         let max_bytes = store.load().live_bytes.saturating_add(CENSUS_SLACK_BYTES);
         self.stats.censuses.fetch_add(1, Relaxed);
+        self.stats.census_parts.fetch_add(1, Relaxed);
         let prefix = info.gvr.path_prefix();
         let collection = (prefix.as_str(), info.gvr.resource.as_str());
         let taken = census::take(&self.upstream, collection, scope, selection.as_deref(), max_bytes);

@@ -361,9 +361,18 @@ impl Reads {
         // as a consistent list; forwarded when it fails.
         let (consistent_rv, matched) = match (rv, opts.send_initial_events) {
             (None, Some(initial)) => {
-                let bytes = crate::serve::resolve::read_bytes(store, store.current().len());
-                // A census of the whole resource (one serves every informer of a relist storm).
-                let census = initial.then(crate::fresh::census::Scope::default);
+                // What a census covers: the watch's namespace (its initial events are that namespace's objects),
+                // or the whole resource (one census serves every informer of a relist storm).
+                let namespace = scan_namespace(r, info.namespaced, &opts).filter(|ns| is_dns_label(ns));
+                let objects = match namespace {
+                    Some(ns) => store.current().namespace_range(ns).count(),
+                    None => store.current().len(),
+                };
+                let bytes = crate::serve::resolve::read_bytes(store, objects);
+                let census = initial.then(|| crate::fresh::census::Scope {
+                    namespace: namespace.map(Into::into),
+                    ..Default::default()
+                });
                 match self.freshness.ensure(store, arrived, min_rv, bytes, true, census.as_ref()).await {
                     Ok(Fresh::At(rv)) => (Some(rv), None),
                     // Proven by a census: the initial events are the matched snapshot's, exactly.

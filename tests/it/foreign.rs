@@ -470,6 +470,11 @@ async fn namespace_lists_and_pages_of_a_quiet_resource_are_served_after_a_census
             pages += 1;
         }
         let want: Vec<String> = if path.contains("namespaces/spec") { spec.clone() } else { all_pods(&sim) };
+        assert_eq!(
+            f.censuses.load(Relaxed),
+            f.census_parts.load(Relaxed),
+            "{path}: censuses of the pages: {f:?}"
+        );
         assert_eq!(listed, want, "{path}: {pages} pages list every object once");
         assert!(pages >= 3, "{path}: {pages} pages");
         assert_eq!(kache.stats().forwarded(), forwarded, "{path}: every page from memory");
@@ -743,6 +748,8 @@ async fn watch_lists_of_a_quiet_resource_start_from_the_snapshot_a_census_matche
     assert_eq!(kache.stats().forwarded(), 0, "no watch was forwarded; freshness {f:?}");
     assert!(f.census_same.load(Relaxed) >= 1, "served after a census: {f:?}");
     assert_eq!(f.proofs.load(Relaxed), 0, "no proof watch, the census decided: {f:?}");
+    // Of the watch's namespace, not of every pod.
+    assert_eq!(f.censuses.load(Relaxed), f.census_parts.load(Relaxed), "censuses of the namespace: {f:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
