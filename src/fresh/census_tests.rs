@@ -256,32 +256,44 @@ fn a_part_of_the_snapshot_is_compared_with_its_census() {
     assert_eq!(compare(&s, &census(500, &[]), &namespace("d", 0)), Compared::Same, "an empty namespace");
     // A first page: the first objects, and as many after them.
     let first = Scope { namespace: None, limit: 2, continued: None };
-    assert_eq!(compare(&s, &page(500, &[("a", "x", 10), ("a", "y", 20)], 3), &first), Compared::Same);
+    type Case<'a> = (&'a [(&'a str, &'a str, u64)], u64, Compared, &'a str);
+    let cases: [Case; 6] = [
+        (&[("a", "x", 10), ("a", "y", 20)], 3, Compared::Same, "the same page, as many after it"),
+        (&[("a", "x", 10), ("a", "y", 20)], 4, Compared::Behind { upto: 500 }, "created after the page"),
+        (&[("a", "x", 10), ("a", "y", 20)], 2, Compared::Behind { upto: 500 }, "deleted after the page"),
+        (&[("a", "x", 10), ("a", "y", 120)], 3, Compared::Behind { upto: 120 }, "updated in the page"),
+        (&[("a", "x", 10), ("b", "x", 30)], 2, Compared::Behind { upto: 500 }, "deleted in the page"),
+        (&[("a", "w", 130), ("a", "x", 10)], 4, Compared::Behind { upto: 130 }, "created in the page"),
+    ];
+    for (items, remaining, want, why) in cases {
+        assert_eq!(compare(&s, &page(500, items, remaining), &first), want, "{why}");
+    }
+    // A continued page: the objects from its token's key.
+    let continued = |start: &str| Scope {
+        namespace: None,
+        limit: 2,
+        continued: Continued::new("eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ", start),
+    };
     assert_eq!(
-        compare(&s, &page(500, &[("a", "x", 10), ("a", "y", 20)], 4), &first),
-        Compared::Behind { upto: 500 },
-        "an object created after the page upstream"
+        compare(&s, &page(500, &[("a", "y", 20), ("b", "x", 30)], 2), &continued("a/x\0")),
+        Compared::Same
     );
     assert_eq!(
-        compare(&s, &page(500, &[("a", "x", 10), ("a", "y", 20)], 2), &first),
-        Compared::Behind { upto: 500 },
-        "one deleted after the page"
+        compare(&s, &page(500, &[("a", "y", 20), ("b", "x", 31)], 2), &continued("a/x\0")),
+        Compared::Behind { upto: 31 }
+    );
+    // Its last page: every object from the key.
+    assert_eq!(
+        compare(&s, &census(500, &[("b", "y", 40), ("c", "x", 50)]), &continued("b/x\0")),
+        Compared::Same
     );
     assert_eq!(
-        compare(&s, &page(500, &[("a", "x", 10), ("a", "y", 120)], 3), &first),
-        Compared::Behind { upto: 120 },
-        "updated in the page"
+        compare(&s, &census(500, &[("b", "y", 40)]), &continued("b/x\0")),
+        Compared::Behind { upto: 500 }
     );
-    assert_eq!(
-        compare(&s, &page(500, &[("a", "x", 10), ("b", "x", 30)], 2), &first),
-        Compared::Behind { upto: 500 },
-        "deleted in the page: another object moves into it"
-    );
-    assert_eq!(
-        compare(&s, &page(500, &[("a", "w", 130), ("a", "x", 10)], 4), &first),
-        Compared::Behind { upto: 130 },
-        "created in the page"
-    );
+    // Tokens are sent upstream as they came, so only plain ones are.
+    assert!(Continued::new("abc&limit=1", "a").is_none());
+    assert!(Continued::new("", "a").is_none());
     // A page without remainingItemCount cannot show what follows it.
     let unknown = Census { remaining: None, ..page(500, &[("a", "x", 10), ("a", "y", 20)], 3) };
     assert_eq!(compare(&s, &unknown, &first), Compared::Behind { upto: 500 });

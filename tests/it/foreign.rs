@@ -320,21 +320,31 @@ fn listed_rv(list: &Value, namespace: &str, name: &str) -> Option<String> {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn big_lists_of_a_quiet_resource_are_served_from_memory_after_a_census_and_reflect_every_write() {
+/// The sim with 300 spec-heavy pods in namespace `spec` (and, with `small_pods`, the small pods of
+/// [`NAMESPACES`]), foreign writes going on, and a kache in front whose quiet store is behind the upstream's
+/// revision. Without proofs: what serves its consistent reads from memory is a census alone, taken whatever its
+/// measured cost (the sim lists cached bytes faster than it builds a metadata view).
+async fn census_cluster(small_pods: bool) -> (SimHandle, Kache) {
     let sim = quiet_sim().await;
     seed_spec_heavy_pods(&sim, 300);
+    if small_pods {
+        common::seed_pods(&sim, &NAMESPACES, PODS_PER_NAMESPACE);
+    }
     let kache = start_kache(&sim.url(), |c| {
         pods_only(c);
         c.freshness.probe_small_reads = false;
-        // Without proofs: what serves these reads from memory is the census alone, taken whatever its measured
-        // cost (the sim lists cached bytes faster than it builds a metadata view).
         c.freshness.prove = false;
         c.freshness.census_always = true;
     })
     .await;
     sim.set_foreign_writes(FOREIGN_RATE);
     foreign_write(&sim, 0);
+    (sim, kache)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_lists_of_a_quiet_resource_are_served_from_memory_after_a_census_and_reflect_every_write() {
+    let (sim, kache) = census_cluster(false).await;
     let f = &kache.freshness().stats;
     // No write to pods: the store holds what the sim holds, behind its revision.
     for _ in 0..3 {
@@ -397,19 +407,7 @@ async fn big_lists_of_a_quiet_resource_are_served_from_memory_after_a_census_and
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespace_lists_and_pages_of_a_quiet_resource_are_served_after_a_census_of_their_part() {
-    let sim = quiet_sim().await;
-    seed_spec_heavy_pods(&sim, 300);
-    common::seed_pods(&sim, &NAMESPACES, PODS_PER_NAMESPACE);
-    let kache = start_kache(&sim.url(), |c| {
-        pods_only(c);
-        c.freshness.probe_small_reads = false;
-        // Without proofs, and whatever the measured costs: what serves these reads from memory is a census.
-        c.freshness.prove = false;
-        c.freshness.census_always = true;
-    })
-    .await;
-    sim.set_foreign_writes(FOREIGN_RATE);
-    foreign_write(&sim, 0);
+    let (sim, kache) = census_cluster(true).await;
     let f = &kache.freshness().stats;
     let rv_of = |v: &Value| -> u64 {
         v["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("rv")
@@ -495,28 +493,26 @@ async fn namespace_lists_and_pages_of_a_quiet_resource_are_served_after_a_census
         assert_eq!(r.status, 200, "{}", show(&r));
         assert_eq!(listed_rv(&r.json(), "spec", &name), want, "write {i} is reflected by {path}");
     }
-    // A namespace list with a selector is forwarded, not decided by a census.
-    foreign_write(&sim, 1);
-    let (forwarded, censuses) = (kache.stats().forwarded(), f.censuses.load(Relaxed));
-    let r = get(&kache.url(), "/api/v1/namespaces/spec/pods?labelSelector=app%3Dnothing").await;
-    assert_eq!(r.status, 200, "{}", show(&r));
-    assert_eq!(
-        (kache.stats().forwarded() - forwarded, f.censuses.load(Relaxed) - censuses),
-        (1, 0),
-        "forwarded, no census"
-    );
-    // A small namespace (one pod) is forwarded at once: a census costs what forwarding it costs.
+    // Forwarded at once, no census: a namespace list with a selector (it costs the upstream its scan, its
+    // answer is often small) and a small namespace (one pod: a census costs what forwarding it costs).
     sim.create("namespaces", None, common::namespace("tiny")).expect("namespace");
     sim.create("pods", Some("tiny"), pod("tiny", "t", &[], "node-1")).expect("pod");
-    foreign_write(&sim, 2);
-    let (forwarded, censuses) = (kache.stats().forwarded(), f.censuses.load(Relaxed));
-    let r = get(&kache.url(), "/api/v1/namespaces/tiny/pods").await;
-    assert_eq!(r.status, 200, "{}", show(&r));
-    assert_eq!(
-        (kache.stats().forwarded() - forwarded, f.censuses.load(Relaxed) - censuses),
-        (1, 0),
-        "a small list is forwarded"
-    );
+    for (i, path) in
+        ["/api/v1/namespaces/spec/pods?labelSelector=app%3Dnothing", "/api/v1/namespaces/tiny/pods"]
+            .iter()
+            .enumerate()
+    {
+        // The store behind the upstream's revision again.
+        foreign_write(&sim, i + 1);
+        let (forwarded, censuses) = (kache.stats().forwarded(), f.censuses.load(Relaxed));
+        let r = get(&kache.url(), path).await;
+        assert_eq!(r.status, 200, "{path}: {}", show(&r));
+        assert_eq!(
+            (kache.stats().forwarded() - forwarded, f.censuses.load(Relaxed) - censuses),
+            (1, 0),
+            "{path}: forwarded, no census"
+        );
+    }
     assert_eq!(f.census_failed.load(Relaxed), 0);
 }
 
