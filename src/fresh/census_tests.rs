@@ -411,4 +411,52 @@ proptest! {
             prop_assert_eq!(compare(&snapshot(1, &changed), &c, &whole()), Compared::Behind { upto: *rv });
         }
     }
+
+    /// The upstream's page of any scope (a namespace or all, a limit, from any stored key), as an apiserver
+    /// would list it from the same objects, matches the snapshot; the same page showing one more or one less
+    /// object after it, or another version of one of its objects, does not.
+    #[test]
+    fn a_page_of_any_scope_matches_the_snapshot_it_was_listed_from(
+        objects in proptest::collection::btree_map(("[a-c]", "[a-z]{1,3}"), 1u64..1_000, 1..30),
+        namespace in proptest::option::of("[a-c]"),
+        limit in 0usize..8,
+        start_at in proptest::option::of(0usize..30),
+    ) {
+        let stored: Vec<(&str, &str, u64)> =
+            objects.iter().map(|((ns, name), rv)| (ns.as_str(), name.as_str(), *rv)).collect();
+        let s = snapshot(1, &stored);
+        // The objects in scope, in key order, and the page the upstream would answer.
+        let in_ns: Vec<&(&str, &str, u64)> =
+            stored.iter().filter(|(ns, _, _)| namespace.as_deref().is_none_or(|n| n == *ns)).collect();
+        let start = start_at.filter(|_| limit > 0).and_then(|i| in_ns.get(i % in_ns.len().max(1)).copied());
+        let from: Vec<&(&str, &str, u64)> = in_ns
+            .iter()
+            .copied()
+            .filter(|(ns, name, _)| start.is_none_or(|(sns, sname, _)| (*ns, *name) >= (*sns, *sname)))
+            .collect();
+        let listed: Vec<(&str, &str, u64)> =
+            from.iter().take(if limit == 0 { usize::MAX } else { limit }).map(|o| **o).collect();
+        let after = from.len() - listed.len();
+        let mut c = census(500, &listed);
+        if after > 0 {
+            c.more = true;
+            c.remaining = Some(after as u64);
+        }
+        let continued = start.map(|(ns, name, _)| {
+            Continued::new("eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ", &format!("{ns}/{name}")).expect("a plain token")
+        });
+        let scope = Scope { namespace: namespace.clone().map(Into::into), limit, continued };
+        prop_assert_eq!(compare(&s, &c, &scope), Compared::Same);
+        if c.more {
+            for remaining in [after as u64 + 1, after as u64 - 1] {
+                let other = Census { remaining: Some(remaining), ..c.clone() };
+                prop_assert_eq!(compare(&s, &other, &scope), Compared::Behind { upto: 500 });
+            }
+        }
+        if let Some(first) = c.items.first().cloned() {
+            let mut changed = c.clone();
+            changed.items[0].rv = first.rv + 1;
+            prop_assert_eq!(compare(&s, &changed, &scope), Compared::Behind { upto: first.rv + 1 });
+        }
+    }
 }
