@@ -629,7 +629,7 @@ async fn storm_rows(
         let upstream = if ti == 1 {
             format!(
                 "{} ({} forwarded, {} probes, {} proofs, {} censuses)",
-                c.forwarded_reads + c.probes + c.proofs + c.censuses,
+                c.upstream_requests(),
                 c.forwarded_reads,
                 c.probes,
                 c.proofs,
@@ -656,7 +656,7 @@ async fn storm_rows(
         if ti == 1 {
             report.figure(
                 format!("real apiserver, relist storm of {readers} consistent full lists: upstream requests"),
-                c.forwarded_reads + c.probes + c.proofs + c.censuses,
+                c.upstream_requests(),
                 "requests",
                 Some(5.0),
                 format!(

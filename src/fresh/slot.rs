@@ -266,52 +266,54 @@ impl Freshness {
         arrived: Instant,
     ) -> Result<Arc<Census>, String> {
         after(&slot.census_running, &slot.census, arrived, |started| {
-            let upstream = self.upstream.clone();
-            let info = store.info().clone();
-            let selection = self.selection_of(&info.gvr);
-            // The metadata of the objects is at most their whole JSON: the store's bytes bound the answer.
-            let max_bytes = store.load().live_bytes.saturating_add(CENSUS_SLACK_BYTES);
+            let taken = self.census(store, census::Scope::default());
             let slot2 = slot.clone();
-            self.stats.censuses.fetch_add(1, Relaxed);
             tokio::spawn(async move {
-                let prefix = info.gvr.path_prefix();
-                let collection = (prefix.as_str(), info.gvr.resource.as_str());
-                let whole = census::Scope::default();
-                let taken = census::take(&upstream, collection, &whole, selection.as_deref(), max_bytes);
-                let result = match tokio::time::timeout(CENSUS_TIMEOUT, taken).await {
-                    Ok(Ok(c)) => {
-                        let took = started.elapsed();
-                        tracing::debug!(objects = c.items.len(), bytes = c.bytes, ?took, "census taken");
-                        let mut mean = slot2.census_took.lock().expect("census lock poisoned");
-                        *mean = Some(mean.map_or(took, |m| (m + took) / 2));
-                        Ok(Arc::new(c))
-                    }
-                    Ok(Err(e)) => Err(e),
-                    Err(_) => Err("census timed out".to_owned()),
-                };
+                let result = taken.await;
+                if let Ok(c) = &result {
+                    let took = started.elapsed();
+                    tracing::debug!(objects = c.items.len(), bytes = c.bytes, ?took, "census taken");
+                    let mut mean = slot2.census_took.lock().expect("census lock poisoned");
+                    *mean = Some(mean.map_or(took, |m| (m + took) / 2));
+                }
                 *slot2.census_running.lock().expect("census lock poisoned") = false;
                 slot2.census.send_replace(Some((started, result)));
             });
         })
         .await
     }
-    /// A census of a part of `store`'s resource (`scope`: a namespace, a first page), taken for one read now.
+
+    /// A census of a part of `store`'s resource (`scope`: a namespace, a page), taken for one read now.
     pub(super) async fn census_of(
         &self,
         store: &Arc<Store>,
         scope: &census::Scope,
     ) -> Result<Arc<Census>, String> {
-        let info = store.info();
+        self.stats.census_parts.fetch_add(1, Relaxed);
+        self.census(store, scope.clone()).await
+    }
+
+    /// A census of `scope` of `store`'s resource (narrowed by a filtered mirror's selection), counted and
+    /// bounded in time and size, as a future that owns what it needs (it may run on a task of its own).
+    fn census(
+        &self,
+        store: &Store,
+        scope: census::Scope,
+    ) -> impl std::future::Future<Output = Result<Arc<Census>, String>> + Send + 'static {
+        let upstream = self.upstream.clone();
+        let info = store.info().clone();
         let selection = self.selection_of(&info.gvr);
+        // The metadata of the objects is at most their whole JSON: the store's bytes bound the answer.
         let max_bytes = store.load().live_bytes.saturating_add(CENSUS_SLACK_BYTES);
         self.stats.censuses.fetch_add(1, Relaxed);
-        self.stats.census_parts.fetch_add(1, Relaxed);
-        let prefix = info.gvr.path_prefix();
-        let collection = (prefix.as_str(), info.gvr.resource.as_str());
-        let taken = census::take(&self.upstream, collection, scope, selection.as_deref(), max_bytes);
-        match tokio::time::timeout(CENSUS_TIMEOUT, taken).await {
-            Ok(result) => result.map(Arc::new),
-            Err(_) => Err("census timed out".to_owned()),
+        async move {
+            let prefix = info.gvr.path_prefix();
+            let collection = (prefix.as_str(), info.gvr.resource.as_str());
+            let taken = census::take(&upstream, collection, &scope, selection.as_deref(), max_bytes);
+            match tokio::time::timeout(CENSUS_TIMEOUT, taken).await {
+                Ok(result) => result.map(Arc::new),
+                Err(_) => Err("census timed out".to_owned()),
+            }
         }
     }
 }

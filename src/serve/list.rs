@@ -268,7 +268,7 @@ const SIZE_COUNT_CAP: usize = 10_000;
 
 /// How many objects a list returns, roughly (the page size, the namespace's objects, or all), to estimate
 /// what forwarding it would cost.
-fn list_size(store: &Store, namespace: Option<&str>, limit: usize) -> usize {
+pub(crate) fn list_size(store: &Store, namespace: Option<&str>, limit: usize) -> usize {
     let snapshot = store.current();
     let all = match namespace {
         Some(ns) => snapshot.namespace_range(ns).take(SIZE_COUNT_CAP).count(),

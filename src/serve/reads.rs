@@ -27,7 +27,7 @@ use crate::serve::admit::{DEFAULT_MAX_READ_BYTES_IN_FLIGHT, ReadBudget};
 use crate::serve::bodycache::BodyCache;
 use crate::serve::crd_fields::CrdFields;
 use crate::serve::gzcache::GzipCache;
-use crate::serve::list::{GetQuery, ListQuery, NotServed, ResponseOptions, serve_get, serve_list};
+use crate::serve::list::{GetQuery, ListQuery, NotServed, ResponseOptions, list_size, serve_get, serve_list};
 use crate::serve::protobuf::ProtoTarget;
 use crate::serve::read::{ContinueAt, Match, Rv};
 use crate::serve::resolve::BLOCK_TIMEOUT;
@@ -359,16 +359,13 @@ impl Reads {
         // RV unset with sendInitialEvents set (after the legacy defaulting) starts at the upstream's current
         // revision (storage/cacher/cacher.go: Cacher.Watch via getWatchCacheResourceVersion): the same proof
         // as a consistent list; forwarded when it fails.
+        let namespace = scan_namespace(r, info.namespaced, &opts);
         let (consistent_rv, matched) = match (rv, opts.send_initial_events) {
             (None, Some(initial)) => {
                 // What a census covers: the watch's namespace (its initial events are that namespace's objects),
                 // or the whole resource (one census serves every informer of a relist storm).
-                let namespace = scan_namespace(r, info.namespaced, &opts).filter(|ns| is_dns_label(ns));
-                let objects = match namespace {
-                    Some(ns) => store.current().namespace_range(ns).count(),
-                    None => store.current().len(),
-                };
-                let bytes = crate::serve::resolve::read_bytes(store, objects);
+                let namespace = namespace.filter(|ns| is_dns_label(ns));
+                let bytes = crate::serve::resolve::read_bytes(store, list_size(store, namespace, 0));
                 let census = initial.then(|| crate::fresh::census::Scope {
                     namespace: namespace.map(Into::into),
                     ..Default::default()
@@ -384,7 +381,7 @@ impl Reads {
         };
         let request = watch::request::WatchRequest {
             store: store.clone(),
-            namespace: scan_namespace(r, info.namespaced, &opts).map(str::to_owned),
+            namespace: namespace.map(str::to_owned),
             name: opts.field_selector.exact("metadata.name").map(str::to_owned),
             consistent_rv,
             matched,

@@ -628,6 +628,60 @@ fn events(r: &Resp) -> Vec<Value> {
     String::from_utf8_lossy(&r.body).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
 }
 
+/// The namespace `n0`'s pods through a consistent WatchList (client-go 1.36's informer start), `timeout`
+/// seconds long.
+fn n0_watch_list(timeout: u32) -> String {
+    format!(
+        "/api/v1/namespaces/n0/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
+         &allowWatchBookmarks=true&timeoutSeconds={timeout}"
+    )
+}
+
+/// `n` informers starting at once, each reading `path` to its end.
+fn informers(kache: &Kache, path: &str, n: usize) -> Vec<tokio::task::JoinHandle<Resp>> {
+    (0..n)
+        .map(|_| {
+            let (url, path) = (kache.url(), path.to_owned());
+            tokio::spawn(async move { get(&url, &path).await })
+        })
+        .collect()
+}
+
+/// A WatchList's answer: its initial events (ADDED), the initial-events-end bookmark's resourceVersion, and
+/// the events after it.
+struct WatchList {
+    added: Vec<Value>,
+    end_rv: u64,
+    after: Vec<Value>,
+}
+
+impl WatchList {
+    /// Checks that `r` is a WatchList: ADDED events, then the initial-events-end bookmark.
+    fn of(r: &Resp) -> Self {
+        assert_eq!(r.status, 200, "{}", show(r));
+        let mut events = events(r);
+        let initial = events.iter().take_while(|e| e["type"] == "ADDED").count();
+        let after = events.split_off(initial + 1);
+        let end = events.pop().expect("an initial-events-end bookmark");
+        assert_eq!(end["type"], "BOOKMARK", "{end}");
+        assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true", "{end}");
+        let end_rv =
+            end["object"]["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("rv");
+        Self { added: events, end_rv, after }
+    }
+
+    /// `namespace/name` of each initial event.
+    fn names(&self) -> Vec<String> {
+        self.added
+            .iter()
+            .map(|e| {
+                let m = &e["object"]["metadata"];
+                format!("{}/{}", m["namespace"].as_str().unwrap_or(""), m["name"].as_str().unwrap_or(""))
+            })
+            .collect()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_lists_of_a_quiet_resource_are_served_from_memory_once_proven() {
     // The proof's path: without censuses (below, a census decides first).
@@ -635,30 +689,10 @@ async fn watch_lists_of_a_quiet_resource_are_served_from_memory_once_proven() {
     foreign_write(&sim, 0);
     let before = sim.revision();
     let want: Vec<String> = all_pods(&sim).into_iter().filter(|n| n.starts_with("n0/")).collect();
-    const INFORMERS: usize = 8;
-    let path = "/api/v1/namespaces/n0/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
-                &allowWatchBookmarks=true&timeoutSeconds=6";
-    let informers: Vec<_> = (0..INFORMERS)
-        .map(|_| {
-            let url = kache.url();
-            tokio::spawn(async move { get(&url, path).await })
-        })
-        .collect();
-    for informer in informers {
-        let r = informer.await.expect("informer");
-        assert_eq!(r.status, 200, "{}", show(&r));
-        let events = events(&r);
-        let added: Vec<String> = events
-            .iter()
-            .take_while(|e| e["type"] == "ADDED")
-            .map(|e| format!("n0/{}", e["object"]["metadata"]["name"].as_str().unwrap_or("")))
-            .collect();
-        assert_eq!(added, want, "the initial events are the namespace's pods");
-        let end = &events[added.len()];
-        assert_eq!(end["type"], "BOOKMARK", "{end}");
-        assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true", "{end}");
-        let rv: u64 =
-            end["object"]["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("rv");
+    for informer in informers(&kache, &n0_watch_list(6), 8) {
+        let list = WatchList::of(&informer.await.expect("informer"));
+        assert_eq!(list.names(), want, "the initial events are the namespace's pods");
+        let rv = list.end_rv;
         assert!(
             rv >= before,
             "the initial-events-end bookmark at {rv} is at least the revision {before} before the watch"
@@ -684,14 +718,7 @@ async fn watch_lists_of_a_quiet_resource_start_from_the_snapshot_a_census_matche
     assert!(store_rv < before, "the store is behind the upstream's revision");
     let want: Vec<String> = all_pods(&sim).into_iter().filter(|n| n.starts_with("n0/")).collect();
     const INFORMERS: usize = 4;
-    let path = "/api/v1/namespaces/n0/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
-                &allowWatchBookmarks=true&timeoutSeconds=3";
-    let informers: Vec<_> = (0..INFORMERS)
-        .map(|_| {
-            let url = kache.url();
-            tokio::spawn(async move { get(&url, path).await })
-        })
-        .collect();
+    let informers = informers(&kache, &n0_watch_list(3), INFORMERS);
     // A write once the informers' watches started (made earlier, it would race with their arrival: a store
     // that has just moved expects its next event soon, and waits for it instead of taking a census): each
     // sees it after its initial-events-end bookmark.
@@ -713,32 +740,21 @@ async fn watch_lists_of_a_quiet_resource_start_from_the_snapshot_a_census_matche
     p["metadata"]["labels"] = json!({ "written": "yes" });
     sim.update("pods", Some("n0"), p).expect("update");
     for informer in informers {
-        let r = informer.await.expect("informer");
-        assert_eq!(r.status, 200, "{}", show(&r));
-        let events = events(&r);
-        let added: Vec<&Value> = events.iter().take_while(|e| e["type"] == "ADDED").collect();
-        let end = &events[added.len()];
-        assert_eq!(end["type"], "BOOKMARK", "{end}");
-        assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true", "{end}");
-        let rv: u64 =
-            end["object"]["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("rv");
+        let list = WatchList::of(&informer.await.expect("informer"));
         // The census's revision, as the apiserver's bookmark carries its own: past the store's.
+        let rv = list.end_rv;
         assert!(rv >= before, "bookmark at {rv}, upstream at {before} before the watch");
         // Its state, then every event after it: the write, as MODIFIED.
         let p001 = |e: &Value| e["object"]["metadata"]["name"] == "p001";
-        let names: Vec<String> = added
-            .iter()
-            .map(|e| format!("n0/{}", e["object"]["metadata"]["name"].as_str().unwrap_or("")))
-            .collect();
-        assert_eq!(names, want, "the initial events are the namespace's pods");
+        assert_eq!(list.names(), want, "the initial events are the namespace's pods");
         assert!(
-            !added.iter().any(|e| p001(e) && e["object"]["metadata"]["labels"]["written"] == "yes"),
+            !list.added.iter().any(|e| p001(e) && e["object"]["metadata"]["labels"]["written"] == "yes"),
             "the initial state is from before the write"
         );
-        let seen_written = events[added.len() + 1..].iter().any(|e| {
+        let seen_written = list.after.iter().any(|e| {
             e["type"] == "MODIFIED" && p001(e) && e["object"]["metadata"]["labels"]["written"] == "yes"
         });
-        assert!(seen_written, "the write after the watch started is delivered: {events:#?}");
+        assert!(seen_written, "the write after the watch started is delivered: {:#?}", list.after);
     }
     let f = &kache.freshness().stats;
     assert_eq!(kache.stats().forwarded(), 0, "no watch was forwarded; freshness {f:?}");

@@ -25,6 +25,11 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Requests kache sent upstream for reads: forwarded reads, probes, proof watches and censuses.
+    pub fn upstream_requests(&self) -> f64 {
+        self.forwarded_reads + self.probes + self.proofs + self.censuses
+    }
+
     pub fn minus(&self, before: &Counters) -> Counters {
         Counters {
             memory: self.memory - before.memory,
@@ -63,7 +68,7 @@ impl Counters {
         if !self.seen || requests == 0 {
             return "—".into();
         }
-        let up = self.forwarded_reads + self.probes + self.proofs + self.censuses;
+        let up = self.upstream_requests();
         let censuses =
             if self.censuses > 0.0 { format!(", {} censuses", self.censuses) } else { String::new() };
         format!(
