@@ -514,6 +514,20 @@ async fn namespace_lists_and_pages_of_a_quiet_resource_are_served_after_a_census
         );
     }
     assert_eq!(f.census_failed.load(Relaxed), 0);
+    // A token whose revision was compacted meanwhile: the census of its page fails upstream, and the client
+    // gets the upstream's own 410 (with its fresh token), as directly.
+    let path = "/api/v1/namespaces/spec/pods?limit=100";
+    let first = get(&kache.url(), path).await;
+    assert_eq!(first.status, 200, "{}", show(&first));
+    let token = first.json()["metadata"]["continue"].as_str().expect("a continue token").to_owned();
+    foreign_write(&sim, 9);
+    sim.compact(None);
+    let next = format!("{path}&continue={token}");
+    let (through, direct) = (get(&kache.url(), &next).await, get(&sim.url(), &next).await);
+    assert_eq!(through.status, 410, "{}", show(&through));
+    assert_eq!(direct.status, 410, "{}", show(&direct));
+    assert_eq!(through.json()["reason"], direct.json()["reason"], "{}", show(&through));
+    assert_eq!(f.census_failed.load(Relaxed), 1, "the page's census failed: {f:?}");
 }
 
 /// A read made directly to the sim, as JSON.
