@@ -2,7 +2,8 @@
 //! ../shared/apiserver or a user's cluster. kache (a release binary) is started in front of it with
 //! `--kubeconfig K`, serving TLS with a certificate generated here, and every case is sent to both — the
 //! apiserver directly and through kache — in alternating batches, over the same transport (HTTP/1.1 over
-//! TLS, one client, certificates not verified on either side).
+//! TLS, one client, certificates not verified on either side). Gets, which kache forwards, also go through a
+//! TLS byte relay started here (`kache-loadtest relay`): the transport floor of any forwarded read.
 //!
 //! Read-only unless `--allow-writes`: then it seeds objects of realistic size (about 2.5 KiB) and runs
 //! the foreign writer (merge patches to another resource, which move the global resourceVersion without
@@ -37,6 +38,8 @@ use self::setup::{ResourcePath, Target};
 const POOL_IDLE: usize = 16;
 /// A resource's initial sync through kache (10k objects of 2.5 KiB from a busy real apiserver).
 const SYNC_TIMEOUT: Duration = Duration::from_secs(600);
+/// A get batch holds this many times `--batch-requests` requests (gets are short; their medians need samples).
+const GET_WEIGHT: usize = 10;
 /// Label selector no object carries: the filter runs over every object and returns nothing.
 const SELECTOR_NOTHING: &str = "labelSelector=loadtest%2Fnone%3Dx";
 
@@ -119,6 +122,10 @@ pub struct Args {
     /// kache binary (default: $CARGO_TARGET_DIR/release/kache; debug builds are refused).
     #[arg(long)]
     pub kache_bin: Option<PathBuf>,
+    /// Do not measure gets through a TLS byte relay (`kache-loadtest relay`, started here as a third target:
+    /// the transport floor of a forwarded read).
+    #[arg(long)]
+    pub no_relay: bool,
     /// Run name: <out>/<name>.json and .md.
     #[arg(long, default_value = "apiserver")]
     pub run_name: String,
@@ -140,6 +147,10 @@ struct Case {
     /// The page after the first: each batch first reads the first page (`query`, not timed) from its
     /// target, and every request of the batch continues it with that page's token (at its revision).
     continued: bool,
+    /// Also measured through the TLS byte relay (the third target), when there is one: reads kache forwards.
+    relay: bool,
+    /// Requests per batch, in multiples of `--batch-requests` (small reads: more samples for the same time).
+    weight: usize,
 }
 
 /// Everything measured for one (phase, case, target).
@@ -205,7 +216,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         scenario: args.run_name.clone(),
         description: format!(
             "The apiserver at {} (kubeconfig {}) directly and through kache, same run, same transport \
-             (HTTP/1.1 over TLS on both sides); {} from kache-loadtest apiserver.",
+             (HTTP/1.1 over TLS on both sides; gets also through a TLS byte relay, the transport floor of a \
+             forwarded read); {} from kache-loadtest apiserver.",
             kc.server,
             args.kubeconfig.display(),
             match (args.allow_writes, args.object_shape) {
@@ -262,6 +274,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let synced = kache.wait_synced(1, SYNC_TIMEOUT).await?;
     let kache_target = Target { base: kache.url.clone(), bearer: None };
     let mut procs_list = vec![("kache".to_string(), kache.pid)];
+    // The transport floor of what kache forwards: the same requests through a TLS byte relay.
+    let relay = if args.no_relay {
+        None
+    } else {
+        let authority = kc
+            .server
+            .parse::<::http::Uri>()
+            .ok()
+            .and_then(|u| Some(format!("{}:{}", u.host()?, u.port_u16().unwrap_or(443))))
+            .with_context(|| format!("the kubeconfig's server {:?} has no host", kc.server))?;
+        let r = procs::start_relay(&authority, &logs.join("relay.log")).await?;
+        procs_list.push(("relay".to_string(), r.pid));
+        Some(r)
+    };
+    let relay_target = relay.as_ref().map(|r| Target { base: r.url.clone(), bearer: kc.token.clone() });
+    let mut targets = vec![&target, &kache_target];
+    targets.extend(relay_target.as_ref());
     for p in &args.upstream_pids {
         let (n, pid) = p.split_once('=').with_context(|| format!("--upstream-pid {p}: want NAME=PID"))?;
         procs_list.push((n.to_string(), pid.parse().with_context(|| format!("--upstream-pid {p}"))?));
@@ -299,8 +328,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             "p50 ms",
             "p99 ms",
             "mean ms",
-            "kache ÷ direct (p50)",
-            "kache ÷ direct (p99)",
+            "÷ direct (p50)",
+            "÷ direct (p99)",
             "served from memory",
             "upstream requests per read",
             "CPU ms per request",
@@ -318,7 +347,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let achieved_before = writer.done();
         let t = Instant::now();
-        let m = measure_phase(&client, [&target, &kache_target], &cases, &args, &kache, &procs).await;
+        let m = measure_phase(&client, &targets, &cases, &args, &kache, &procs).await;
         let achieved = (writer.done() - achieved_before) as f64 / t.elapsed().as_secs_f64();
         rows(&mut report, &mut cases_table, rate, achieved, &cases, &m, &procs);
         if writer.errors() > 0 {
@@ -373,6 +402,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     kache.stop().await;
+    if let Some(r) = relay {
+        r.stop().await;
+    }
     report.duration_secs = started.elapsed().as_secs_f64();
 
     let json = args.out.join(format!("{}.json", args.run_name));
@@ -397,12 +429,16 @@ fn phase_cases(res: &ResourcePath, args: &Args, rate: f64) -> Vec<Case> {
         gzip,
         touch,
         continued: false,
+        relay: false,
+        weight: 1,
     };
     let ns = res.namespaced(&args.namespace);
     let get = format!("{ns}/{}", args.name);
     let all = res.all();
     let mut v = vec![
-        c("get (consistent)", get, "", false, false),
+        // Forwarded (a consistent get costs one upstream round trip however it is proven): measured through the
+        // relay too, and with more samples (a get takes about a millisecond).
+        Case { relay: true, weight: GET_WEIGHT, ..c("get (consistent)", get, "", false, false) },
         c("namespace list (consistent)", ns, "", false, false),
         c("page of 500 (consistent)", all.clone(), "limit=500", false, false),
         Case { continued: true, ..c("next page of 500 (continued)", all.clone(), "limit=500", false, false) },
@@ -438,10 +474,16 @@ fn phase_cases(res: &ResourcePath, args: &Args, rate: f64) -> Vec<Case> {
     v
 }
 
-/// Rounds of batches over every (case, target), the first target alternating.
+/// The targets a case is measured on: direct, through kache, and through the relay when there is one and
+/// the case asks for it.
+fn case_targets(case: &Case, targets: usize) -> usize {
+    if case.relay { targets.min(3) } else { 2 }
+}
+
+/// Rounds of batches over every (case, target), the first target rotating.
 async fn measure_phase(
     client: &Client,
-    targets: [&Target; 2],
+    targets: &[&Target],
     cases: &[Case],
     args: &Args,
     kache: &procs::KacheProc,
@@ -451,8 +493,9 @@ async fn measure_phase(
     let mut touches = 0u64;
     for round in 0..args.rounds {
         for (ci, case) in cases.iter().enumerate() {
-            for k in 0..2 {
-                let ti = (k + round + ci) % 2;
+            let n = case_targets(case, targets.len());
+            for k in 0..n {
+                let ti = (k + round + ci) % n;
                 let t = targets[ti];
                 let before = metrics::scrape(client, kache.metrics_url.as_deref()).await;
                 let cpu0 = procs.cpu();
@@ -472,7 +515,7 @@ async fn measure_phase(
                         }
                     }
                 }
-                for i in 0..args.batch_requests.max(1) {
+                for i in 0..(args.batch_requests * case.weight).max(1) {
                     if i > 0 && Instant::now() >= deadline {
                         break;
                     }
@@ -531,8 +574,9 @@ fn rows(
     for (ci, case) in cases.iter().enumerate() {
         let (Some(d), Some(k)) = (m.get(&(ci, 0)), m.get(&(ci, 1))) else { continue };
         let (pd, pk) = (d.p(), k.p());
+        let r = m.get(&(ci, 2));
         let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.2}×", a / b) } else { "—".into() };
-        for (ti, x) in [(0, d), (1, k)] {
+        for (ti, x) in [(0, d), (1, k)].into_iter().chain(r.map(|r| (2, r))) {
             let p = x.p();
             let requests = x.ok + x.errors;
             let cpu = procs
@@ -547,15 +591,15 @@ fn rows(
             table.row(vec![
                 rate_cell.clone(),
                 case.name.into(),
-                if ti == 0 { "apiserver direct".into() } else { "through kache".into() },
+                TARGET_NAMES[ti].into(),
                 requests.to_string(),
                 x.errors.to_string(),
                 fmt_bytes(median(&x.bytes)),
                 fmt_num(p.p50_ms),
                 fmt_num(p.p99_ms),
                 fmt_num(x.mean()),
-                if ti == 1 { ratio(pk.p50_ms, pd.p50_ms) } else { String::new() },
-                if ti == 1 { ratio(pk.p99_ms, pd.p99_ms) } else { String::new() },
+                if ti > 0 { ratio(p.p50_ms, pd.p50_ms) } else { String::new() },
+                if ti > 0 { ratio(p.p99_ms, pd.p99_ms) } else { String::new() },
                 if ti == 1 { x.counters.memory_share() } else { String::new() },
                 if ti == 1 { x.counters.upstream_per(x.ok + x.errors) } else { String::new() },
                 cpu,
@@ -579,6 +623,35 @@ fn rows(
                 ),
             );
         }
+        if let Some(r) = r.filter(|_| pd.p50_ms > 0.0) {
+            let pr = r.p();
+            report.figure(
+                format!(
+                    "real apiserver, {}, {rate_label} foreign writes/s: TLS byte relay ÷ direct (p50), the floor of a \
+                     forwarded read",
+                    case.name
+                ),
+                pr.p50_ms / pd.p50_ms,
+                "×",
+                None,
+                format!(
+                    "p50 {} vs {} ms, p99 {} vs {} ms; kache ÷ relay: {} at p50, {} at p99 (the same batches)",
+                    fmt_num(pr.p50_ms),
+                    fmt_num(pd.p50_ms),
+                    fmt_num(pr.p99_ms),
+                    fmt_num(pd.p99_ms),
+                    ratio(pk.p50_ms, pr.p50_ms),
+                    ratio(pk.p99_ms, pr.p99_ms),
+                ),
+            );
+        }
+        let relay_errors = r.map_or(0, |r| r.errors);
+        if relay_errors > 0 {
+            report.error(format!(
+                "{} at {rate} foreign writes/s: {relay_errors} errors through the relay",
+                case.name
+            ));
+        }
         if d.errors + k.errors > 0 {
             report.error(format!(
                 "{} at {rate} foreign writes/s: {} errors direct, {} through kache",
@@ -587,6 +660,9 @@ fn rows(
         }
     }
 }
+
+/// Row labels of the targets, by index.
+const TARGET_NAMES: [&str; 3] = ["apiserver direct", "through kache", "through a TLS byte relay"];
 
 /// The relist storm, directly and through kache: a table and the headline figures.
 #[allow(clippy::too_many_arguments)]

@@ -243,6 +243,51 @@ impl KacheProc {
     }
 }
 
+/// How long the relay may take to listen.
+const RELAY_START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running `kache-loadtest relay` (this binary as a subprocess): a TLS byte relay, the transport floor of a
+/// forwarded read.
+pub struct RelayProc {
+    child: Child,
+    /// `https://127.0.0.1:PORT`.
+    pub url: String,
+    pub pid: u32,
+}
+
+/// Starts the relay in front of `upstream` (`host:port`, TLS) and waits until it accepts connections.
+pub async fn start_relay(upstream: &str, log: &Path) -> anyhow::Result<RelayProc> {
+    let exe = std::env::current_exe().context("the load tool's own path")?;
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let child = Command::new(&exe)
+        .args(["relay", "--listen", &addr, "--upstream", upstream])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {} relay", exe.display()))?;
+    let pid = child.id().context("the relay exited at once")?;
+    let deadline = Instant::now() + RELAY_START_TIMEOUT;
+    // Nothing to await but the port: the relay prints nothing on stdout.
+    while tokio::net::TcpStream::connect(&addr).await.is_err() {
+        if Instant::now() >= deadline {
+            bail!(
+                "the relay did not listen on {addr} within {RELAY_START_TIMEOUT:?} (see {})",
+                log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(RelayProc { child, url: format!("https://{addr}"), pid })
+}
+
+impl RelayProc {
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
 /// Whether `kache serve --help` lists `flag` (flags added by other work are used when present).
 fn kache_has_flag(bin: &Path, flag: &str) -> bool {
     std::process::Command::new(bin)

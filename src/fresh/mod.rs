@@ -57,7 +57,7 @@ use crate::store::{Snapshot, Store};
 use crate::upstream::Upstream;
 use budget::{ACTIVITY_SAMPLES, Activity, ProbeCost, forward_cost, memory_cost, wait_budget};
 pub(crate) use slot::Forwarding;
-use slot::{Slot, Waiting};
+use slot::{Held, Slot, Waiting};
 
 /// The longest a consistent read waits for the store to reach the probed revision, however much waiting
 /// seems to pay off. The apiserver waits up to 3 s (`blockTimeout`) but it can request progress from etcd
@@ -101,6 +101,9 @@ const CENSUS_MAX_FRACTION: f64 = 0.75;
 /// How long a read whose census shows writes the store lacks waits for them (their events are on the way:
 /// the upstream's cache had them when it answered the census) before comparing again once.
 const CENSUS_CATCH_UP: Duration = Duration::from_millis(100);
+/// After a probe found the upstream past a held snapshot (foreign writes going on), reads do not try held
+/// snapshots for this long: each try costs a probe before the census that decides.
+const HELD_BACKOFF: Duration = Duration::from_secs(1);
 /// How long a proven reader waits for the reflector to apply the proof.
 const PROOF_APPLY_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -253,6 +256,9 @@ pub struct FreshnessStats {
     pub census_behind: AtomicU64,
     /// Reads whose census failed: forwarded.
     pub census_failed: AtomicU64,
+    /// Reads served from the snapshot an earlier census of the whole resource matched, without a census of
+    /// their own: the upstream had not moved past that census's revision ([`slot::Held`]).
+    pub census_held: AtomicU64,
 }
 
 /// Consistent-read freshness for every cached resource.
@@ -333,19 +339,48 @@ impl Freshness {
         census: Option<&census::Scope>,
     ) -> Result<Fresh, NotFresh> {
         let gvr = &store.info().gvr;
-        let current = store.resource_version();
-        self.observe(current);
+        self.observe(store.resource_version());
         let slot = self.slot(gvr);
+        // A snapshot a census matched ([`Held`]) serves what a read of the whole can (a list, a selector's list,
+        // a WatchList of initial events); not a watch that starts after the state (it would start past the
+        // store's history). It is tried while the upstream is not known to have moved past it, and not again
+        // for a while once a probe found it had (foreign writes going on: a census decides at once).
+        let can_hold = !watch || census.is_some();
+        let known = self.known_revision().max(min_rv);
+        // Only a confirmed one ([`Held::confirmed`]): trying it costs a probe before the census that decides.
+        let held = self
+            .held(store, &slot)
+            .filter(|(held, confirmed)| {
+                can_hold && *confirmed && held.rv >= known && !Self::held_missed_lately(&slot)
+            })
+            .map(|(held, _)| held);
+        // The store's revision, or the revision a census proved its snapshot at while nothing changed since.
+        let store_rv = store.resource_version();
+        let current = held.as_ref().map_or(store_rv, |held| held.rv.max(store_rv));
         let budget = self.budget(store, &slot, bytes);
         let prove = self.proof_pays(&slot, bytes, watch, arrived);
-        let known = self.known_revision().max(min_rv);
         if let Some(scope) = census.filter(|scope| {
-            current < known && budget.is_zero() && self.census_pays(store, &slot, bytes, watch, scope)
+            store_rv < known && budget.is_zero() && self.census_pays(store, &slot, bytes, watch, scope)
         }) {
             // Known to be behind, quiet (no advance expected soon), and big: a census shows in one round trip
             // whether the store holds what the upstream holds (a proof takes 1–2 s, forwarding costs more than
             // the census). A busy store is probed and waited for instead: its next event is near.
-            return self.by_census(store, arrived, known, scope).await;
+            let Some(held) = held else {
+                return self.by_census(store, arrived, known, scope).await;
+            };
+            // A census matched the store's snapshot at the latest revision kache knows of: a probe shows whether
+            // the upstream is still there (the snapshot serves) or has moved on (a census at the probe's revision).
+            let required = match self.probe_after(store.info(), &slot, arrived).await {
+                Ok(rv) => rv.max(min_rv),
+                Err(e) => {
+                    self.stats.probe_errors.fetch_add(1, Relaxed);
+                    return Err(NotFresh::ProbeFailed(e));
+                }
+            };
+            if let Some(held) = self.held_through(store, &slot, &held, required) {
+                return Ok(self.serve_held(&slot, arrived, bytes, held));
+            }
+            return self.by_census(store, arrived, required, scope).await;
         }
         if !prove && !self.config.probe_small_reads && !self.probe_cost.pays(bytes, Instant::now()) {
             // A probe costs about what forwarding this read costs: it could only add latency.
@@ -384,6 +419,11 @@ impl Freshness {
                 return Err(NotFresh::ProbeFailed(e));
             }
         };
+        if store.resource_version() < required
+            && let Some(held) = held.and_then(|held| self.held_through(store, &slot, &held, required))
+        {
+            return Ok(self.serve_held(&slot, arrived, bytes, held));
+        }
         if store.resource_version() >= required || self.wait(store, &slot, required, budget).await {
             self.stats.fresh.fetch_add(1, Relaxed);
             Self::served(&slot, arrived, bytes);
@@ -418,6 +458,14 @@ impl Freshness {
         let gvr = &store.info().gvr;
         self.observe(store.resource_version());
         let slot = self.slot(gvr);
+        if let Some((held, _)) =
+            self.held(store, &slot).filter(|(held, _)| held.rv == n && store.resource_version() < n)
+        {
+            // A page continued at the revision an earlier census proved the store's snapshot at (the first page
+            // was served from it), nothing changed since: the same snapshot is the upstream's state at `n`.
+            self.stats.census_held.fetch_add(1, Relaxed);
+            return Ahead::Matched(held);
+        }
         let upstream_reached = n <= self.known_revision()
             || match self.probe_after(store.info(), &slot, arrived).await {
                 Ok(rv) => rv >= n,
@@ -559,6 +607,15 @@ impl Freshness {
                 census::Compared::Same => {
                     self.stats.census_same.fetch_add(1, Relaxed);
                     let rv = census.rv.max(snapshot.rv);
+                    if scope.is_whole() {
+                        let matched = Held {
+                            generation: state.generation,
+                            snapshot_rv: snapshot.rv,
+                            rv,
+                            confirmed: false,
+                        };
+                        self.hold(&slot, matched);
+                    }
                     return Ok(Fresh::Matched(Matched { snapshot, generation: state.generation, rv }));
                 }
                 census::Compared::Behind { upto } if attempt == 0 => {
@@ -569,6 +626,57 @@ impl Freshness {
         }
         self.stats.census_behind.fetch_add(1, Relaxed);
         Err(lagging())
+    }
+
+    /// Records that a census of the whole resource matched the store's snapshot at `held.rv`: confirmed when the
+    /// previous one matched the same snapshot at the same revision (the latest census of a snapshot wins).
+    fn hold(&self, slot: &Slot, mut held: Held) {
+        let mut slot_held = slot.held.lock().expect("held lock poisoned");
+        let key = |h: &Held| (h.generation, h.snapshot_rv);
+        match *slot_held {
+            Some(h) if key(&h) == key(&held) && h.rv > held.rv => {}
+            Some(h) => {
+                held.confirmed = key(&h) == key(&held) && h.rv == held.rv;
+                *slot_held = Some(held);
+            }
+            None => *slot_held = Some(held),
+        }
+    }
+
+    /// `held` if it still serves a read that must reflect the upstream's revision `required` (a probe's, started
+    /// after the read arrived): the upstream has not moved past the census's revision and the store's snapshot is
+    /// still the one it matched. When the upstream has moved on, held snapshots are not tried for a while.
+    fn held_through(&self, store: &Store, slot: &Slot, held: &Matched, required: u64) -> Option<Matched> {
+        if held.rv < required {
+            *slot.held_missed.lock().expect("held lock poisoned") = Some(Instant::now());
+            return None;
+        }
+        self.held(store, slot).map(|(now, _)| now).filter(|now| now.rv >= required)
+    }
+
+    /// Whether a probe found the upstream past a held snapshot lately ([`HELD_BACKOFF`]).
+    fn held_missed_lately(slot: &Slot) -> bool {
+        slot.held_missed.lock().expect("held lock poisoned").is_some_and(|t| t.elapsed() < HELD_BACKOFF)
+    }
+
+    /// A read served from a held snapshot, counted.
+    fn serve_held(&self, slot: &Slot, arrived: Instant, bytes: usize, held: Matched) -> Fresh {
+        self.stats.fresh.fetch_add(1, Relaxed);
+        self.stats.census_held.fetch_add(1, Relaxed);
+        Self::served(slot, arrived, bytes);
+        Fresh::Matched(held)
+    }
+
+    /// The snapshot a census of the whole resource matched ([`Held`]), while it is still the store's current
+    /// snapshot, as the upstream's state at the census's revision.
+    fn held(&self, store: &Store, slot: &Slot) -> Option<(Matched, bool)> {
+        let held = (*slot.held.lock().expect("held lock poisoned"))?;
+        let state = store.load();
+        (state.generation == held.generation && state.snapshot.rv == held.snapshot_rv).then(|| {
+            let matched =
+                Matched { snapshot: state.snapshot.clone(), generation: held.generation, rv: held.rv };
+            (matched, held.confirmed)
+        })
     }
 
     /// A permit for one fallback (forwarded consistent read); `None` when too many are in flight.

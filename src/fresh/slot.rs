@@ -39,6 +39,25 @@ pub(super) struct Slot {
     pub(super) census: watch::Sender<CensusResult>,
     /// How long censuses take (a weighted mean of the recent ones; `None` before the first).
     pub(super) census_took: Mutex<Option<std::time::Duration>>,
+    /// The last census of the whole resource that matched the store's snapshot (see [`Held`]).
+    pub(super) held: Mutex<Option<Held>>,
+    /// When a probe last found the upstream past the held snapshot's revision (foreign writes going on).
+    pub(super) held_missed: Mutex<Option<Instant>>,
+}
+
+/// A census of the whole resource matched the store's snapshot: the upstream held exactly that snapshot's
+/// objects at `rv`. While the snapshot is still the store's current one (same generation, same revision: no
+/// event since), it is the upstream's state at `rv` too, and a read the upstream had not moved past `rv` when
+/// it arrived is served from it without a census of its own (a quiet cluster: a foreign write now and then).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Held {
+    pub(super) generation: u64,
+    pub(super) snapshot_rv: u64,
+    pub(super) rv: u64,
+    /// Two censuses in a row matched this snapshot at this same revision: the upstream did not move between
+    /// them, so a probe will likely find it still there. Under steady foreign writes every census finds a
+    /// newer revision, and no read pays a probe to try the snapshot before its census.
+    pub(super) confirmed: bool,
 }
 
 /// The latest big consistent reads of a resource (those a proof may serve), each with when it is expected to
@@ -216,6 +235,8 @@ impl Freshness {
                     census_running: Mutex::new(false),
                     census: watch::channel(None).0,
                     census_took: Mutex::new(None),
+                    held: Mutex::new(None),
+                    held_missed: Mutex::new(None),
                 })
             })
             .clone()

@@ -311,7 +311,7 @@ pub const ALL: &[MetricDef] = &[
     counter(
         FRESHNESS_CENSUSES_TOTAL,
         &["outcome"],
-        "Big consistent lists, namespace lists, pages and WatchLists of a store behind the upstream decided by a census (a consistent metadata-only list of what the read returns compared with the store): served (the store held the upstream's objects, or reached the census's revision; served from memory), behind (writes the store lacked, still lacking after 100 ms; forwarded) or failed (forwarded).",
+        "Big consistent lists, namespace lists, pages and WatchLists of a store behind the upstream decided by a census (a consistent metadata-only list of what the read returns compared with the store): served (the store held the upstream's objects, or reached the census's revision; served from memory), behind (writes the store lacked, still lacking after 100 ms; forwarded), failed (forwarded) or held (served from the snapshot an earlier census of the whole resource matched, no event and no newer upstream revision since: no census of its own).",
     ),
     counter(
         FRESHNESS_UPSTREAM_CENSUSES_TOTAL,

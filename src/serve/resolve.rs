@@ -73,8 +73,11 @@ pub(crate) async fn resolve(
             Fresh::Matched(matched) => Ok(Resolved { rv: matched.rv, snapshot: matched.snapshot }),
         },
         ReadAt::AtLeast(n) => {
-            if n > store.resource_version() {
-                ahead(store, n, freshness, arrived, bytes, block_timeout, None).await?;
+            if n > store.resource_version()
+                && let Some(matched) = ahead(store, n, freshness, arrived, bytes, block_timeout, None).await?
+            {
+                // The snapshot an earlier census proved at exactly `n` (nothing changed since).
+                return Ok(Resolved { rv: matched.rv, snapshot: matched.snapshot });
             }
             let snapshot = store.current();
             Ok(Resolved { rv: snapshot.rv, snapshot })

@@ -346,8 +346,10 @@ async fn census_cluster(small_pods: bool) -> (SimHandle, Kache) {
 async fn big_lists_of_a_quiet_resource_are_served_from_memory_after_a_census_and_reflect_every_write() {
     let (sim, kache) = census_cluster(false).await;
     let f = &kache.freshness().stats;
-    // No write to pods: the store holds what the sim holds, behind its revision.
-    for _ in 0..3 {
+    // No write to pods: the store holds what the sim holds, behind its revision. A foreign write before each
+    // list (beside the background ones), so that none can be served from the snapshot the previous census matched.
+    for i in 0..3 {
+        foreign_write(&sim, 100 + i);
         let before = sim.revision();
         let r = get(&kache.url(), "/api/v1/pods").await;
         assert_eq!(r.status, 200, "{}", show(&r));
@@ -363,6 +365,7 @@ async fn big_lists_of_a_quiet_resource_are_served_from_memory_after_a_census_and
     assert_eq!(f.census_same.load(Relaxed), 3, "each after a census");
     // A selector's list scans the resource but its answer is often small: forwarding it costs the upstream's
     // scan, so it is forwarded, not decided by a census of the whole resource.
+    foreign_write(&sim, 103);
     let r = get(&kache.url(), "/api/v1/pods?labelSelector=app%3Dnothing").await;
     assert_eq!(r.status, 200, "{}", show(&r));
     assert_eq!(names(&r.json()), Vec::<String>::new());
@@ -403,6 +406,85 @@ async fn big_lists_of_a_quiet_resource_are_served_from_memory_after_a_census_and
         kache.stats().forwarded()
     );
     assert_eq!(f.census_failed.load(Relaxed), 0);
+}
+
+/// A quiet cluster (a foreign write now and then): once two censuses of the whole resource in a row matched the
+/// store's snapshot at the same revision R, every read the upstream has not moved past R for is served from that
+/// snapshot at R — lists, selectors' lists, pages and the pages after them — without a census of its own, until a
+/// foreign write moves the upstream on or an event changes the snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_are_served_from_the_snapshot_a_census_matched_until_the_upstream_moves_on() {
+    let (sim, kache) = census_cluster(false).await;
+    sim.set_foreign_writes(0.0);
+    let f = &kache.freshness().stats;
+    let rv_of = |v: &Value| -> u64 {
+        v["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("rv")
+    };
+    let counts = || (f.censuses.load(Relaxed), f.census_same.load(Relaxed), f.census_held.load(Relaxed));
+    foreign_write(&sim, 1);
+    let global = sim.revision();
+    let r = get(&kache.url(), "/api/v1/pods").await;
+    assert_eq!(r.status, 200, "{}", show(&r));
+    let census_rv = rv_of(&r.json());
+    assert!(census_rv >= global, "the list at {census_rv} reflects the foreign write at {global}");
+    assert!(store_rv(&kache).await < global, "the store itself stays behind the foreign write");
+    assert_eq!(counts(), (1, 1, 0), "a census of the whole resource: {f:?}");
+    // A second census finds the upstream at the same revision: the cluster is quiet, the snapshot is held.
+    let r = get(&kache.url(), "/api/v1/pods").await;
+    assert_eq!(rv_of(&r.json()), census_rv);
+    assert_eq!(counts(), (2, 2, 0), "a second census: {f:?}");
+
+    // The upstream is still at the census's revision: from the matched snapshot, at that revision.
+    let r = get(&kache.url(), "/api/v1/pods").await;
+    assert_eq!(r.status, 200, "{}", show(&r));
+    assert_eq!((names(&r.json()), rv_of(&r.json())), (all_pods(&sim), census_rv));
+    let r = get(&kache.url(), "/api/v1/pods?labelSelector=app%3Dnothing").await;
+    assert_eq!(r.status, 200, "{}", show(&r));
+    assert_eq!((names(&r.json()), rv_of(&r.json())), (Vec::<String>::new(), census_rv));
+    let path = "/api/v1/pods?limit=120";
+    let mut v = get(&kache.url(), path).await.json();
+    assert_eq!(rv_of(&v), census_rv, "the first page at the census's revision");
+    let direct = sim_get(&sim, path).await;
+    assert_eq!(names(&v), names(&direct), "the upstream's first page");
+    assert_eq!(v["metadata"]["remainingItemCount"], direct["metadata"]["remainingItemCount"]);
+    let mut pages = 1;
+    while let Some(token) = v["metadata"]["continue"].as_str().filter(|t| !t.is_empty()) {
+        let next = format!("{path}&continue={token}");
+        let r = get(&kache.url(), &next).await;
+        assert_eq!(r.status, 200, "{next}: {}", show(&r));
+        v = r.json();
+        assert_eq!(rv_of(&v), census_rv, "{next}: at the first page's revision");
+        let direct = sim_get(&sim, &next).await;
+        assert_eq!(names(&v), names(&direct), "{next}: the upstream's page");
+        assert_eq!(v["metadata"]["continue"], direct["metadata"]["continue"], "{next}");
+        pages += 1;
+    }
+    assert_eq!(pages, 3, "300 pods in pages of 120");
+    assert_eq!(kache.stats().forwarded(), 0, "all from memory: {f:?}");
+    assert_eq!(counts(), (2, 2, 5), "five reads held by the censuses' snapshot: {f:?}");
+
+    // A foreign write: the upstream moved on, the next list takes a census of its own.
+    foreign_write(&sim, 2);
+    let global = sim.revision();
+    let r = get(&kache.url(), "/api/v1/pods").await;
+    assert!(rv_of(&r.json()) >= global);
+    assert_eq!(counts(), (3, 3, 5), "a probe found the upstream moved on, a census again: {f:?}");
+    // An event of the resource itself changes the snapshot: it no longer holds, the store's revision decides.
+    let created = sim.create("pods", Some("spec"), pod("spec", "fresh", &[], "node-1")).expect("create");
+    let created_rv: u64 =
+        created["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("rv");
+    eventually("kache has the new pod", Duration::from_secs(10), || async {
+        store_rv(&kache).await >= created_rv
+    })
+    .await;
+    let r = get(&kache.url(), "/api/v1/pods").await;
+    assert_eq!(names(&r.json()), all_pods(&sim), "the new pod is listed");
+    assert_eq!(
+        counts(),
+        (3, 3, 5),
+        "neither held nor censused: the store is at the upstream's revision: {f:?}"
+    );
+    assert_eq!(kache.stats().forwarded(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
