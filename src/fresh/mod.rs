@@ -763,3 +763,50 @@ impl Freshness {
         reached
     }
 }
+
+#[cfg(test)]
+mod held_tests {
+    use super::*;
+    use crate::resource::ResourceInfo;
+    use crate::store::StoreConfig;
+
+    /// A census's snapshot is held once two censuses in a row agree on it (same snapshot, same revision), serves
+    /// reads up to that revision, and ends with the snapshot.
+    #[test]
+    fn a_snapshot_is_held_once_two_censuses_agree_and_until_it_changes() {
+        let f =
+            Freshness::new(Upstream::plain("http://127.0.0.1:1").expect("url"), FreshnessConfig::default());
+        let info = ResourceInfo::pods();
+        let (store, mut writer) = Store::new(info.clone(), StoreConfig::default());
+        writer.replace(std::iter::empty(), 10);
+        let slot = f.slot(&info.gvr);
+        let state = store.load();
+        let of = |snapshot_rv, rv| Held { generation: state.generation, snapshot_rv, rv, confirmed: false };
+        let held = || f.held(&store, &slot).map(|(m, confirmed)| (m.rv, confirmed));
+        assert_eq!(held(), None);
+        f.hold(&slot, of(10, 20));
+        assert_eq!(held(), Some((20, false)), "one census: not confirmed");
+        let (matched, _) = f.held(&store, &slot).expect("held");
+        assert!(Arc::ptr_eq(&matched.snapshot, &state.snapshot), "the store's current snapshot");
+        f.hold(&slot, of(10, 20));
+        assert_eq!(held(), Some((20, true)), "a second census at the same revision confirms it");
+        f.hold(&slot, of(10, 15));
+        assert_eq!(held(), Some((20, true)), "an older census finishing late changes nothing");
+        f.hold(&slot, of(10, 25));
+        assert_eq!(held(), Some((25, false)), "the upstream moved between two censuses");
+        f.hold(&slot, of(10, 25));
+        let (matched, confirmed) = f.held(&store, &slot).expect("held");
+        assert!(confirmed);
+        // A read whose probe found the upstream at the revision is served; past it, not, and tries pause.
+        assert_eq!(f.held_through(&store, &slot, &matched, 25).map(|m| m.rv), Some(25));
+        assert!(!Freshness::held_missed_lately(&slot));
+        assert!(f.held_through(&store, &slot, &matched, 26).is_none());
+        assert!(Freshness::held_missed_lately(&slot), "a miss pauses tries");
+        // A new snapshot (an event, a bookmark) ends it; a census of the new one starts over.
+        writer.progress(12);
+        assert_eq!(held(), None);
+        assert!(f.held_through(&store, &slot, &matched, 25).is_none(), "not the snapshot any more");
+        f.hold(&slot, of(12, 25));
+        assert_eq!(held(), Some((25, false)));
+    }
+}
