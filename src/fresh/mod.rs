@@ -612,6 +612,7 @@ impl Freshness {
                             generation: state.generation,
                             snapshot_rv: snapshot.rv,
                             rv,
+                            census: Arc::as_ptr(&census) as usize,
                             confirmed: false,
                         };
                         self.hold(&slot, matched);
@@ -629,12 +630,13 @@ impl Freshness {
     }
 
     /// Records that a census of the whole resource matched the store's snapshot at `held.rv`: confirmed when the
-    /// previous one matched the same snapshot at the same revision (the latest census of a snapshot wins).
+    /// previous census (another one: a coalesced census is seen by each of its readers) matched the same snapshot
+    /// at the same revision. The latest census of a snapshot wins.
     fn hold(&self, slot: &Slot, mut held: Held) {
         let mut slot_held = slot.held.lock().expect("held lock poisoned");
         let key = |h: &Held| (h.generation, h.snapshot_rv);
         match *slot_held {
-            Some(h) if key(&h) == key(&held) && h.rv > held.rv => {}
+            Some(h) if key(&h) == key(&held) && (h.rv > held.rv || h.census == held.census) => {}
             Some(h) => {
                 held.confirmed = key(&h) == key(&held) && h.rv == held.rv;
                 *slot_held = Some(held);
@@ -781,13 +783,20 @@ mod held_tests {
         writer.replace(std::iter::empty(), 10);
         let slot = f.slot(&info.gvr);
         let state = store.load();
-        let of = |snapshot_rv, rv| Held { generation: state.generation, snapshot_rv, rv, confirmed: false };
+        let census = std::cell::Cell::new(0);
+        let of = |snapshot_rv, rv| {
+            census.set(census.get() + 1);
+            Held { generation: state.generation, snapshot_rv, rv, census: census.get(), confirmed: false }
+        };
         let held = || f.held(&store, &slot).map(|(m, confirmed)| (m.rv, confirmed));
         assert_eq!(held(), None);
-        f.hold(&slot, of(10, 20));
+        let first = of(10, 20);
+        f.hold(&slot, first);
         assert_eq!(held(), Some((20, false)), "one census: not confirmed");
         let (matched, _) = f.held(&store, &slot).expect("held");
         assert!(Arc::ptr_eq(&matched.snapshot, &state.snapshot), "the store's current snapshot");
+        f.hold(&slot, first);
+        assert_eq!(held(), Some((20, false)), "the same census reported by another of its readers");
         f.hold(&slot, of(10, 20));
         assert_eq!(held(), Some((20, true)), "a second census at the same revision confirms it");
         f.hold(&slot, of(10, 15));

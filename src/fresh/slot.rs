@@ -54,6 +54,9 @@ pub(super) struct Held {
     pub(super) generation: u64,
     pub(super) snapshot_rv: u64,
     pub(super) rv: u64,
+    /// Which census it was (its address while the readers it was taken for hold it): a census coalesced for many
+    /// readers is one census, however many of them report it.
+    pub(super) census: usize,
     /// Two censuses in a row matched this snapshot at this same revision: the upstream did not move between
     /// them, so a probe will likely find it still there. Under steady foreign writes every census finds a
     /// newer revision, and no read pays a probe to try the snapshot before its census.
