@@ -101,22 +101,34 @@ pub async fn start_sim(bins: &Bins, cluster: &Cluster, log: &Path) -> anyhow::Re
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("starting {}", bins.sim.display()))?;
-    let stdout = child.stdout.take().context("sim stdout")?;
+    let url = ready(&mut child, SIM_READY_PREFIX, SIM_START_TIMEOUT, "the sim", log).await?;
+    Ok(SimProc { child, url })
+}
+
+/// The rest of the line `child` prints on stdout starting with `prefix` once it serves (its URL), awaited up
+/// to `timeout`; stdout is drained after it so the child never blocks on a full pipe.
+async fn ready(
+    child: &mut Child,
+    prefix: &str,
+    timeout: Duration,
+    what: &str,
+    log: &Path,
+) -> anyhow::Result<String> {
+    let stdout = child.stdout.take().with_context(|| format!("{what}: no stdout"))?;
     let mut lines = BufReader::new(stdout).lines();
-    let url = tokio::time::timeout(SIM_START_TIMEOUT, async {
+    let url = tokio::time::timeout(timeout, async {
         while let Some(line) = lines.next_line().await? {
-            if let Some(url) = line.strip_prefix(SIM_READY_PREFIX) {
+            if let Some(url) = line.strip_prefix(prefix) {
                 return Ok::<_, std::io::Error>(Some(url.trim().to_string()));
             }
         }
         Ok(None)
     })
     .await
-    .context("the sim did not start in time")??
-    .with_context(|| format!("the sim exited before serving (see {})", log.display()))?;
-    // Keep draining stdout so the sim never blocks on a full pipe.
+    .with_context(|| format!("{what} did not start in time"))??
+    .with_context(|| format!("{what} exited before serving (see {})", log.display()))?;
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Ok(SimProc { child, url })
+    Ok(url)
 }
 
 impl SimProc {
@@ -255,31 +267,20 @@ pub struct RelayProc {
     pub pid: u32,
 }
 
-/// Starts the relay in front of `upstream` (`host:port`, TLS) and waits until it accepts connections.
+/// Starts the relay in front of `upstream` (`host:port`, TLS) on a free port and waits until it listens.
 pub async fn start_relay(upstream: &str, log: &Path) -> anyhow::Result<RelayProc> {
     let exe = std::env::current_exe().context("the load tool's own path")?;
-    let addr = format!("127.0.0.1:{}", free_port()?);
-    let child = Command::new(&exe)
-        .args(["relay", "--listen", &addr, "--upstream", upstream])
+    let mut child = Command::new(&exe)
+        .args(["relay", "--listen", "127.0.0.1:0", "--upstream", upstream])
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?)
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("starting {} relay", exe.display()))?;
     let pid = child.id().context("the relay exited at once")?;
-    let deadline = Instant::now() + RELAY_START_TIMEOUT;
-    // Nothing to await but the port: the relay prints nothing on stdout.
-    while tokio::net::TcpStream::connect(&addr).await.is_err() {
-        if Instant::now() >= deadline {
-            bail!(
-                "the relay did not listen on {addr} within {RELAY_START_TIMEOUT:?} (see {})",
-                log.display()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Ok(RelayProc { child, url: format!("https://{addr}"), pid })
+    let url = ready(&mut child, crate::relay::READY_PREFIX, RELAY_START_TIMEOUT, "the relay", log).await?;
+    Ok(RelayProc { child, url, pid })
 }
 
 impl RelayProc {

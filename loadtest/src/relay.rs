@@ -15,6 +15,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
+/// What the relay prints on stdout, followed by its URL, once it listens.
+pub const READY_PREFIX: &str = "kache-loadtest relay listening on ";
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Address to listen on (TLS).
@@ -36,6 +39,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (certs, key) = server_identity(&args)?;
     let acceptor = acceptor(certs, key)?;
     let listener = TcpListener::bind(args.listen).await?;
+    println!("{READY_PREFIX}https://{}", listener.local_addr()?);
     eprintln!("relay: https://{} -> {}", listener.local_addr()?, args.upstream);
     serve(listener, acceptor, args.upstream).await
 }

@@ -370,13 +370,7 @@ impl Freshness {
             };
             // A census matched the store's snapshot at the latest revision kache knows of: a probe shows whether
             // the upstream is still there (the snapshot serves) or has moved on (a census at the probe's revision).
-            let required = match self.probe_after(store.info(), &slot, arrived).await {
-                Ok(rv) => rv.max(min_rv),
-                Err(e) => {
-                    self.stats.probe_errors.fetch_add(1, Relaxed);
-                    return Err(NotFresh::ProbeFailed(e));
-                }
-            };
+            let required = self.required(store, &slot, arrived, min_rv).await?;
             if let Some(held) = self.held_through(store, &slot, &held, required) {
                 return Ok(self.serve_held(&slot, arrived, bytes, held));
             }
@@ -412,13 +406,7 @@ impl Freshness {
                 proving.map_or(arrived + PROOF_GATHER, |p| (p + PROOF_PROBE_BY).max(arrived + PROOF_GATHER));
             tokio::time::sleep_until(until).await;
         }
-        let required = match self.probe_after(store.info(), &slot, arrived).await {
-            Ok(rv) => rv.max(min_rv),
-            Err(e) => {
-                self.stats.probe_errors.fetch_add(1, Relaxed);
-                return Err(NotFresh::ProbeFailed(e));
-            }
-        };
+        let required = self.required(store, &slot, arrived, min_rv).await?;
         if store.resource_version() < required
             && let Some(held) = held.and_then(|held| self.held_through(store, &slot, &held, required))
         {
@@ -440,6 +428,24 @@ impl Freshness {
         }
         self.stats.lagging.fetch_add(1, Relaxed);
         Err(NotFresh::Lagging { required, current: store.resource_version() })
+    }
+
+    /// The revision a consistent read that arrived at `arrived` must reflect: a probe's started after it (or
+    /// `min_rv`, the last write through kache, if higher).
+    async fn required(
+        &self,
+        store: &Store,
+        slot: &Arc<Slot>,
+        arrived: Instant,
+        min_rv: u64,
+    ) -> Result<u64, NotFresh> {
+        match self.probe_after(store.info(), slot, arrived).await {
+            Ok(rv) => Ok(rv.max(min_rv)),
+            Err(e) => {
+                self.stats.probe_errors.fetch_add(1, Relaxed);
+                Err(NotFresh::ProbeFailed(e))
+            }
+        }
     }
 
     /// Decides a read at revision `n`, which the store has not reached (`n` > its resourceVersion).
@@ -612,7 +618,7 @@ impl Freshness {
                             generation: state.generation,
                             snapshot_rv: snapshot.rv,
                             rv,
-                            census: Arc::as_ptr(&census) as usize,
+                            census: Arc::downgrade(&census),
                             confirmed: false,
                         };
                         self.hold(&slot, matched);
@@ -633,15 +639,17 @@ impl Freshness {
     /// previous census (another one: a coalesced census is seen by each of its readers) matched the same snapshot
     /// at the same revision. The latest census of a snapshot wins.
     fn hold(&self, slot: &Slot, mut held: Held) {
-        let mut slot_held = slot.held.lock().expect("held lock poisoned");
+        let mut holding = slot.holding.lock().expect("held lock poisoned");
         let key = |h: &Held| (h.generation, h.snapshot_rv);
-        match *slot_held {
-            Some(h) if key(&h) == key(&held) && (h.rv > held.rv || h.census == held.census) => {}
+        match &holding.held {
+            Some(h)
+                if key(h) == key(&held)
+                    && (h.rv > held.rv || std::sync::Weak::ptr_eq(&h.census, &held.census)) => {}
             Some(h) => {
-                held.confirmed = key(&h) == key(&held) && h.rv == held.rv;
-                *slot_held = Some(held);
+                held.confirmed = key(h) == key(&held) && h.rv == held.rv;
+                holding.held = Some(held);
             }
-            None => *slot_held = Some(held),
+            None => holding.held = Some(held),
         }
     }
 
@@ -650,7 +658,7 @@ impl Freshness {
     /// still the one it matched. When the upstream has moved on, held snapshots are not tried for a while.
     fn held_through(&self, store: &Store, slot: &Slot, held: &Matched, required: u64) -> Option<Matched> {
         if held.rv < required {
-            *slot.held_missed.lock().expect("held lock poisoned") = Some(Instant::now());
+            slot.holding.lock().expect("held lock poisoned").missed = Some(Instant::now());
             return None;
         }
         self.held(store, slot).map(|(now, _)| now).filter(|now| now.rv >= required)
@@ -658,7 +666,7 @@ impl Freshness {
 
     /// Whether a probe found the upstream past a held snapshot lately ([`HELD_BACKOFF`]).
     fn held_missed_lately(slot: &Slot) -> bool {
-        slot.held_missed.lock().expect("held lock poisoned").is_some_and(|t| t.elapsed() < HELD_BACKOFF)
+        slot.holding.lock().expect("held lock poisoned").missed.is_some_and(|t| t.elapsed() < HELD_BACKOFF)
     }
 
     /// A read served from a held snapshot, counted.
@@ -672,7 +680,7 @@ impl Freshness {
     /// The snapshot a census of the whole resource matched ([`Held`]), while it is still the store's current
     /// snapshot, as the upstream's state at the census's revision.
     fn held(&self, store: &Store, slot: &Slot) -> Option<(Matched, bool)> {
-        let held = (*slot.held.lock().expect("held lock poisoned"))?;
+        let held = slot.holding.lock().expect("held lock poisoned").held.clone()?;
         let state = store.load();
         (state.generation == held.generation && state.snapshot.rv == held.snapshot_rv).then(|| {
             let matched =
@@ -783,15 +791,19 @@ mod held_tests {
         writer.replace(std::iter::empty(), 10);
         let slot = f.slot(&info.gvr);
         let state = store.load();
-        let census = std::cell::Cell::new(0);
+        // Each census alive for the test's length, as the readers it was taken for hold it.
+        let censuses = std::cell::RefCell::new(Vec::new());
         let of = |snapshot_rv, rv| {
-            census.set(census.get() + 1);
-            Held { generation: state.generation, snapshot_rv, rv, census: census.get(), confirmed: false }
+            let census =
+                Arc::new(census::Census { rv, items: Vec::new(), bytes: 0, more: false, remaining: None });
+            let weak = Arc::downgrade(&census);
+            censuses.borrow_mut().push(census);
+            Held { generation: state.generation, snapshot_rv, rv, census: weak, confirmed: false }
         };
         let held = || f.held(&store, &slot).map(|(m, confirmed)| (m.rv, confirmed));
         assert_eq!(held(), None);
         let first = of(10, 20);
-        f.hold(&slot, first);
+        f.hold(&slot, first.clone());
         assert_eq!(held(), Some((20, false)), "one census: not confirmed");
         let (matched, _) = f.held(&store, &slot).expect("held");
         assert!(Arc::ptr_eq(&matched.snapshot, &state.snapshot), "the store's current snapshot");

@@ -39,24 +39,30 @@ pub(super) struct Slot {
     pub(super) census: watch::Sender<CensusResult>,
     /// How long censuses take (a weighted mean of the recent ones; `None` before the first).
     pub(super) census_took: Mutex<Option<std::time::Duration>>,
-    /// The last census of the whole resource that matched the store's snapshot (see [`Held`]).
-    pub(super) held: Mutex<Option<Held>>,
+    /// The last census of the whole resource that matched the store's snapshot, and when a probe last found the
+    /// upstream past it.
+    pub(super) holding: Mutex<Holding>,
+}
+
+/// A resource's held snapshot ([`Held`]) and its misses.
+#[derive(Debug, Default)]
+pub(super) struct Holding {
+    pub(super) held: Option<Held>,
     /// When a probe last found the upstream past the held snapshot's revision (foreign writes going on).
-    pub(super) held_missed: Mutex<Option<Instant>>,
+    pub(super) missed: Option<Instant>,
 }
 
 /// A census of the whole resource matched the store's snapshot: the upstream held exactly that snapshot's
 /// objects at `rv`. While the snapshot is still the store's current one (same generation, same revision: no
 /// event since), it is the upstream's state at `rv` too, and a read the upstream had not moved past `rv` when
 /// it arrived is served from it without a census of its own (a quiet cluster: a foreign write now and then).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(super) struct Held {
     pub(super) generation: u64,
     pub(super) snapshot_rv: u64,
     pub(super) rv: u64,
-    /// Which census it was (its address while the readers it was taken for hold it): a census coalesced for many
-    /// readers is one census, however many of them report it.
-    pub(super) census: usize,
+    /// Which census it was: a census coalesced for many readers is one census, however many of them report it.
+    pub(super) census: std::sync::Weak<Census>,
     /// Two censuses in a row matched this snapshot at this same revision: the upstream did not move between
     /// them, so a probe will likely find it still there. Under steady foreign writes every census finds a
     /// newer revision, and no read pays a probe to try the snapshot before its census.
@@ -238,8 +244,7 @@ impl Freshness {
                     census_running: Mutex::new(false),
                     census: watch::channel(None).0,
                     census_took: Mutex::new(None),
-                    held: Mutex::new(None),
-                    held_missed: Mutex::new(None),
+                    holding: Mutex::new(Holding::default()),
                 })
             })
             .clone()
