@@ -5,8 +5,8 @@
 //! apiserver's watch cache work against kache. Labels are a subset of the apiserver's (kache does not track
 //! `version`, `scope`, `subresource`, `dry_run` or `component`) plus `source` on request metrics.
 //!
-//! [`ALL`] drives the `# HELP` lines, histogram buckets, the README table and the dashboard test: a metric
-//! that is not in it does not exist.
+//! [`ALL`] drives the `# HELP` lines, histogram buckets, the docs/metrics.md table and the dashboard test: a
+//! metric that is not in it does not exist.
 
 /// The kind of a metric, as Prometheus types it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -478,7 +478,7 @@ pub fn series_names(def: &MetricDef) -> Vec<String> {
     }
 }
 
-/// The README "Metrics" table: one row per metric (name, type, labels, meaning).
+/// The metrics table of docs/metrics.md: one row per metric (name, type, labels, meaning).
 pub fn markdown_table() -> String {
     let mut out = String::from("| metric | type | labels | meaning |\n|---|---|---|---|\n");
     for d in ALL {

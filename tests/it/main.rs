@@ -20,7 +20,7 @@
 //! | `metrics` | instance-scoped metrics: two kaches in one process export independent series | — |
 //! | `metrics_move` | every documented metric moves under a workload that exercises all of kache | — |
 //! | `negotiation` | content negotiation: every Accept header real clients send, differential | — |
-//! | `ops` | the metrics listener, dashboards vs exported names, README metrics table, deploy manifests, a real Prometheus | `prometheus`, `promtool`, `kubectl` (kustomize), the ops venv (kubernetes-validate) |
+//! | `ops` | the metrics listener, dashboards vs exported names, the metrics table of docs/metrics.md, deploy manifests, a real Prometheus | `prometheus`, `promtool`, `kubectl` (kustomize), the ops venv (kubernetes-validate) |
 //! | `protobuf` | the sim's protobuf against the real Go encoder; kubectl's protobuf writes through kache | `kube-proto` (../shared/apiserver), `kubectl` |
 //! | `protobuf_codec` | kache's protobuf transcoder against the real Go encoder (every schema kind, metadata views, lists, watch frames) and, by proptest, against the sim's encoder | `kube-proto` (../shared/apiserver) |
 //! | `protobuf_serve` | protobuf get, list and watch from memory, byte-identical to the sim's, decoded equal to kache's JSON; a client-go informer in protobuf through kache; untranscodable objects forwarded | `informer-check` (../shared/apiserver) |

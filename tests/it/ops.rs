@@ -3,12 +3,12 @@
 //!
 //! - `support`: a running metrics listener over a scripted stats source, plain HTTP/1.1 GETs.
 //! - `dashboards`: every PromQL metric name in dashboards/*.json is exported.
-//! - `readme`: README.md documents every metric.
+//! - `metrics_doc`: docs/metrics.md documents every metric.
 //! - `deploy`: deploy/*.yaml parse and carry the fields Kubernetes requires.
 //! - `prometheus`: Debian's prometheus scrapes kache; a PromQL query returns kache's series.
 
 pub mod dashboards;
 pub mod deploy;
+pub mod metrics_doc;
 pub mod prometheus;
-pub mod readme;
 pub mod support;
