@@ -8,7 +8,7 @@
 //!   chunks (what a server answering a prebuilt body would at least do).
 //!
 //! Throughput is in bytes of list body. Run: `cargo bench --bench list` (criterion's report in
-//! `$CARGO_TARGET_DIR/criterion/list/`; `kache-loadtest report` tabulates the medians in BENCHMARKS.md).
+//! `$CARGO_TARGET_DIR/criterion/list/`).
 
 use std::hint::black_box;
 use std::time::Duration;

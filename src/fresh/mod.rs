@@ -1,5 +1,6 @@
 //! Proving the store fresh: consistent reads (resourceVersion unset) and reads at a revision the store has
-//! not reached yet (Exact, continue tokens, NotOlderThan minted by the upstream).
+//! not reached yet (Exact, continue tokens, NotOlderThan minted by the upstream). The policy, its guarantees
+//! and its costs are written once in docs/consistency.md; what follows maps them to this module's items.
 //!
 //! The apiserver serves a consistent read from its watch cache after asking etcd for its current revision
 //! and waiting (≤ 3 s, with progress notifications every 100 ms) until the cache reaches it
