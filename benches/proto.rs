@@ -1,4 +1,4 @@
-//! The protobuf transcoder (`kache::codec::proto`, issue 19): what it costs to turn a stored object's JSON
+//! The protobuf transcoder (`kache::codec::proto`): what it costs to turn a stored object's JSON
 //! into the apiserver's protobuf, and how much smaller the result is.
 //!
 //! - `proto/transcode/pods-1k`: [`ProtoKind::encode_object`] over 1 000 of the sim's pods (2–4 KiB of

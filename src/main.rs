@@ -17,7 +17,7 @@ use kache::upstream::discovery::{Selection, parse_resource_specs};
 /// mimalloc with its default transparent huge pages (MADV_HUGEPAGE on its arenas). Built with `no_thp` instead,
 /// kache's RSS fell (1k pods synced: 38 → 24 MiB; a churn soak's median 580 → 431 MiB) but scans of a big heap
 /// took more TLB misses: the admission run's small readers' p99 under 40 heavy lists of 100k pods rose from a
-/// median of 2.7× to 3.45× of idle (BENCHMARKS-harden.md, "Transparent huge pages"), so they stay on.
+/// median of 2.7× to 3.45× of idle (docs/decisions/0012-transparent-huge-pages.md), so they stay on.
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
 

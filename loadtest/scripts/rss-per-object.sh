@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kache's resident memory against the bytes it holds, at several cluster sizes, to separate the fixed part
-# (binary, runtime, allocator) from the per-object part (issue 19: RSS ÷ bytes held).
+# (binary, runtime, allocator) from the per-object part (RSS ÷ bytes held).
 #
 # For each pod count: the sim (the load tool's workload, seed 1) and kache caching pods only; once kache's
 # store holds every pod, after a settle of SETTLE seconds, prints VmRSS, kache_store_bytes{kind="live"} (the

@@ -19,7 +19,7 @@ use crate::procs::{Bins, rss_bytes, start_kache, start_sim};
 use crate::results::{Latency, RunReport, Table, fmt_num, histogram, record};
 use crate::scenario::Cluster;
 
-/// The bound: small readers' p99 under the heavy load within 2× of their idle p99.
+/// The goal: small readers' p99 under the heavy load within 2× of their idle p99.
 const P99_RATIO_GOAL: f64 = 2.0;
 
 /// `kache-loadtest admission`.
@@ -32,8 +32,8 @@ pub struct Args {
     #[arg(long, default_value_t = 20)]
     pub heavy: usize,
     /// The gzip clients list the whole resource as is, which the gzip cache serves once compressed; by
-    /// default they add a field selector matching every pod, so each list is compressed anew (the issue's
-    /// "uncached gzip lists").
+    /// default they add a field selector matching every pod, so each list is compressed anew
+    /// ("uncached gzip lists").
     #[arg(long)]
     pub gzip_cached: bool,
     /// Nice value added to the heavy clients' threads, to emulate clients on other machines (their own work

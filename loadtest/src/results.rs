@@ -67,7 +67,7 @@ pub struct Figure {
     pub label: String,
     pub value: f64,
     pub unit: String,
-    /// Upper bound the issue sets, if any.
+    /// The goal's upper bound, if any.
     pub goal_max: Option<f64>,
     /// How the value was obtained (which measurements, medians of how many batches).
     pub detail: String,

@@ -154,7 +154,7 @@ pub enum Combine {
     Difference,
 }
 
-/// A derived figure with its goal (every goal in the issues is an upper bound).
+/// A derived figure with its goal (every goal is an upper bound).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FigureSpec {

@@ -12,7 +12,8 @@
 //! or [`BATCH_HOLD`] passed since the oldest byte not yet handed over. An apiserver sends a list as ~16 KiB TLS
 //! records that arrive ~4 KiB at a time, so handing over each piece as it came cost a wake-up, a TLS record and
 //! a `writev` per ~29 KiB: ~230 ms of kache's CPU to relay a 21.5 MiB list, ten times what serving it from
-//! memory costs, on cores the apiserver needs to produce the list (BENCHMARKS-real.md). A client reads
+//! memory costs, on cores the apiserver needs to produce the list
+//! (docs/decisions/0015-forwarding-transport.md). A client reads
 //! such a body to its end before using it, so a batch held for a millisecond or two delays nothing it can
 //! see. A watch is handed over frame by frame ([`Handoff::Immediate`]): an event must not wait.
 //!

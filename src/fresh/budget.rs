@@ -17,7 +17,8 @@ use tokio::time::Instant;
 /// probes (a list of one name: one round trip), the measured figure replaces this guess ([`ProbeCost`]).
 pub(crate) const FORWARD_BASE: Duration = Duration::from_millis(5);
 /// Throughput of a forwarded read: what the apiserver serialises from its watch cache per second. Measured
-/// on the real 1.36 apiserver (BENCHMARKS-real.md): a 500-object page of 1.1 MB in 30 ms, a 21.5 MiB list in
+/// on the real 1.36 apiserver (docs/decisions/0016-consistent-reads-probe-census-proof.md): a 500-object page
+/// of 1.1 MB in 30 ms, a 21.5 MiB list in
 /// 560 ms, both ~40 MB/s (a 30 MB list took 279 ms on a faster machine).
 pub(crate) const FORWARD_BYTES_PER_SEC: f64 = 40e6;
 /// Throughput of a read served from memory (a 21.5 MiB list in 56 ms over TLS, same run: ~400 MB/s).
@@ -27,7 +28,7 @@ pub(crate) const MEMORY_BYTES_PER_SEC: f64 = 400e6;
 /// consistent get from etcd, `CacheDelegator.Get`, and the probe's list of one name as one storage key after
 /// asking etcd for its revision), so for gets and small lists probing can only add latency. One probe's
 /// worth is the break-even: a probe wasted on a store found behind (then forwarded) is rare, because a store
-/// known to be behind is forwarded without probing (`NotFresh::Quiet`). (It was 2 until the ninth session: a
+/// known to be behind is forwarded without probing (`NotFresh::Quiet`). (It was 2 at first: a
 /// namespace list of 100 objects, 216 KiB, saves ~5 ms and was forwarded at 1.4–1.6× direct where memory
 /// answers it at 0.4×.)
 pub(crate) const PROBE_PAYOFF: u32 = 1;

@@ -7,7 +7,8 @@
 //! (`Store.ListPredicate`, `MatchesSingle`), so it costs what a get costs whatever the resource's size.
 //! A `limit=1` list of the whole resource costs more the more objects there are: the watch cache walks the
 //! resource's items to fill its one-item page (measured on the real 1.36 apiserver with 10k objects of
-//! 2.2 KiB: 7.3 ms at p50 against 2.7 ms by name and 2.7 ms for a get, BENCHMARKS-real.md). Either list's
+//! 2.2 KiB: 7.3 ms at p50 against 2.7 ms by name and 2.7 ms for a get,
+//! docs/decisions/0016-consistent-reads-probe-census-proof.md). Either list's
 //! `resourceVersion` is the upstream's current revision; an upstream that refuses the name selector (400)
 //! is probed with `limit=1` from then on.
 

@@ -41,7 +41,7 @@ const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// A boxed future, as [`Handler::handle`] returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// What answers requests: the coordinator plugs the from-memory handler in front of forwarding.
+/// What answers requests: `app` plugs the pipeline (memory, else forwarding) in here.
 ///
 /// The request carries, in its extensions, the [`ConnInfo`] of its connection and its parsed
 /// [`Route`](super::route::Route). Its body is already bounded by [`Limits::max_body_bytes`]: reading past

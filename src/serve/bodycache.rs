@@ -204,7 +204,8 @@ impl BodyCache {
     ///
     /// A body is assembled for the cache only once a second list of its snapshot shows the snapshot is read
     /// again. Under churn every list of a key is at a new snapshot, and recording each one only to replace it
-    /// unread made a 30-minute soak's RSS ~3× the same run's without the cache (BENCHMARKS-harden.md); a relist
+    /// unread made a 30-minute soak's RSS ~3× the same run's without the cache
+    /// (docs/decisions/0009-list-body-cache.md); a relist
     /// storm or a repeated list of a quiet resource pays one extra assembly before its hits.
     pub fn lookup(self: &Arc<Self>, key: &str, rv: u64) -> Lookup {
         let now = Instant::now();

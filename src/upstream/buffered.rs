@@ -1,7 +1,7 @@
 //! Upstream TCP connections read through a buffer, for TLS.
 //!
 //! rustls reads the socket 4 KiB at a time (`DeframerVecBuffer::prepare_read`, `READ_SIZE`), so a forwarded
-//! 21.5 MiB list cost ~5,500 `recvfrom` calls, ~9 % of kache's CPU relaying it (`perf`, ninth session). A
+//! 21.5 MiB list cost ~5,500 `recvfrom` calls, ~9 % of kache's CPU relaying it (`perf`). A
 //! buffer under the TLS layer turns them into one read per buffer's worth of what the kernel holds; rustls
 //! then takes its 4 KiB from memory. Plain-HTTP upstreams are unaffected: hyper reads with buffers at least
 //! as large, and tokio's `BufReader` hands a read that large straight to the socket.

@@ -177,7 +177,8 @@ where
 /// Whether a request is a read that ends with its response (a get or list, not a watch): those go over
 /// the HTTP/1.1 client. A Go apiserver sends a large body markedly slower over HTTP/2 (one writer per
 /// connection, 16 KiB frames, flow-control round trips: a 21.5 MiB list took ~1.6× as long through kache
-/// over HTTP/2 as directly over HTTP/1.1, BENCHMARKS-real.md), and a short read has nothing to gain from
+/// over HTTP/2 as directly over HTTP/1.1, docs/decisions/0015-forwarding-transport.md), and a short read has
+/// nothing to gain from
 /// multiplexing; watches, which are long-lived and many, stay on the HTTP/2 pool.
 fn is_short_read(req: &Request<Body>) -> bool {
     if req.method() != http::Method::GET {

@@ -418,7 +418,8 @@ fn resource_selector_flags_are_validated() {
     }
 }
 
-// --- figures (BENCHMARKS-nodes-mirror.md): `cargo test --test it filtered::measure -- --ignored --nocapture` ---
+// --- figures (docs/decisions/0005-node-filtered-mirrors.md):
+// `cargo test --test it filtered::measure -- --ignored --nocapture` ---
 
 /// Resident memory of this process, from /proc (Linux).
 fn rss_bytes() -> u64 {

@@ -899,7 +899,7 @@ async fn a_relist_storm_of_a_quiet_resource_costs_the_upstream_a_handful_of_requ
 async fn one_client_listing_again_and_again_is_forwarded_not_made_to_wait_for_proofs() {
     // A controller relisting a big quiet resource in a loop is one reader at a time: each of its lists would
     // wait ~1-2 s for a proof of its own, so each is forwarded. Its previous list counts as in flight only
-    // until its answer has been sent (before the tenth session, for the estimated forwarding time: a fast
+    // until its answer has been sent (it once counted for the estimated forwarding time: a fast
     // upstream left the previous list counted, two readers, and every list waited for a proof). The proof's
     // cost is set to 1.5 lists' estimated forwarding: one list does not pay for a proof, two at once would.
     let sim = quiet_sim().await;

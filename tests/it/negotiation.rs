@@ -205,7 +205,7 @@ async fn every_client_accept_header_matches_the_apiserver() {
     assert!(stats.encoding_forwarded(ResponseEncoding::Table) > 0, "custom resources' Tables forwarded");
     assert!(stats.encoding_forwarded(ResponseEncoding::Yaml) > 0, "YAML forwarded");
     assert_eq!(stats.encoding_memory(ResponseEncoding::Yaml), 0, "YAML never from memory");
-    // Protobuf of built-in kinds comes from memory (issue 19), byte for byte the sim's; custom resources'
+    // Protobuf of built-in kinds comes from memory, byte for byte the sim's; custom resources'
     // protobuf is the upstream's to answer.
     assert!(stats.encoding_memory(ResponseEncoding::Protobuf) > 0, "protobuf of built-in kinds from memory");
     assert!(stats.encoding_forwarded(ResponseEncoding::Protobuf) > 0, "custom resources' protobuf forwarded");

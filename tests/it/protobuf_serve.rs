@@ -1,4 +1,4 @@
-//! Protobuf served from memory (issue 19, phase 2): kache transcodes its stored JSON to the apiserver's
+//! Protobuf served from memory: kache transcodes its stored JSON to the apiserver's
 //! protobuf, and what it answers is byte for byte what the upstream (the sim, itself held to the real Go
 //! encoder by tests/protobuf.rs) answers directly: gets, lists in every resourceVersion mode, pages,
 //! selectors, metadata views, Status errors and watch streams. Each test also proves the answers came from
@@ -601,7 +601,7 @@ async fn custom_resources_and_v1beta1_views_in_protobuf_are_forwarded() {
     f.sim.shutdown().await;
 }
 
-/// Figures for BENCHMARKS-pbserve.md (not a check; run with
+/// Figures for docs/decisions/0006-protobuf-by-transcoding.md (not a check; run with
 /// `cargo test -p kache --test protobuf_serve measure -- --ignored --nocapture`): protobuf ÷ JSON bytes of a
 /// full list of 10k realistic pods (the sim's workload; the wire form is the same whoever serves it), and the
 /// protobuf bytes kache holds after serving a list of 10k plain pods from memory, against its JSON.

@@ -138,7 +138,7 @@ async fn memory_per_resuming_watcher_does_not_grow_with_the_replay_length() {
     assert!(long < 4096, "a resuming watcher holds {long} bytes");
 }
 
-/// The reconnect storm of the issue: 10,000 watchers resuming 60 s back at 1,000 events/s (60,000 events to
+/// A reconnect storm: 10,000 watchers resuming 60 s back at 1,000 events/s (60,000 events to
 /// replay each). Copied tails held ~4.8 GB of `Arc`s alone (10,000 × 60,000 × 8 bytes); cursors hold a few
 /// hundred bytes per watcher (680 in a debug build when this was written).
 #[tokio::test]

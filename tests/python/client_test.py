@@ -153,7 +153,7 @@ def check_paginated_lists():
 
 
 def check_paginated_lists_under_foreign_writes():
-    """Issue 16: while leases and events move the global revision (the pods are quiet), pages followed through
+    """While leases and events move the global revision (the pods are quiet), pages followed through
     kache, a foreign write between every two, never fail (no 504) and hold the sim's pods at one revision,
     whichever side answers the first page."""
     foreign_writes(100)

@@ -10,7 +10,7 @@
 //!   ([`pool`]) whose OS scheduling priority is lowered (nice +10); the worker only moves finished bytes to
 //!   the socket. Small requests find a worker free, and when one wakes up the OS scheduler gives it the core
 //!   before the producer: heavy bodies use what light requests leave (measured on 2 cores beside 40 heavy
-//!   lists: see BENCHMARKS-harden.md).
+//!   lists: see docs/decisions/0010-heavy-bodies-on-low-priority-threads.md).
 //! - **At most [`producers()`] batches at once in the process** (a fair, FIFO semaphore): the cores heavy
 //!   bodies may use together, whatever their number. Permits are taken per batch and released in between, so
 //!   the heavy bodies take turns, and a slow client, whose batch waits in its socket, holds no permit.
