@@ -13,7 +13,7 @@ command -v go >/dev/null || { echo "testbed/build.sh: Go is not installed (go.mo
 CACHE=${KACHE_TESTBED_CACHE:-${HOME:-/tmp}/.cache/kache-testbed}
 KEY=$(cd "$HERE" && cat go.mod go.sum build.sh $(find cmd -name '*.go' | sort) | sha256sum | cut -c1-16)
 OUT=$CACHE/$KEY
-BINS=(kube-apiserver kube-controller-manager kube-scheduler kwok etcd sample-apiserver crd-apiserver informer-check kube-proto)
+BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kwok etcd sample-apiserver crd-apiserver informer-check kube-proto)
 missing=()
 for b in "${BINS[@]}"; do [ -x "$OUT/$b" ] || missing+=("$b"); done
 if [ ${#missing[@]} -eq 0 ]; then echo "$OUT"; exit 0; fi
@@ -25,7 +25,7 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 pkg() {
   case $1 in
-    kube-apiserver|kube-controller-manager|kube-scheduler) echo "k8s.io/kubernetes/cmd/$1" ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "k8s.io/kubernetes/cmd/$1" ;;
     kwok) echo sigs.k8s.io/kwok/cmd/kwok ;;
     sample-apiserver) echo k8s.io/sample-apiserver ;;
     *) echo "./cmd/$1" ;;
