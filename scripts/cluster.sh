@@ -16,11 +16,12 @@
 #   scripts/cluster.sh stats DIR [S] each process's CPU use over S seconds (default 20) and its RSS
 #
 # Everything lives in DIR: pki/ (CA, certificates, keys, tokens.csv), kubeconfigs/, manifests/, etcd-data/,
-# NAME.log and NAME.pid per process, state (ports, sizes), env. Needs: Go (for testbed/build.sh), kubectl,
-# openssl, python3 (free ports), curl.
+# NAME.log and NAME.pid per process, state (ports, sizes), env. Needs: Go (for testbed/build.sh, which also
+# builds the kubectl used here; KUBECTL=PATH picks another), openssl, python3 (free ports), curl, flock.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-KUBECTL=${KUBECTL:-kubectl}
+# kubectl: the testbed's own (the cluster's version) unless KUBECTL names another.
+KUBECTL=${KUBECTL:-}
 # The processes, in start order; `down` stops them in the reverse order.
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 CLIENTS=(kube-controller-manager kube-scheduler kwok)
@@ -32,7 +33,7 @@ NAMESPACES=(team-a team-b team-c)
 DEPLOYMENTS=(web api worker)
 SERVICE_CIDR=10.96.0.0/16 # the `kubernetes` Service gets 10.96.0.1 (in the serving certificate)
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
 # === processes ===
@@ -422,6 +423,7 @@ build() {
   command -v go >/dev/null || die "Go is not installed: testbed/build.sh builds the cluster's binaries with it"
   BIN=$("$ROOT/testbed/build.sh" | tail -n 1) || die "testbed/build.sh failed (its output is above)"
   [ -x "$BIN/kube-apiserver" ] || die "testbed/build.sh printed '$BIN', which holds no kube-apiserver"
+  KUBECTL=${KUBECTL:-$BIN/kubectl}
 }
 
 etcd_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
@@ -555,7 +557,7 @@ write_env() {
     printf 'KWOK_PID=%q\n' "$(pid_or_none kwok)"
     printf 'KUBE_CLIENTS_URL=%q\n' "$CLIENTS_URL"
     printf 'KUBE_NODES=%q\nKUBE_PODS_PER_NODE=%q\n' "$NODES" "$PODS_PER_NODE"
-    printf 'TESTBED_BIN=%q\nKUBE_RUN_DIR=%q\n' "$BIN" "$DIR"
+    printf 'TESTBED_BIN=%q\nKUBECTL=%q\nKUBE_RUN_DIR=%q\n' "$BIN" "$KUBECTL" "$DIR"
   } > "$DIR/env.tmp"
   mv "$DIR/env.tmp" "$DIR/env"
   cat "$DIR/env"
@@ -582,7 +584,6 @@ setup() {
   [[ -z $PPN_ARG || $PPN_ARG =~ ^[0-9]+$ ]] || die "--pods-per-node wants a number, not '$PPN_ARG'"
   [ -z "$VIA_CA" ] || [ -f "$VIA_CA" ] || die "--via-ca $VIA_CA: no such file"
   [ -z "$VIA_CA" ] || VIA_CA=$(cd "$(dirname "$VIA_CA")" && pwd)/$(basename "$VIA_CA")
-  command -v "$KUBECTL" >/dev/null || die "kubectl is not installed (or set KUBECTL=/path/to/kubectl)"
   command -v openssl >/dev/null || die "openssl is not installed"
   command -v python3 >/dev/null || die "python3 is not installed (it picks free ports)"
   exec 9> "$DIR/.lock"
@@ -638,6 +639,7 @@ cmd_clients() {
   [ -n "${API_PORT:-}" ] && all_alive etcd kube-apiserver || die "$DIR has no running apiserver: run 'scripts/cluster.sh up $DIR' first"
   API_URL=https://127.0.0.1:$API_PORT
   ADMIN_KC=$DIR/kubeconfigs/admin.kubeconfig
+  build
   [ -n "$NODES_ARG" ] && NODES=$NODES_ARG
   [ -n "$PPN_ARG" ] && PODS_PER_NODE=$PPN_ARG
   CLIENTS_URL=${VIA_URL:-$API_URL}
@@ -689,6 +691,6 @@ case ${1:-} in
   down) shift; cmd_down "$@" ;;
   stats) shift; cmd_stats "$@" ;;
   env) [ -f "${2:?usage: cluster.sh env DIR}/env" ] || die "$2/env: no cluster running there"; cat "$2/env" ;;
-  -h|--help|help) usage ;;
+  -h|--help|help) usage 0 ;;
   *) usage ;;
 esac
