@@ -4,7 +4,8 @@
 # - kubernetes-validate from PyPI, in a venv under the cargo target dir: offline manifest validation;
 # - kubectl (Debian's kubernetes-client) for tests/it/kubectl.rs;
 # - the Python `kubernetes` client (tests/python/requirements.txt) in target/py-venv for tests/it/python.rs.
-# - bash, curl, python3 and xz for the real apiserver in ../shared/apiserver (tests/it/real_apiserver.rs).
+# - bash, curl and python3 for the testbed's scripts, and the testbed's binaries built from Go modules
+#   (testbed/build.sh: the real apiservers, etcd, informer-check, kube-proto), linked at $target/testbed-bin.
 # Each step that cannot run (no apt, no network, no python venv) says why; the tests that need it then
 # print SKIPPED with the reason, or fail under KACHE_REQUIRE_TOOLS=1 (CI), and so does this script.
 # Nothing else on the machine is changed.
@@ -88,19 +89,19 @@ else
     status=1
 fi
 
-# What ../shared/apiserver's scripts run (tests/it/real_apiserver.rs): bash, curl, python3, xz.
+# What testbed/apiserver's scripts run (tests/it/real_apiserver.rs): bash, curl, python3.
 missing_debs=""
-for tool in bash:bash curl:curl python3:python3 xz:xz-utils; do
+for tool in bash:bash curl:curl python3:python3; do
     command -v "${tool%%:*}" >/dev/null || missing_debs="$missing_debs ${tool#*:}"
 done
 if [ -z "$missing_debs" ]; then
-    echo "install-test-deps: bash, curl, python3, xz present (../shared/apiserver)"
+    echo "install-test-deps: bash, curl, python3 present (testbed scripts)"
 elif command -v apt-get >/dev/null; then
     sudo=""
     [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo"
     # shellcheck disable=SC2086 # a list of package names
     if $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing_debs >/dev/null; then
-        echo "install-test-deps: installed$missing_debs (../shared/apiserver)"
+        echo "install-test-deps: installed$missing_debs (testbed scripts)"
     else
         echo "install-test-deps: apt-get could not install$missing_debs; tests/it/real_apiserver.rs will skip" >&2
         status=1
@@ -109,8 +110,19 @@ else
     echo "install-test-deps: missing$missing_debs and no apt-get; tests/it/real_apiserver.rs will skip" >&2
     status=1
 fi
-if [ ! -x ../shared/apiserver/start.sh ] && [ ! -x "${KACHE_APISERVER_DIR:-/nonexistent}/start.sh" ]; then
-    echo "install-test-deps: no ../shared/apiserver (nor KACHE_APISERVER_DIR); tests/it/real_apiserver.rs will skip" >&2
+
+# The testbed's binaries (testbed/build.sh: Go modules, cached outside the repository by go.sum's hash;
+# a first build takes tens of minutes on two cores, a cached one a second).
+if command -v go >/dev/null; then
+    if bin=$(testbed/build.sh | tail -n 1) && [ -d "$bin" ]; then
+        ln -sfn "$bin" "$target/testbed-bin"
+        echo "install-test-deps: testbed binaries in $bin (linked at $target/testbed-bin)"
+    else
+        echo "install-test-deps: testbed/build.sh failed; the tests against the real apiservers will skip" >&2
+        status=1
+    fi
+else
+    echo "install-test-deps: no Go toolchain; the testbed cannot be built and the tests against the real apiservers will skip" >&2
     status=1
 fi
 

@@ -22,6 +22,7 @@ use crate::pipeline::{HandlerStats, KacheHandler};
 use crate::reflector::{ReflectorConfig, Registry};
 use crate::serve::reads::{ReadConfig, Reads};
 use crate::upstream::discovery::{ResourceSpec, Selection, parse_resource_specs};
+use crate::upstream::reach::{DEFAULT_UNREACHABLE_GRACE, Reach};
 use crate::upstream::{Upstream, UpstreamError};
 
 /// How often histogram samples are folded into their buckets when nobody scrapes. Bounds the memory of
@@ -38,6 +39,8 @@ pub enum UpstreamSource {
     Url(String),
     /// A kubeconfig file (`None`: `KUBECONFIG`, else `~/.kube/config`, else in-cluster).
     Kubeconfig(Option<PathBuf>),
+    /// A context of a kubeconfig file (`None`: `KUBECONFIG`, else `~/.kube/config`), like `kubectl --context`.
+    KubeconfigContext(Option<PathBuf>, String),
 }
 
 /// Everything kache needs to run.
@@ -60,8 +63,10 @@ pub struct Config {
     /// The serving certificate's files, followed for rotation in place while kache runs (`--tls-cert` and
     /// `--tls-key`; `tls` serves from it). Watched from [`Kache::start`], stopped with the kache.
     pub tls_reload: Option<Arc<crate::auth::ReloadingCert>>,
-    /// Client authentication and authorization (k-sec).
+    /// Client authentication and authorization.
     pub auth: AuthSettings,
+    /// How long the upstream may be unreachable before `/readyz` fails ([`Reach`]).
+    pub unreachable_grace: Duration,
 }
 
 impl Config {
@@ -80,6 +85,7 @@ impl Config {
             tls: None,
             tls_reload: None,
             auth: AuthSettings::default(),
+            unreachable_grace: DEFAULT_UNREACHABLE_GRACE,
         }
     }
 }
@@ -154,6 +160,9 @@ impl Kache {
         let upstream = match &config.upstream {
             UpstreamSource::Url(url) => Upstream::plain(url)?,
             UpstreamSource::Kubeconfig(path) => Upstream::from_kubeconfig(path.as_deref()).await?,
+            UpstreamSource::KubeconfigContext(path, context) => {
+                Upstream::from_kubeconfig_context(path.as_deref(), Some(context)).await?
+            }
         };
         let registry = Registry::with_metrics(
             Arc::new(upstream.clone()),
@@ -182,22 +191,33 @@ impl Kache {
             }));
         }
 
+        // Readiness beyond the stores' sync: the first discovery, and an upstream that answers.
+        let discovery = Arc::new(DiscoveryState::default());
+        let reach = Arc::new(Reach::new(config.unreachable_grace));
+        background.push(tokio::spawn(reach.clone().watch(upstream.clone(), shutdown.clone())));
         // Discovery: first round now (in the background so an unreachable upstream does not block
         // serving), then periodically.
         {
             let registry = registry.clone();
             let interval = config.rediscovery_interval;
             let stop = shutdown.clone();
+            let discovery = discovery.clone();
             background.push(tokio::spawn(async move {
                 let mut backoff = Duration::from_millis(200);
                 loop {
                     match registry.rediscover().await {
                         Ok(started) => {
                             tracing::info!(resources = started.len(), "discovery done");
+                            discovery.done();
                             break;
                         }
                         Err(e) => {
-                            tracing::warn!(error = %e, retry_in = ?backoff, "discovery failed");
+                            tracing::warn!(
+                                error = %e,
+                                retry_in_ms = backoff.as_millis() as u64,
+                                "discovery failed"
+                            );
+                            discovery.failed(e.to_string());
                             tokio::select! {
                                 () = stop.cancelled() => return,
                                 () = tokio::time::sleep(backoff) => {}
@@ -223,7 +243,13 @@ impl Kache {
             }));
         }
         if let Some(listener) = metrics {
-            let source = Arc::new(KacheStats::new(registry.clone()).with_freshness(freshness.clone()));
+            let (discovery, reach) = (discovery.clone(), reach.clone());
+            let source = Arc::new(
+                KacheStats::new(registry.clone())
+                    .with_freshness(freshness.clone())
+                    .with_check("discovery", move || discovery.check())
+                    .with_check("upstream", move || reach.check()),
+            );
             let (stop, metrics) = (shutdown.clone(), metrics_instance.clone());
             background.push(tokio::spawn(async move {
                 if let Err(e) =
@@ -255,8 +281,16 @@ impl Kache {
                     Auth::new(config.auth.clone(), upstream.clone()).with_metrics(metrics_instance.clone()),
                 );
                 let pass_through = match (&config.upstream, upstream.credentials()) {
-                    (UpstreamSource::Kubeconfig(path), crate::upstream::Credentials::Own) => {
-                        let bare = Upstream::from_kubeconfig_without_credentials(path.as_deref()).await?;
+                    (
+                        UpstreamSource::Kubeconfig(path) | UpstreamSource::KubeconfigContext(path, _),
+                        crate::upstream::Credentials::Own,
+                    ) => {
+                        let context = match &config.upstream {
+                            UpstreamSource::KubeconfigContext(_, context) => Some(context.as_str()),
+                            _ => None,
+                        };
+                        let bare =
+                            Upstream::from_kubeconfig_without_credentials(path.as_deref(), context).await?;
                         let forwarder = Forwarder::new(bare, writes.clone(), config.limits.max_in_flight);
                         Some(forwarder.with_metrics(metrics_instance.clone()))
                     }
@@ -361,6 +395,36 @@ impl Kache {
             () = token.cancelled() => {}
         }
         self.shutdown().await;
+    }
+}
+
+/// The first discovery round: readiness fails until it succeeded (before it, no store is registered, so no
+/// per-resource check could fail).
+#[derive(Debug, Default)]
+struct DiscoveryState {
+    done: std::sync::atomic::AtomicBool,
+    last_error: std::sync::Mutex<Option<String>>,
+}
+
+// === impl DiscoveryState ===
+
+impl DiscoveryState {
+    fn done(&self) {
+        self.done.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    fn failed(&self, why: String) {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.done.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
+        Err(match &*self.last_error.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(why) => format!("discovering the upstream's resources failed: {why}"),
+            None => "discovering the upstream's resources".to_owned(),
+        })
     }
 }
 

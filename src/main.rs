@@ -58,8 +58,12 @@ struct ServeArgs {
     /// Kubeconfig of the upstream (default: KUBECONFIG, else ~/.kube/config, else in-cluster config).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Address to serve the Kubernetes API on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    /// The kubeconfig context to use instead of its current context (as `kubectl --context`).
+    #[arg(long, conflicts_with = "upstream")]
+    context: Option<String>,
+    /// Address to serve the Kubernetes API on: `HOST:PORT`, e.g. `127.0.0.1:8080`, `localhost:8080`,
+    /// `0.0.0.0:6443`, `[::1]:8080`.
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = parse_listen)]
     listen: SocketAddr,
     #[command(flatten)]
     auth: AuthArgs,
@@ -112,6 +116,13 @@ struct AuthArgs {
     /// Burst of TokenReviews per source address.
     #[arg(long, default_value_t = kache::auth::DEFAULT_REVIEWS_PER_ADDRESS.burst)]
     auth_reviews_per_address_burst: u32,
+    /// SubjectAccessReviews per second one user may cause with reads whose decision is not cached; past it
+    /// the reads are forwarded (the upstream authorizes them). 0 = unlimited.
+    #[arg(long, default_value_t = kache::auth::DEFAULT_ACCESS_REVIEWS_PER_USER.qps)]
+    auth_access_reviews_per_user_qps: f64,
+    /// Burst of SubjectAccessReviews per user.
+    #[arg(long, default_value_t = kache::auth::DEFAULT_ACCESS_REVIEWS_PER_USER.burst)]
+    auth_access_reviews_per_user_burst: u32,
 }
 
 impl AuthArgs {
@@ -132,6 +143,11 @@ impl AuthArgs {
             reviews_per_address: kache::auth::ClientLimitSettings {
                 qps: self.auth_reviews_per_address_qps,
                 burst: self.auth_reviews_per_address_burst,
+                max_watches: 0,
+            },
+            access_reviews_per_user: kache::auth::ClientLimitSettings {
+                qps: self.auth_access_reviews_per_user_qps,
+                burst: self.auth_access_reviews_per_user_burst,
                 max_watches: 0,
             },
             control_ignore_impersonation: false,
@@ -191,6 +207,9 @@ pub(crate) struct CommonArgs {
     /// How long the event history and retained snapshots are kept (the apiserver's 75 s).
     #[arg(long, default_value = "75s", value_parser = parse_duration)]
     history_window: Duration,
+    /// How long the upstream may be unreachable before /readyz fails (it passes again at the next answer).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    upstream_unreachable_grace: Duration,
     #[command(flatten)]
     limits: LimitFlags,
 }
@@ -224,6 +243,7 @@ impl CommonArgs {
         config.handler.watch.indexed = self.watch_index;
         config.reflector.store.history_window = self.history_window;
         config.reflector.store.retain_window = self.history_window;
+        config.unreachable_grace = self.upstream_unreachable_grace;
         config.limits = self.limits.into();
         if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
             // The serving certificate follows its files (rotation in place): loaded and checked here, watched
@@ -255,9 +275,10 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let upstream = match args.upstream {
-        Some(url) => UpstreamSource::Url(url),
-        None => UpstreamSource::Kubeconfig(args.kubeconfig),
+    let upstream = match (args.upstream, args.context) {
+        (Some(url), _) => UpstreamSource::Url(url),
+        (None, Some(context)) => UpstreamSource::KubeconfigContext(args.kubeconfig, context),
+        (None, None) => UpstreamSource::Kubeconfig(args.kubeconfig),
     };
     match check_listen(args.auth.auth, args.listen, args.auth.auth_none_allow_non_loopback)? {
         ListenCheck::Ok => {}
@@ -271,12 +292,33 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.auth = args.auth.settings();
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
-        .with_context(|| format!("binding --listen {}", args.listen))?;
+        .map_err(|e| bind_error("--listen", &args.listen.to_string(), &e))?;
     let metrics = bind_metrics(&args.common.metrics_listen).await?;
     let kache = Kache::start_with_metrics(config, listener, metrics).await?;
-    tracing::info!(url = %kache.url(), metrics = ?kache.metrics_url(), "kache serving");
+    let metrics = kache.metrics_url().unwrap_or_else(|| "off".to_owned());
+    tracing::info!(url = %kache.url(), %metrics, "kache serving");
     kache.run_until(shutdown_signal()).await;
     Ok(())
+}
+
+/// `--listen`: `HOST:PORT` with an IP address or a host name (`localhost:8080`), resolved now. A name that
+/// resolves to several addresses binds the first IPv4 one (as `localhost` means 127.0.0.1 to most clients).
+pub(crate) fn parse_listen(value: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = value.parse() {
+        return Ok(addr);
+    }
+    if !value.contains(':') {
+        return Err(format!("{value:?} has no port: use HOST:PORT, e.g. 127.0.0.1:8080"));
+    }
+    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(value)
+        .map_err(|e| format!("{value:?} is not HOST:PORT with a known host: {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{value:?} resolves to no address"))
 }
 
 /// Binds the metrics listener unless it is `off`.
@@ -284,10 +326,24 @@ pub(crate) async fn bind_metrics(addr: &str) -> anyhow::Result<Option<tokio::net
     if addr == "off" {
         return Ok(None);
     }
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding --metrics-listen {addr}"))?;
+    let resolved = parse_listen(addr).map_err(|e| anyhow::anyhow!("--metrics-listen: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(resolved).await.map_err(|e| bind_error("--metrics-listen", addr, &e))?;
     Ok(Some(listener))
+}
+
+/// A listener that could not be bound, said with the flag that chose the address and what to do about it.
+pub(crate) fn bind_error(flag: &str, addr: &str, err: &std::io::Error) -> anyhow::Error {
+    let hint = match err.kind() {
+        std::io::ErrorKind::AddrInUse => format!("another process listens there: pass {flag} with a free port"),
+        std::io::ErrorKind::PermissionDenied => {
+            format!("ports below 1024 need privileges: pass {flag} with a port above 1023")
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            format!("no interface of this machine has that address: pass {flag} with one of its addresses")
+        }
+        _ => format!("pass {flag} with another address"),
+    };
+    anyhow::anyhow!("cannot listen on {addr} ({flag}): {err}; {hint}")
 }
 
 /// Completes on SIGINT or SIGTERM.

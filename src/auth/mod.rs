@@ -54,6 +54,13 @@ pub(crate) const DEFAULT_DENY_TTL: Duration = Duration::from_secs(30);
 /// reviewed once per `--auth-token-ttl`; only floods of distinct tokens reach this).
 pub const DEFAULT_REVIEWS_PER_ADDRESS: ClientLimitSettings =
     ClientLimitSettings { qps: 10.0, burst: 50, max_watches: 0 };
+/// Default SubjectAccessReview budget per user: 20 reviews/s, bursts of 100. A client reading what it read
+/// before costs none (decisions are cached); one that reads ever new names, namespaces or impersonated users
+/// would make kache send one review upstream per read. Past the budget its reads are forwarded (the upstream
+/// authorizes them itself, as it would have without kache), so a review never costs the upstream more than
+/// the read it decides.
+pub const DEFAULT_ACCESS_REVIEWS_PER_USER: ClientLimitSettings =
+    ClientLimitSettings { qps: 20.0, burst: 100, max_watches: 0 };
 /// Default bound of each decision cache.
 pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
 /// The apiserver's answer to a request it cannot authenticate.
@@ -87,6 +94,9 @@ pub struct AuthSettings {
     /// token kache has not seen costs a review upstream, so a flood of distinct junk tokens from one
     /// address is refused with 429 instead of being passed on. Zero turns it off.
     pub reviews_per_address: ClientLimitSettings,
+    /// SubjectAccessReviews per second (and burst) one user may cause ([`DEFAULT_ACCESS_REVIEWS_PER_USER`]).
+    /// Zero turns it off.
+    pub access_reviews_per_user: ClientLimitSettings,
     /// Test control only, never a flag: treat `Impersonate-*` headers as kache did before it implemented
     /// impersonation (authorize the requester and serve from memory). It reproduces that leak so the
     /// tests can prove they detect it.
@@ -106,6 +116,7 @@ impl Default for AuthSettings {
             cache_entries: DEFAULT_CACHE_ENTRIES,
             clients: ClientLimitSettings::default(),
             reviews_per_address: DEFAULT_REVIEWS_PER_ADDRESS,
+            access_reviews_per_user: DEFAULT_ACCESS_REVIEWS_PER_USER,
             control_ignore_impersonation: false,
         }
     }
@@ -274,6 +285,8 @@ pub struct Auth {
     tokens: TtlCache<TokenKey, Option<Arc<Identity>>>,
     /// TokenReviews per source address ([`AuthSettings::reviews_per_address`]).
     reviews: ClientLimits,
+    /// SubjectAccessReviews per user ([`AuthSettings::access_reviews_per_user`]).
+    access_reviews: ClientLimits,
     /// `Ok(())` allowed, `Err(reason)` denied.
     decisions: TtlCache<DecisionKey, Result<(), String>>,
     /// Where decisions are counted (`kache_auth_cache_total`, `kache_impersonation_total`).
@@ -289,11 +302,13 @@ impl Auth {
         let entries = settings.cache_entries;
         let upstream = Some(upstream);
         let reviews = ClientLimits::new(settings.reviews_per_address);
+        let access_reviews = ClientLimits::new(settings.access_reviews_per_user);
         Self {
             settings,
             upstream,
             tokens: TtlCache::new(entries),
             reviews,
+            access_reviews,
             decisions: TtlCache::new(entries),
             metrics: Metrics::default(),
         }
@@ -314,6 +329,7 @@ impl Auth {
             upstream: None,
             tokens: TtlCache::new(entries),
             reviews,
+            access_reviews: ClientLimits::new(ClientLimitSettings::default()),
             decisions: TtlCache::new(entries),
             metrics: Metrics::default(),
         }
@@ -340,7 +356,10 @@ impl Auth {
         &self.settings
     }
 
-    /// Who sent the request: a bearer token (TokenReview), else a verified client certificate, else 401.
+    /// Who sent the request, in the apiserver's order (its union authenticator takes the first that
+    /// succeeds, and the client-certificate authenticator comes before the token authenticators): a client
+    /// certificate the handshake verified against --client-ca and that names a user, else a bearer token
+    /// (TokenReview), else 401.
     pub async fn authenticate(
         &self,
         headers: &HeaderMap,
@@ -349,10 +368,11 @@ impl Auth {
         if self.settings.mode == AuthMode::None {
             return Ok(Identity::kache());
         }
+        if let Some(id) = conn.and_then(|c| c.client_cert.as_deref()).and_then(certificate_identity) {
+            return Ok(id);
+        }
         let Some(auth) = headers.get(header::AUTHORIZATION) else {
-            // No token: a client certificate the handshake verified against --client-ca, if any.
-            let cert = conn.and_then(|c| c.client_cert.as_deref()).ok_or_else(unauthorized)?;
-            return certificate_identity(cert).ok_or_else(unauthorized);
+            return Err(unauthorized());
         };
         let token = bearer_token(auth).ok_or_else(unauthorized)?;
         let key = token_key(token);
@@ -395,7 +415,8 @@ impl Auth {
     }
 
     /// Whether `id` may do `attrs`: `Err` is the 403 the apiserver would answer (or 500 when the review
-    /// failed).
+    /// failed, or 429 when `id` has used its review budget: [`AuthSettings::access_reviews_per_user`]; a
+    /// read is then forwarded for the upstream to authorize).
     pub async fn authorize(&self, id: &Identity, attrs: &Attributes) -> Result<(), ApiError> {
         if self.settings.mode == AuthMode::None || id.credential == Credential::Kache {
             return Ok(());
@@ -413,6 +434,13 @@ impl Auth {
                 let label = if d.is_ok() { AuthDecision::Allow } else { AuthDecision::Deny };
                 self.metrics.auth_cache(AuthResult::Hit, label);
                 d
+            }
+            None if self.access_reviews.check_rate(&ClientKey::User(id.user.clone()), now).is_err() => {
+                self.metrics.limit_rejected(metrics::Limit::AccessReviews);
+                return Err(ApiError::TooManyRequests {
+                    message: "Too many requests, please try again later.".to_owned(),
+                    retry_after: 1,
+                });
             }
             None => match self.review(id, attrs).await {
                 Ok(status) => {
@@ -487,7 +515,9 @@ impl Auth {
             for attrs in &mode.checks {
                 match self.authorize(id, attrs).await {
                     Ok(()) => {}
-                    Err(ApiError::InternalError(_)) if for_memory => return Impersonation::Undecided,
+                    Err(ApiError::InternalError(_) | ApiError::TooManyRequests { .. }) if for_memory => {
+                        return Impersonation::Undecided;
+                    }
                     // As the filter: an authorizer error is a denial, with the error as its reason.
                     Err(ApiError::InternalError(reason)) => {
                         first_denial.get_or_insert_with(|| forbidden(id, attrs, &reason));

@@ -91,7 +91,7 @@ impl ReloadingCert {
                     _ = tick.tick() => {}
                 }
                 match self.reload_if_changed() {
-                    Ok(true) => tracing::info!(cert = ?self.cert, "serving certificate reloaded"),
+                    Ok(true) => tracing::info!(cert = %self.cert.display(), "serving certificate reloaded"),
                     Ok(false) => {}
                     Err(e) => {
                         tracing::warn!(error = %e, "serving certificate changed but does not load; keeping the old one")

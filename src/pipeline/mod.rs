@@ -256,6 +256,7 @@ impl KacheHandler {
         impersonating: bool,
     ) -> Response<Body> {
         let attrs = Attributes::from_request(r);
+        let requester = id;
         // A bearer-token client is served from memory only as a user kache allowed it to impersonate;
         // everything else goes upstream unchanged, where the upstream decides exactly.
         let impersonated;
@@ -273,8 +274,11 @@ impl KacheHandler {
         };
         // Authorization of a read served from memory, before anything about the resource is looked at, as
         // the apiserver's filter chain orders it. Forwarded requests are authorized upstream.
-        if let Err(e) = self.auth.authorize(id, &attrs).await {
-            return respond::error(&e, req.headers(), false);
+        match self.auth.authorize(id, &attrs).await {
+            Ok(()) => {}
+            // Past the requester's review budget: the upstream authorizes the read itself.
+            Err(ApiError::TooManyRequests { .. }) => return self.forward(req, requester).await,
+            Err(e) => return respond::error(&e, req.headers(), false),
         }
         let (encoding, shape) = match view::choose(&self.reads, req.headers(), req.uri(), r, &store) {
             (encoding, Choice::Memory(view, proto)) => (encoding, Shape { view, proto }),

@@ -275,7 +275,7 @@ impl Registry {
         let (selected, unresolved) = self.selection.load().select(&discovery.resources);
         let mut inner = self.lock();
         for spec in unresolved {
-            warn!(?spec, "configured resource not found in discovery (yet)");
+            warn!(resource = %spec, "configured resource not found in discovery (yet)");
         }
         let mut started = Vec::new();
         for info in selected {
@@ -307,7 +307,10 @@ impl Registry {
                 tick.tick().await;
                 let Some(registry) = weak.upgrade() else { return };
                 match registry.rediscover().await {
-                    Ok(started) if !started.is_empty() => info!(?started, "rediscovery started caching"),
+                    Ok(started) if !started.is_empty() => {
+                        let started: Vec<String> = started.iter().map(ToString::to_string).collect();
+                        info!(resources = %started.join(","), "rediscovery started caching")
+                    }
                     Ok(_) => {}
                     Err(error) => warn!(%error, "rediscovery failed"),
                 }

@@ -32,7 +32,7 @@ impl Drop for Prefix {
     fn drop(&mut self) {
         let plain = if self.gzip { gunzip_prefix(&self.bytes) } else { self.bytes.to_vec() };
         if generic::learn(&self.gvr.group, &self.gvr.version, &self.gvr.resource, &plain) {
-            tracing::debug!(gvr = ?self.gvr, "generic Table columns learned from the upstream");
+            tracing::debug!(resource = %self.gvr, "generic Table columns learned from the upstream");
         }
     }
 }

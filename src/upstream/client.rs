@@ -39,17 +39,37 @@ pub enum UpstreamError {
     #[error("invalid upstream URL {url:?}: {reason}")]
     InvalidUrl { url: String, reason: String },
     /// The kubeconfig or in-cluster configuration could not be loaded or used.
-    #[error("upstream configuration: {0}")]
+    #[error("upstream configuration: {}", causes(.0))]
     Config(#[source] BoxError),
     /// No connection could be established (refused, unreachable, DNS, connect timeout, TLS handshake).
-    #[error("connecting to the upstream failed: {0}")]
+    #[error("connecting to the upstream failed: {}", causes(.0))]
     Connect(#[source] BoxError),
     /// Credentials for the upstream could not be obtained (exec plugin, token file, OIDC refresh).
-    #[error("upstream credentials: {0}")]
+    #[error("upstream credentials: {}", causes(.0))]
     Auth(#[source] BoxError),
     /// The exchange failed after connecting (reset, protocol error, request body error).
-    #[error("upstream request failed: {0}")]
+    #[error("upstream request failed: {}", causes(.0))]
     Transport(#[source] BoxError),
+}
+
+/// An error and its causes as one line a person can act on: hyper's outer errors say only which step failed
+/// (`client error (Connect)`), the cause says why (`Connection refused (os error 111)`). Messages that
+/// an outer message already holds, and hyper's step names, are left out.
+fn causes(err: &BoxError) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err.as_ref());
+    while let Some(e) = cur {
+        let text = e.to_string();
+        let generic = text.starts_with("client error (") || text.is_empty();
+        if !generic && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cur = e.source();
+    }
+    if parts.is_empty() {
+        return err.to_string();
+    }
+    parts.join(": ")
 }
 
 // === impl UpstreamError ===

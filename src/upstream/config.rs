@@ -43,17 +43,16 @@ impl Upstream {
     /// An upstream from a kubeconfig file; without a path, from `KUBECONFIG`, else `~/.kube/config`, else
     /// the in-cluster service account (kube's `Config::infer`).
     pub async fn from_kubeconfig(path: Option<&Path>) -> Result<Self, UpstreamError> {
+        Self::from_kubeconfig_context(path, None).await
+    }
+
+    /// As [`Upstream::from_kubeconfig`], with the kubeconfig's context `context` instead of its current one.
+    pub async fn from_kubeconfig_context(
+        path: Option<&Path>,
+        context: Option<&str>,
+    ) -> Result<Self, UpstreamError> {
         install_crypto_provider();
-        let config = match path {
-            Some(path) => {
-                let kubeconfig =
-                    Kubeconfig::read_from(path).map_err(|e| UpstreamError::Config(Box::new(e)))?;
-                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                    .await
-                    .map_err(|e| UpstreamError::Config(Box::new(e)))?
-            }
-            None => kube::Config::infer().await.map_err(|e| UpstreamError::Config(Box::new(e)))?,
-        };
+        let config = load(path, context).await?;
         Self::from_kube_config(config).await
     }
 
@@ -62,18 +61,10 @@ impl Upstream {
     /// bearer-token clients' requests with their own tokens).
     pub(crate) async fn from_kubeconfig_without_credentials(
         path: Option<&Path>,
+        context: Option<&str>,
     ) -> Result<Self, UpstreamError> {
         install_crypto_provider();
-        let mut config = match path {
-            Some(path) => {
-                let kubeconfig =
-                    Kubeconfig::read_from(path).map_err(|e| UpstreamError::Config(Box::new(e)))?;
-                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                    .await
-                    .map_err(|e| UpstreamError::Config(Box::new(e)))?
-            }
-            None => kube::Config::infer().await.map_err(|e| UpstreamError::Config(Box::new(e)))?,
-        };
+        let mut config = load(path, context).await?;
         config.auth_info = Default::default();
         Self::from_kube_config(config).await
     }
@@ -95,6 +86,51 @@ impl Upstream {
             .await
             .map_err(|e| UpstreamError::Config(Box::new(e)))?
     }
+}
+
+/// What a person can do when no kubeconfig could be used.
+const KUBECONFIG_HINT: &str =
+    "pass --kubeconfig FILE (and --context NAME), set KUBECONFIG, or --upstream http://HOST:PORT for a plain upstream";
+
+/// Loads the client configuration from `path` (else `KUBECONFIG`, `~/.kube/config`, the in-cluster service
+/// account), with `context` instead of the current context when given. Errors say what was tried and what to
+/// do next, once.
+async fn load(path: Option<&Path>, context: Option<&str>) -> Result<kube::Config, UpstreamError> {
+    let options = KubeConfigOptions { context: context.map(str::to_owned), ..KubeConfigOptions::default() };
+    let fail = |what: String| UpstreamError::Config(what.into());
+    match (path, context) {
+        (Some(path), _) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .map_err(|e| fail(format!("reading kubeconfig {}: {}; {KUBECONFIG_HINT}", path.display(), root_cause(&e))))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| fail(format!("kubeconfig {}: {}", path.display(), root_cause(&e))))
+        }
+        (None, Some(name)) => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| fail(format!("kubeconfig context {name}: {}; {KUBECONFIG_HINT}", root_cause(&e)))),
+        (None, None) => kube::Config::infer().await.map_err(|_| {
+            fail(format!(
+                "no kubeconfig found (KUBECONFIG is {}, {} does not exist) and not running in a cluster; {KUBECONFIG_HINT}",
+                std::env::var("KUBECONFIG").map_or_else(|_| "unset".to_owned(), |v| format!("{v:?}")),
+                home_kubeconfig(),
+            ))
+        }),
+    }
+}
+
+/// `~/.kube/config`, as kube looks for it.
+fn home_kubeconfig() -> String {
+    std::env::var("HOME").map_or_else(|_| "~/.kube/config".to_owned(), |h| format!("{h}/.kube/config"))
+}
+
+/// The innermost message of an error chain (kube's outer errors repeat their cause with quoting).
+fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = err;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
 }
 
 /// How to reach the upstream, as `serve` flags (`#[command(flatten)]`).

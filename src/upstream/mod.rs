@@ -8,6 +8,7 @@ mod client;
 mod config;
 pub mod discovery;
 pub mod fwdrt;
+pub mod reach;
 mod transport;
 
 pub use client::{Credentials, Upstream, UpstreamError};

@@ -1,24 +1,22 @@
-//! kube-proto (../shared/apiserver): the real Kubernetes Go types and protobuf serializers, the reference the
-//! protobuf tests compare with. Unpacked once per target directory and shared by every test of the binary.
+//! kube-proto (built by `testbed/build.sh`): the real Kubernetes Go types and protobuf serializers, the reference the
+//! protobuf tests compare with.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-/// kube-proto: `$KUBE_PROTO`, or unpacked once from ../shared/apiserver into the target dir.
+/// kube-proto: `$KUBE_PROTO`, or the testbed's.
 pub fn path() -> Option<PathBuf> {
     static PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PATH.get_or_init(|| super::real::shared_tool("KUBE_PROTO", "kube-proto")).clone()
+    PATH.get_or_init(|| super::real::testbed_tool("KUBE_PROTO", "kube-proto")).clone()
 }
 
 /// kube-proto's path, or `None` after reporting it missing (a failure under `KACHE_REQUIRE_TOOLS=1`).
 pub fn require() -> Option<PathBuf> {
     let found = path();
     if found.is_none() {
-        super::tools::missing(
-            "kube-proto (../shared/apiserver/bin/kube-proto.xz, unpacked with xz) is not available",
-        );
+        super::tools::missing(&format!("the testbed's kube-proto is not built: {}", super::real::BUILD_HINT));
     }
     found
 }

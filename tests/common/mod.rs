@@ -16,6 +16,8 @@ use kache::app::{Config, Kache};
 
 pub mod alone;
 pub mod auth;
+pub mod cluster;
+pub mod gate;
 pub mod tls;
 use kache_sim::{Sim, SimHandle};
 

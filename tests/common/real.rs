@@ -1,10 +1,12 @@
-//! The real Kubernetes 1.36 apiservers of `../shared/apiserver` — k8s.io/sample-apiserver (flunders and
-//! fischers; `start.sh`) and the CustomResourceDefinition apiserver (`start-crd.sh`), each on its own etcd —
-//! started and stopped with their own scripts, and HTTP clients for them and for kache in front of them.
+//! The real Kubernetes 1.36 apiservers the testbed builds from Go modules (`testbed/`) —
+//! k8s.io/sample-apiserver (flunders and fischers; `testbed/apiserver/start.sh`) and the
+//! CustomResourceDefinition apiserver (`start-crd.sh`), each on its own etcd — started and stopped with
+//! their own scripts, and HTTP clients for them and for kache in front of them.
 //!
-//! Its run state lives under the cargo target dir (the shared directory is read-only in CI); the guard
-//! stops exactly what it started when dropped, also when the test fails. A missing `../shared/apiserver`
-//! (or bash, curl, python3, xz) skips the test, or fails it under `KACHE_REQUIRE_TOOLS=1` (see `tools`).
+//! The binaries are built by `testbed/build.sh`, which `scripts/install-test-deps.sh` runs (as `test.sh`
+//! does first) and links at `target/testbed-bin`; no test builds them. Run state lives under the cargo
+//! target dir; the guard stops exactly what it started when dropped, also when the test fails. Missing
+//! binaries (or bash, curl, python3) skip the test, or fail it under `KACHE_REQUIRE_TOOLS=1` (see `tools`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,44 +22,39 @@ use super::tools;
 use kache::upstream::Upstream;
 use serde_json::Value;
 
-/// Where the scripts are unless `KACHE_APISERVER_DIR` says otherwise.
-const DEFAULT_DIR: &str = "../shared/apiserver";
-/// What start.sh, stop.sh and compact.sh run (their README).
-const NEEDED: [&str; 4] = ["bash", "curl", "python3", "xz"];
-/// The tests of the one test binary start their apiservers one at a time: concurrent start.sh runs race on
-/// unpacking the binaries into the shared cache directory, and a port start.sh found free is bound only
-/// later, so two runs may pick the same one. Held only while start.sh runs (a few seconds).
+/// What start.sh, stop.sh and compact.sh run.
+const NEEDED: [&str; 3] = ["bash", "curl", "python3"];
+/// The tests of the one test binary start their apiservers one at a time: a port start.sh found free is
+/// bound only later, so two concurrent runs may pick the same one. Held only while start.sh runs (a few
+/// seconds).
 static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Bound on one whole response or one watch line: a hang guard, not a timing assertion.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// What to do when the testbed's binaries are missing.
+pub const BUILD_HINT: &str =
+    "run scripts/install-test-deps.sh (test.sh does), which builds them with testbed/build.sh (needs Go)";
 
-/// A tool of ../shared/apiserver/bin: `$ENV_VAR` when it names an existing file, else `bin/NAME.xz` unpacked
-/// once into `target/NAME/NAME` (written under a temporary name and renamed, so parallel tests never see half a
-/// binary); `None` when it cannot be had.
-pub fn shared_tool(env_var: &str, name: &str) -> Option<PathBuf> {
+/// The directory of the testbed's binaries: `$TESTBED_BIN`, else `target/testbed-bin` (the link
+/// `scripts/install-test-deps.sh` makes to `testbed/build.sh`'s output).
+pub fn testbed_bin() -> PathBuf {
+    match std::env::var_os("TESTBED_BIN") {
+        Some(dir) => PathBuf::from(dir),
+        None => target_dir().join("testbed-bin"),
+    }
+}
+
+/// A binary of the testbed: `$ENV_VAR` when it names an existing file, else `NAME` in [`testbed_bin`];
+/// `None` when it is not there.
+pub fn testbed_tool(env_var: &str, name: &str) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os(env_var).map(PathBuf::from).filter(|p| p.exists()) {
         return Some(p);
     }
-    let xz = scripts_dir().join(format!("bin/{name}.xz"));
-    let dest = target_dir().join(name).join(name);
-    if !dest.exists() {
-        std::fs::create_dir_all(dest.parent()?).ok()?;
-        let out = Command::new("xz").arg("-dc").arg(&xz).output().ok().filter(|o| o.status.success())?;
-        let tmp = dest.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, out.stdout).ok()?;
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).ok()?;
-        std::fs::rename(&tmp, &dest).ok()?;
-    }
-    Some(dest)
+    Some(testbed_bin().join(name)).filter(|p| p.is_file())
 }
 
 /// The directory holding start.sh, stop.sh, compact.sh.
 pub fn scripts_dir() -> PathBuf {
-    match std::env::var_os("KACHE_APISERVER_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_DIR),
-    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/apiserver")
 }
 
 /// The cargo target dir this test binary was built into (`target/debug/deps/<test>` → `target`).
@@ -84,6 +81,14 @@ impl Flavor {
         match self {
             Flavor::Sample => "start.sh",
             Flavor::Crd => "start-crd.sh",
+        }
+    }
+
+    /// The testbed binaries its script runs.
+    fn binaries(self) -> &'static [&'static str] {
+        match self {
+            Flavor::Sample => &["etcd", "sample-apiserver", "informer-check", "kube-proto"],
+            Flavor::Crd => &["etcd", "crd-apiserver"],
         }
     }
 
@@ -120,17 +125,14 @@ impl RealApiserver {
     /// As [`RealApiserver::start`], for either apiserver.
     pub fn start_flavor(flavor: Flavor, name: &str) -> Option<RealApiserver> {
         let scripts = scripts_dir();
-        if !scripts.join(flavor.script()).is_file() {
-            tools::missing(&format!(
-                "the real apiserver is not at {} (../shared/apiserver next to the repository; \
-                 KACHE_APISERVER_DIR points elsewhere)",
-                scripts.display()
-            ));
+        let bin = testbed_bin();
+        if let Some(name) = flavor.binaries().iter().find(|b| !bin.join(b).is_file()) {
+            tools::missing(&format!("the testbed's {name} is not built in {}: {BUILD_HINT}", bin.display()));
             return None;
         }
         if let Some(tool) = NEEDED.iter().find(|t| !on_path(t)) {
             tools::missing(&format!(
-                "{tool} is not installed (../shared/apiserver needs bash, curl, python3, xz)"
+                "{tool} is not installed (testbed/apiserver's scripts need bash, curl, python3)"
             ));
             return None;
         }
@@ -153,6 +155,7 @@ impl RealApiserver {
             Command::new("bash")
                 .arg(api.scripts.join(flavor.script()))
                 .arg(&api.run_dir)
+                .env("TESTBED_BIN", &bin)
                 .output()
                 .expect("run start.sh")
         };

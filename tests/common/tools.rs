@@ -1,5 +1,5 @@
 //! Tests that need a tool from outside cargo (kubectl, Prometheus, a Python venv, the real apiserver in
-//! ../shared/apiserver): the one rule for what happens when it is missing.
+//! the testbed): the one rule for what happens when it is missing.
 //!
 //! Without `KACHE_REQUIRE_TOOLS` a test whose tool is missing prints `SKIPPED: <why>` and passes, so a
 //! developer's machine without the tool still runs the rest. CI exports `KACHE_REQUIRE_TOOLS=1`
@@ -24,6 +24,23 @@ pub fn missing(why: &str) {
         panic!("{why} ({REQUIRE_TOOLS_VAR} is set: a missing tool fails the test)");
     }
     eprintln!("SKIPPED: {why} (set {REQUIRE_TOOLS_VAR}=1 to make this a failure)");
+    record_skip(why);
+}
+
+/// The variable naming the file where skips are recorded (`test.sh` sets it and prints every skip with its
+/// reason at the end: the test harness shows a passing test's output only on failure).
+pub const SKIP_LOG_VAR: &str = "KACHE_SKIP_LOG";
+
+/// Appends `<test name>\t<why>` to the file `KACHE_SKIP_LOG` names, if any (one short write per skip, so
+/// lines of parallel tests do not interleave).
+fn record_skip(why: &str) {
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os(SKIP_LOG_VAR) else { return };
+    let test = std::thread::current().name().unwrap_or("unnamed test").to_owned();
+    let line = format!("{test}\t{}\n", why.replace(['\n', '\t'], " "));
+    if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = file.write_all(line.as_bytes());
+    }
 }
 
 /// Whether `kubectl` runs here (`kubectl version --client`). Tests never install it:

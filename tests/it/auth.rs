@@ -369,3 +369,47 @@ async fn junk_token_floods_are_budgeted_per_address_before_review() {
     kache.shutdown().await;
     sim.shutdown().await;
 }
+
+/// The value of the counter line `series` (name and labels, as exposed) in `kache`'s metrics; 0 if absent.
+fn counter(kache: &Kache, series: &str) -> f64 {
+    kache
+        .metrics()
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// One client reading ever new names (each a decision kache has not cached) cannot make kache send more
+/// SubjectAccessReviews than its per-user budget: past it, its reads are forwarded and the upstream
+/// authorizes them itself. Every answer is the upstream's (200 for alice's namespace, 403 elsewhere): no
+/// 429 the apiserver would not give, and the budget's use is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_new_decisions_costs_at_most_the_review_budget() {
+    kache::upstream::install_crypto_provider();
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = kubeconfig(dir.path(), &sim);
+    let budget = kache::auth::ClientLimitSettings { qps: 1.0, burst: 20, max_watches: 0 };
+    let settings = AuthSettings { access_reviews_per_user: budget, ..AuthSettings::delegated() };
+    let kache = start_kache(&kubeconfig, "pods", settings).await;
+    let alice = user_token("alice");
+    const READS: usize = 120;
+    let started = std::time::Instant::now();
+    for i in 0..READS {
+        // Alternating an allowed and a denied namespace, each read a name never read before.
+        let ns = if i % 2 == 0 { "a" } else { "b" };
+        let path = format!("/api/v1/namespaces/{ns}/pods/flood-{i}?resourceVersion=0");
+        let through = request(&kache.url(), &path, Some(&alice)).await;
+        let direct = request(&sim.url(), &path, Some(&alice)).await;
+        assert_eq!(through.status, direct.status, "{path}: {}", String::from_utf8_lossy(&through.body));
+        assert_ne!(through.status, StatusCode::TOO_MANY_REQUESTS, "{path}");
+    }
+    let reviews = counter(&kache, "kache_auth_cache_total{result=\"miss\",decision=\"allow\"}")
+        + counter(&kache, "kache_auth_cache_total{result=\"miss\",decision=\"deny\"}");
+    // The token review is one of the misses; the rest are access reviews within burst + rate × time.
+    let allowed = 1.0 + f64::from(budget.burst) + budget.qps * started.elapsed().as_secs_f64().ceil();
+    assert!(reviews <= allowed, "{reviews} reviews sent for {READS} reads, budget {allowed}");
+    let over = counter(&kache, "kache_limit_rejections_total{limit=\"access_reviews\"}");
+    assert!(over >= 1.0, "reads past the budget are counted: {}", kache.metrics().render());
+}

@@ -13,6 +13,7 @@
 //! | `foreign` | a real cluster's foreign writes (leases, events): no 504 for paginated reads, freshness proofs | — |
 //! | `forward` | the forwarding front over a scripted upstream: headers, streaming, upgrades, limits, TLS kubeconfigs | `openssl`; `kubectl` for `kubectl_through_kache` |
 //! | `impersonation` | `Impersonate-*` under `--auth=delegated`, the chained node → regional deployment, `kubectl --as` | `kubectl` (the last test) |
+//! | `kube_apiserver` | kache in front of a real kube-apiserver 1.36 cluster (controllers, scheduler, simulated nodes): every built-in kind in JSON, protobuf, Table and metadata, pages, selectors, gets, watches and errors, byte for byte | the testbed (`scripts/cluster.sh`; Go builds it) |
 //! | `kube_rs` | kube-rs reflectors and a controller loop through kache, across kache and sim restarts | — |
 //! | `kubectl` | every kubectl command against kache and against the sim directly: equal output | `kubectl` |
 //! | `list` | differential get and list: bodies, continue tokens, remainingItemCount, served from memory | — |
@@ -21,15 +22,16 @@
 //! | `metrics_move` | every documented metric moves under a workload that exercises all of kache | — |
 //! | `negotiation` | content negotiation: every Accept header real clients send, differential | — |
 //! | `ops` | the metrics listener, dashboards vs exported names, the metrics table of docs/metrics.md, deploy manifests, a real Prometheus | `prometheus`, `promtool`, `kubectl` (kustomize), the ops venv (kubernetes-validate) |
-//! | `protobuf` | the sim's protobuf against the real Go encoder; kubectl's protobuf writes through kache | `kube-proto` (../shared/apiserver), `kubectl` |
-//! | `protobuf_codec` | kache's protobuf transcoder against the real Go encoder (every schema kind, metadata views, lists, watch frames) and, by proptest, against the sim's encoder | `kube-proto` (../shared/apiserver) |
-//! | `protobuf_serve` | protobuf get, list and watch from memory, byte-identical to the sim's, decoded equal to kache's JSON; a client-go informer in protobuf through kache; untranscodable objects forwarded | `informer-check` (../shared/apiserver) |
+//! | `protobuf` | the sim's protobuf against the real Go encoder; kubectl's protobuf writes through kache | `kube-proto` (the testbed), `kubectl` |
+//! | `protobuf_codec` | kache's protobuf transcoder against the real Go encoder (every schema kind, metadata views, lists, watch frames) and, by proptest, against the sim's encoder | `kube-proto` (the testbed) |
+//! | `protobuf_serve` | protobuf get, list and watch from memory, byte-identical to the sim's, decoded equal to kache's JSON; a client-go informer in protobuf through kache; untranscodable objects forwarded | `informer-check` (the testbed) |
+//! | `readiness` | `/readyz` fails until discovery and the configured resources' sync, and while the upstream is unreachable past its grace (unreachable and flapping upstreams); `/livez` never does | — |
 //! | `python` | the official Kubernetes Python client through kache | the Python venv (`scripts/install-test-deps.sh`) |
-//! | `real_apiserver` | kache in front of the real 1.36 apiservers: every read equal byte for byte, watches, compaction, client-go informers | ../shared/apiserver (bash, curl, python3, xz), `informer-check` |
+//! | `real_apiserver` | kache in front of the real 1.36 apiservers: every read equal byte for byte, watches, compaction, client-go informers | the testbed (bash, curl, python3; Go builds it), `informer-check` |
 //! | `resume` | memory per resuming watcher is O(1) however far back it resumes | — |
-//! | `sim_vs_real` | kache-sim checked against the real CRD apiserver, directly and through kache | ../shared/apiserver |
-//! | `table` | Table output: `kubectl get` through kache equals the sim's; Table bytes; CRD columns vs the real apiserver | `kubectl`, ../shared/apiserver |
-//! | `table_real` | Tables of kinds without a printer (generic columns) against the real apiservers | ../shared/apiserver, `kubectl` |
+//! | `sim_vs_real` | kache-sim checked against the real CRD apiserver, directly and through kache | the testbed |
+//! | `table` | Table output: `kubectl get` through kache equals the sim's; Table bytes; CRD columns vs the real apiserver | `kubectl`, the testbed |
+//! | `table_real` | Tables of kinds without a printer (generic columns) against the real apiservers | the testbed, `kubectl` |
 //! | `watch` | watch fan-out, differential watches, slow watchers, event sequences under churn, kube-rs watchers | — |
 //!
 //! Shared: `common` (tests/common/: start the sim and kache, HTTP helpers, the real apiservers, the rule
@@ -64,6 +66,7 @@ mod filtered;
 mod foreign;
 mod forward;
 mod impersonation;
+mod kube_apiserver;
 mod kube_rs;
 mod kubectl;
 mod list;
@@ -76,6 +79,7 @@ mod protobuf;
 mod protobuf_codec;
 mod protobuf_serve;
 mod python;
+mod readiness;
 mod real_apiserver;
 mod resume;
 mod sim_vs_real;

@@ -1,7 +1,7 @@
 //! Protobuf end to end: the sim speaks the apiserver's protobuf, byte for byte what
 //! the real Go encoder writes, and kubectl's protobuf writes work through kache (which forwards them).
 //!
-//! The reference is `kube-proto` (../shared/apiserver: the real k8s.io/api types and serializers): for the
+//! The reference is `kube-proto` (the testbed: the real k8s.io/api types and serializers): for the
 //! same JSON, the sim's protobuf object, list and watch stream must equal what kube-proto encodes. The
 //! sim's JSON is the input, so these tests also hold the sim's JSON to the Go types (a field the Go types
 //! do not have, or a value they would print differently, shows up as a byte difference).

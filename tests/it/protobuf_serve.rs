@@ -5,7 +5,7 @@
 //! kache's memory (`ResponseEncoding::Protobuf` counted as memory-served), and a real client-go informer in
 //! protobuf runs through kache with churn.
 //!
-//! The informer test needs `informer-check` (../shared/apiserver/bin, unpacked with xz): under
+//! The informer test needs `informer-check` (built by `testbed/build.sh`): under
 //! `KACHE_REQUIRE_TOOLS=1` it fails when that is missing.
 
 use crate::common;
@@ -505,10 +505,10 @@ async fn objects_that_cannot_be_transcoded_are_forwarded() {
 
 // === a real client-go informer in protobuf ===
 
-/// informer-check: `$INFORMER_CHECK`, or unpacked here from ../shared/apiserver/bin.
+/// informer-check: `$INFORMER_CHECK`, or the testbed's.
 fn informer_check() -> Option<PathBuf> {
     static PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PATH.get_or_init(|| common::real::shared_tool("INFORMER_CHECK", "informer-check")).clone()
+    PATH.get_or_init(|| common::real::testbed_tool("INFORMER_CHECK", "informer-check")).clone()
 }
 
 /// client-go's typed pod informer in protobuf through kache in front of the sim, WatchList on and off,
@@ -517,9 +517,10 @@ fn informer_check() -> Option<PathBuf> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_go_informer_in_protobuf_through_kache() {
     let Some(program) = informer_check() else {
-        common::tools::missing(
-            "informer-check (../shared/apiserver/bin/informer-check.xz, unpacked with xz) is not available",
-        );
+        common::tools::missing(&format!(
+            "the testbed's informer-check is not built: {}",
+            common::real::BUILD_HINT
+        ));
         return;
     };
     let f = Fixture::start().await;

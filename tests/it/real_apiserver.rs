@@ -1,4 +1,4 @@
-//! kache in front of the real Kubernetes apiserver (`../shared/apiserver`: k8s.io/sample-apiserver 1.36 on
+//! kache in front of the real Kubernetes apiserver (`testbed/`: k8s.io/sample-apiserver 1.36 on
 //! etcd 3.6 — the real registry, watch cache and etcd3 store). Every read goes to the apiserver directly
 //! and through kache, both over HTTP/2 and TLS with the same client, and the answers must be equal:
 //! status, `Content-Type`, `Content-Encoding`, `Warning`, `Retry-After`, and the body **byte for byte**.

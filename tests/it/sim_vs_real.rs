@@ -1,5 +1,5 @@
 //! kache-sim checked against the real apiserver: one suite of reads sent to four
-//! endpoints — the real Kubernetes 1.36 CRD apiserver (`../shared/apiserver/start-crd.sh`: the generic
+//! endpoints — the real Kubernetes 1.36 CRD apiserver (`testbed/apiserver/start-crd.sh`: the generic
 //! registry, watch cache and etcd3 store serving custom resources), kache in front of it, kache-sim serving
 //! the same custom resource, and kache in front of the sim — after the same writes on both upstreams.
 //!

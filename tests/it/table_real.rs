@@ -1,5 +1,5 @@
 //! Tables of kinds without a printer of their own, against the real Kubernetes 1.36 apiservers
-//! (`../shared/apiserver`): the sample apiserver's flunders and fischers, printed by the generic table
+//! (`testbed/`): the sample apiserver's flunders and fischers, printed by the generic table
 //! convertor (Name, Created At), and custom resources whose CRD declares no `additionalPrinterColumns`
 //! (Name, Age). kache learns the generic columns from the upstream's first answer (forwarded) and serves
 //! every later Table from memory: lists in every resourceVersion mode, pages, gets, `includeObject`

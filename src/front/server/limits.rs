@@ -6,8 +6,9 @@ use std::time::Duration;
 /// `http.DefaultMaxHeaderBytes` (1 MiB).
 pub(crate) const DEFAULT_MAX_HEADER_BYTES: usize = 1 << 20;
 /// Longest request target (path + query) accepted. Go has no separate bound (the URL counts toward the
-/// header bytes); a separate, smaller one gives a clearer error for runaway selectors.
-pub(crate) const DEFAULT_MAX_URL_BYTES: usize = 64 << 10;
+/// header bytes); a separate, smaller one gives a clearer error for runaway selectors. It is also the most
+/// kache can accept: hyper parses no longer URI (64 KiB − 2 bytes).
+pub(crate) const DEFAULT_MAX_URL_BYTES: usize = super::parse_error::HYPER_MAX_URI_LEN;
 /// Largest request body; the apiserver's `MaxRequestBodyBytes` (3 MiB).
 pub(crate) const DEFAULT_MAX_BODY_BYTES: u64 = 3 << 20;
 /// Time a client has to send a complete request head (slow loris); the apiserver's `ReadHeaderTimeout`.
@@ -48,6 +49,15 @@ pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 pub(crate) const DEFAULT_H2_MAX_STREAMS: u32 = 1000;
 /// How long shutdown waits for in-flight requests after watches were ended, before closing the rest.
 pub(crate) const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `--max-url-bytes`: a number of bytes no larger than what the HTTP parser accepts.
+fn parse_max_url_bytes(value: &str) -> Result<usize, String> {
+    let n: usize = value.parse().map_err(|e| format!("not a number of bytes: {e}"))?;
+    if n > DEFAULT_MAX_URL_BYTES {
+        return Err(format!("at most {DEFAULT_MAX_URL_BYTES} (the longest URI the HTTP parser accepts)"));
+    }
+    Ok(n)
+}
 
 /// The front's limits. `Default` gives the documented defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,8 +108,8 @@ pub struct LimitFlags {
     /// Largest request head (request line and headers) in bytes; larger gets 431.
     #[arg(long, default_value_t = DEFAULT_MAX_HEADER_BYTES)]
     pub max_header_bytes: usize,
-    /// Longest request URL (path and query) in bytes; longer gets 414.
-    #[arg(long, default_value_t = DEFAULT_MAX_URL_BYTES)]
+    /// Longest request URL (path and query) in bytes, at most 65534; longer gets 414.
+    #[arg(long, default_value_t = DEFAULT_MAX_URL_BYTES, value_parser = parse_max_url_bytes)]
     pub max_url_bytes: usize,
     /// Largest request body in bytes; larger gets 413.
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]

@@ -15,6 +15,18 @@ pub enum ResourceSpec {
     Exact(Gvr),
 }
 
+/// As a person wrote it: `pods`, `deployments.apps`, `apps/v1/deployments`.
+impl std::fmt::Display for ResourceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Name(name) => f.write_str(name),
+            Self::GroupResource { group, resource } => write!(f, "{resource}.{group}"),
+            Self::Exact(gvr) if gvr.group.is_empty() => write!(f, "{}/{}", gvr.version, gvr.resource),
+            Self::Exact(gvr) => write!(f, "{}/{}/{}", gvr.group, gvr.version, gvr.resource),
+        }
+    }
+}
+
 /// A spec that cannot be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid resource {spec:?}: {reason}")]

@@ -136,7 +136,7 @@ async fn core_discovery_failure_is_an_error() {
     assert!(matches!(discover(&c).await, Err(DiscoveryError::Status { code: 403, .. })));
 }
 
-/// The shape of k8s.io/sample-apiserver (../shared/apiserver): no core group, flunders in the preferred
+/// The shape of k8s.io/sample-apiserver (the testbed): no core group, flunders in the preferred
 /// v1beta1 and in v1alpha1, fischers only in v1alpha1.
 fn sample_apiserver() -> Paths {
     let mut m = HashMap::new();

@@ -1,0 +1,148 @@
+//! The testbed's real control plane (`scripts/cluster.sh`: etcd, kube-apiserver 1.36 with real
+//! authentication and RBAC, the controller-manager, the scheduler, simulated nodes and a workload), started
+//! for the tests that need it and stopped when the last of them drops it.
+//!
+//! One cluster serves every test of the binary that runs while it is up ([`Cluster::shared`]): starting one
+//! takes tens of seconds. The binaries come from `testbed/build.sh` (see [`super::real::testbed_bin`]); no
+//! test builds them. `KACHE_TESTBED_NODES` sets the node count (default [`DEFAULT_NODES`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, Weak};
+
+use super::real::{BUILD_HINT, target_dir, testbed_bin};
+use super::tools;
+
+/// Nodes of the tests' cluster: enough for scheduling to spread pods, small enough for two cores.
+pub const DEFAULT_NODES: usize = 10;
+/// The binaries `scripts/cluster.sh` runs.
+const BINARIES: [&str; 5] = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"];
+
+/// A running cluster; dropping the last handle runs `scripts/cluster.sh down`.
+pub struct Cluster {
+    dir: PathBuf,
+    env: HashMap<String, String>,
+}
+
+static SHARED: Mutex<Weak<Cluster>> = Mutex::new(Weak::new());
+
+// === impl Cluster ===
+
+impl Cluster {
+    /// The cluster the running tests share, started if none is up; `None` (after [`tools::missing`]) when the
+    /// testbed is not built.
+    pub fn shared() -> Option<Arc<Cluster>> {
+        let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(cluster) = shared.upgrade() {
+            return Some(cluster);
+        }
+        let nodes = std::env::var("KACHE_TESTBED_NODES").ok().and_then(|n| n.parse().ok()).unwrap_or(DEFAULT_NODES);
+        let cluster = Arc::new(Self::start("shared", nodes)?);
+        *shared = Arc::downgrade(&cluster);
+        Some(cluster)
+    }
+
+    /// A cluster of its own under `target/testbed-cluster/NAME`.
+    pub fn start(name: &str, nodes: usize) -> Option<Cluster> {
+        let bin = testbed_bin();
+        if let Some(missing) = BINARIES.iter().find(|b| !bin.join(b).is_file()) {
+            tools::missing(&format!("the testbed's {missing} is not built in {}: {BUILD_HINT}", bin.display()));
+            return None;
+        }
+        let dir = target_dir().join("testbed-cluster").join(name);
+        let script = script();
+        // A run killed before its guard dropped may have left a cluster behind: start afresh.
+        let _ = Command::new("bash").arg(&script).arg("down").arg(&dir).env("TESTBED_BIN", &bin).status();
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the cluster's directory");
+        let mut cluster = Cluster { dir, env: HashMap::new() };
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg("up")
+            .arg(&cluster.dir)
+            .arg("--nodes")
+            .arg(nodes.to_string())
+            .env("TESTBED_BIN", &bin)
+            .output()
+            .expect("run scripts/cluster.sh");
+        assert!(
+            out.status.success(),
+            "scripts/cluster.sh up {} failed:\n{}{}",
+            cluster.dir.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env = std::fs::read_to_string(cluster.dir.join("env")).expect("cluster.sh wrote DIR/env");
+        cluster.env = parse_env(&env);
+        Some(cluster)
+    }
+
+    /// A variable of `DIR/env`; panics naming it when cluster.sh did not write it.
+    pub fn var(&self, name: &str) -> &str {
+        self.env.get(name).map(String::as_str).unwrap_or_else(|| panic!("{name} is not in {}/env", self.dir.display()))
+    }
+
+    /// A variable of `DIR/env`, if written.
+    pub fn try_var(&self, name: &str) -> Option<&str> {
+        self.env.get(name).map(String::as_str)
+    }
+
+    /// `https://127.0.0.1:PORT` of the kube-apiserver.
+    pub fn url(&self) -> &str {
+        self.var("KUBE_APISERVER_URL")
+    }
+
+    /// A kubeconfig of a cluster administrator (system:masters).
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        PathBuf::from(self.var("KUBE_ADMIN_KUBECONFIG"))
+    }
+
+    /// The cluster's directory (logs, certificates, kubeconfigs).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The last lines of a component's log in the cluster's directory (`kube-apiserver`, `etcd`, …).
+    pub fn log_tail(&self, component: &str) -> String {
+        let text = std::fs::read_to_string(self.dir.join(format!("{component}.log"))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(script())
+            .arg("down")
+            .arg(&self.dir)
+            .env("TESTBED_BIN", testbed_bin())
+            .status();
+    }
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster.sh")
+}
+
+/// `KEY=VALUE` lines (optionally quoted, `export ` allowed), as cluster.sh writes them.
+fn parse_env(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let line = line.strip_prefix("export ").unwrap_or(line);
+            if line.starts_with('#') {
+                return None;
+            }
+            let (k, v) = line.split_once('=')?;
+            let v = v.trim();
+            let v = v
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(v);
+            Some((k.trim().to_owned(), v.to_owned()))
+        })
+        .collect()
+}
