@@ -14,6 +14,8 @@
 //! - [`auth`]: static tokens, impersonation and allow rules (TokenReview, SubjectAccessReview,
 //!   SelfSubjectReview); applied by [`http::authz`] before routing.
 //! - [`workload`]: realistic objects and churn for the CLI and load tests.
+//! - [`openapi`]: the apiserver's OpenAPI v3 documents of the built-in kinds (served, and the schemas strict
+//!   field validation checks writes against).
 //! - [`kinds`]: the resource table (built-ins and declared custom resources).
 //! - [`table`]: Table output (`kubectl get`): the apiserver's printers, the CRD and default convertors.
 //! - [`status`], [`json`]: Status errors and Go-compatible JSON encoding.
@@ -23,6 +25,7 @@ pub mod auth;
 pub mod http;
 pub mod json;
 pub mod kinds;
+pub mod openapi;
 pub mod options;
 pub mod proto;
 pub mod selector;

@@ -171,6 +171,31 @@ impl ApiError {
             .with_details(Details::default())
     }
 
+    /// 501 for what a kubelet would answer (logs, exec, attach, port-forward) when the sim runs without
+    /// kubelets ([`SimBuilder::kubelets`](crate::SimBuilder::kubelets)): a real apiserver proxies these to
+    /// the pod's node; the sim says plainly that it has none instead of failing the stream.
+    pub fn no_kubelet(what: &str) -> Self {
+        Self::new(
+            501,
+            "NotImplemented",
+            format!(
+                "{what} is not available: this simulated cluster (kache-sim) has no kubelets, its pods do not \
+                 run; run kache against a real cluster to try it"
+            ),
+        )
+    }
+
+    /// 415 for a server-side apply patch: the sim does not implement field management's apply.
+    pub fn no_server_side_apply() -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            "server-side apply (application/apply-patch+yaml) is not implemented by this simulated cluster \
+             (kache-sim); use client-side apply (kubectl apply without --server-side), or run kache against a \
+             real cluster to try it",
+        )
+    }
+
     pub fn unsupported_media_type(content_type: &str) -> Self {
         Self::new(
             415,

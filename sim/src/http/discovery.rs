@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::http::Ctx;
 use crate::http::response::Body;
 use crate::kinds::ResourceDef;
+use crate::openapi;
 use crate::status::ApiError;
 
 /// The Kubernetes version the sim reports.
@@ -34,6 +35,11 @@ pub enum Doc {
 const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
 pub fn serve(ctx: &Ctx, doc: &Doc) -> Response<Body> {
+    if let Doc::OpenApi(g, v) = doc
+        && let Some(bytes) = served(ctx, g, v).then(|| openapi::document(&gv_path(g, v))).flatten()
+    {
+        return ctx.out.bytes(200, bytes.to_vec(), "application/json");
+    }
     match build(ctx, doc) {
         Some(v) => ctx.out.json(200, &v),
         None => ctx.out.error(&ApiError::path_not_found()),
@@ -110,10 +116,8 @@ fn build(ctx: &Ctx, doc: &Doc) -> Option<Value> {
             let mut paths = Map::new();
             for r in resources {
                 let p = gv_path(&r.group, &r.version);
-                paths.insert(
-                    p.clone(),
-                    json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={OPENAPI_HASH}")}),
-                );
+                let hash = openapi::hash(&p).unwrap_or_else(|| OPENAPI_HASH.to_string());
+                paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={hash}")}));
             }
             Some(json!({"paths": paths}))
         }
@@ -121,14 +125,21 @@ fn build(ctx: &Ctx, doc: &Doc) -> Option<Value> {
     }
 }
 
-/// A constant hash: the documents only change with the resource table, which is fixed at start.
+/// Whether the sim serves any resource of a group-version (a committed document is served only then).
+fn served(ctx: &Ctx, g: &str, v: &str) -> bool {
+    ctx.state.store.resources().iter().any(|r| r.group == g && r.version == v)
+}
+
+/// The hash of a generated document: constant, as these only change with the resource table, which is
+/// fixed at start.
 const OPENAPI_HASH: &str = "0000000000000000";
 
 fn gv_path(g: &str, v: &str) -> String {
     if g.is_empty() { format!("api/{v}") } else { format!("apis/{g}/{v}") }
 }
 
-/// A minimal OpenAPI v3 document: one path per object with its PATCH and PUT operations, tagged with
+/// A minimal OpenAPI v3 document (for custom resources; built-in kinds have the apiserver's own, see
+/// [`openapi`]): one path per object with its PATCH and PUT operations, tagged with
 /// x-kubernetes-group-version-kind and the `fieldValidation` query parameter. kubectl reads exactly this
 /// to decide that the server validates fields itself (server-side validation), so it needs no schemas.
 fn openapi_doc(resources: &[std::sync::Arc<ResourceDef>], g: &str, v: &str) -> Option<Value> {

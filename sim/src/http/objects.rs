@@ -152,6 +152,27 @@ fn write_opts(q: &Query, h: &http::HeaderMap) -> Result<WriteOpts, ApiError> {
     Ok(WriteOpts { dry_run, manager: write::meta::manager_name(q.get("fieldManager"), ua) })
 }
 
+/// `?fieldValidation=Strict` (what kubectl sends): a body with fields its kind does not have is refused
+/// as the apiserver's strict decoding refuses it. Built-in kinds only (custom resources have no committed
+/// schema); `Warn` and `Ignore` (and no parameter) accept the body as it is.
+fn check_fields(q: &Query, res: &crate::kinds::ResourceDef, obj: &Value) -> Result<(), ApiError> {
+    if q.get("fieldValidation") != Some("Strict") || !res.builtin {
+        return Ok(());
+    }
+    match crate::openapi::unknown_fields(&res.group, &res.version, &res.kind, obj) {
+        Some(fields) if !fields.is_empty() => {
+            let fields: Vec<String> = fields.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+            Err(ApiError::bad_request(format!(
+                "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {}",
+                fields.join(", "),
+                kind = res.kind,
+                v = res.version
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn part(t: &Target) -> Part {
     if t.sub.as_deref() == Some("status") { Part::Status } else { Part::Main }
 }
@@ -167,6 +188,7 @@ pub async fn create(
     let ty = body_type(&h, &res)?;
     let opts = write_opts(q, &h)?;
     let obj = parse_body(&body, ty, &res)?;
+    check_fields(q, &res, &obj)?;
     let created = write::create(&ctx.state.store, t.id, t.ns.as_deref(), obj, &opts)?;
     Ok(ctx.out.json(201, &created))
 }
@@ -182,6 +204,7 @@ pub async fn update(
     let ty = body_type(&h, &res)?;
     let opts = write_opts(q, &h)?;
     let obj = parse_body(&body, ty, &res)?;
+    check_fields(q, &res, &obj)?;
     let name = t.name.as_deref().unwrap_or("");
     let updated = write::update(&ctx.state.store, t.id, t.ns.as_deref(), name, obj, part(t), &opts)?;
     Ok(ctx.out.json(200, &updated))
@@ -195,7 +218,13 @@ pub async fn patch(
 ) -> Result<Response<Body>, ApiError> {
     let (h, body) = read_body(req).await?;
     let ct = content_type(&h);
-    let ty = PatchType::from_content_type(&ct).ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
+    let ty = PatchType::from_content_type(&ct).ok_or_else(|| {
+        if ct.starts_with("application/apply-patch") {
+            ApiError::no_server_side_apply()
+        } else {
+            ApiError::unsupported_media_type(&ct)
+        }
+    })?;
     let opts = write_opts(q, &h)?;
     let p = parse_json(&body)?;
     let name = t.name.as_deref().unwrap_or("");
