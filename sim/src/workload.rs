@@ -3,10 +3,12 @@
 //!
 //! - [`seed_objects`]: namespaces, then nodes, then pods spread over both, deterministic for a seed.
 //! - [`pod`], [`node`], [`namespace`]: object bodies shaped like a real cluster's (pods are 2–4 KiB).
+//! - [`apps`]: the Deployments and ReplicaSets that own those pods (`SimHandle::seed_cluster`).
 //! - [`churn`]: pod creates/updates/deletes at a steady rate over HTTP until told to stop.
 //! - [`foreign`]: the background writes of a real cluster (lease renewals, events) that move the global
 //!   revision while the resource under test stays quiet (`SimBuilder::foreign_writes`).
 
+pub mod apps;
 mod churn;
 pub mod foreign;
 mod objects;

@@ -9,6 +9,7 @@
 //! | `POST /sim/stall-watches?on=true\|false` | stop/resume watch delivery |
 //! | `POST /sim/restart` | drop all connections and the watch history, keep the data |
 //! | `GET /sim/revision` | the current global revision |
+//! | `GET /sim/served` | API requests answered and their response bytes so far (`{"requests":N,"bytes":B}`) |
 //! | `GET /sim/echo-upgrade` with `Upgrade: SPDY/3.1` or `websocket` | 101, then echoes bytes |
 //!
 //! `pods/{name}/exec`, `/attach` and `/portforward` upgrade the same way (for an existing pod).
@@ -40,6 +41,10 @@ pub async fn handle(ctx: &Ctx, req: Request<Incoming>, q: &Query) -> Response<Bo
     match (path.as_str(), post) {
         ("/sim/echo-upgrade", _) => echo_upgrade(req),
         ("/sim/revision", _) => ctx.out.json(200, &json!({"revision": st.store.current_rev()})),
+        ("/sim/served", _) => {
+            let (requests, bytes) = st.admin.served.get();
+            ctx.out.json(200, &json!({"requests": requests, "bytes": bytes}))
+        }
         ("/sim/compact", true) => {
             let rev = match q.get("revision").map(str::parse::<u64>).transpose() {
                 Ok(r) => r,

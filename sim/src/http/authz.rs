@@ -21,6 +21,8 @@ pub const TOKEN_REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews
 pub const SUBJECT_ACCESS_REVIEW_PATH: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 /// Path of the SelfSubjectReview API (`kubectl auth whoami`): who the (possibly impersonated) requester is.
 pub const SELF_SUBJECT_REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+/// Path of the SelfSubjectAccessReview API (`kubectl auth can-i`).
+pub const SELF_SUBJECT_ACCESS_REVIEW_PATH: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
 /// Review bodies are small; this bounds them.
 const MAX_REVIEW_BODY: usize = 64 * 1024;
 
@@ -156,4 +158,26 @@ pub async fn review(ctx: &Ctx, auth: &AuthConfig, user: &UserInfo, req: Request<
         },
         Err(msg) => ctx.out.error(&ApiError::bad_request(msg)),
     }
+}
+
+/// A SelfSubjectAccessReview (`kubectl auth can-i`) on a sim without authorization: every request is
+/// allowed, as by an apiserver with `--authorization-mode=AlwaysAllow`, and the reason says so. The spec is
+/// echoed back when it is JSON.
+pub async fn allow_all_review(ctx: &Ctx, req: Request<Incoming>) -> Response<Body> {
+    if req.method() != Method::POST {
+        return ctx.out.error(&ApiError::method_not_allowed());
+    }
+    let body = match Limited::new(req.into_body(), MAX_REVIEW_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return ctx.out.error(&ApiError::bad_request("request body too large")),
+    };
+    let spec = serde_json::from_slice::<Value>(&body).map(|v| v["spec"].clone()).unwrap_or(Value::Null);
+    let out = serde_json::json!({
+        "kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+        "metadata": {"creationTimestamp": null},
+        "spec": if spec.is_object() { spec } else { serde_json::json!({}) },
+        "status": {"allowed": true,
+                   "reason": "this simulated cluster (kache-sim) runs without authorization: every request is allowed"}
+    });
+    ctx.out.json(201, &out)
 }

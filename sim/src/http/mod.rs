@@ -3,6 +3,8 @@
 
 pub mod admin;
 pub mod authz;
+#[cfg(test)]
+mod cluster_tests;
 pub mod discovery;
 pub mod list;
 pub mod objects;
@@ -32,6 +34,9 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// How long reads wait for a future resourceVersion before 504 (the cache's 3 s blockTimeout).
     pub wait_timeout: Duration,
+    /// Whether pods have kubelets behind them: logs answer a fixed text and exec/attach/portforward echo
+    /// bytes (what kache's forwarding tests need); without, they answer a 501 that says so.
+    pub kubelets: bool,
 }
 
 /// Test hooks, shared by the admin API and the Rust handle.
@@ -46,6 +51,32 @@ pub struct Admin {
     pub drop_watches: tokio_watch::Sender<u64>,
     /// Bumped to drop every connection (restart).
     pub drop_connections: tokio_watch::Sender<u64>,
+    /// What the API answered (the admin API not counted).
+    pub served: Served,
+}
+
+/// The work the sim did for its clients: API requests answered and the body bytes of complete responses
+/// (as sent: gzipped when negotiated; streams such as watches and followed logs count 0 bytes). What
+/// `kache demo` compares to show what a cache in front saves the upstream.
+#[derive(Debug, Default)]
+pub struct Served {
+    pub requests: std::sync::atomic::AtomicU64,
+    pub bytes: std::sync::atomic::AtomicU64,
+}
+
+impl Served {
+    /// Counts one answered request.
+    fn count<B: hyper::body::Body>(&self, body: &B) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.requests.fetch_add(1, Relaxed);
+        self.bytes.fetch_add(body.size_hint().exact().unwrap_or(0), Relaxed);
+    }
+
+    /// `(requests, bytes)` so far.
+    pub fn get(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.requests.load(Relaxed), self.bytes.load(Relaxed))
+    }
 }
 
 impl Admin {
@@ -56,6 +87,7 @@ impl Admin {
             stall: tokio_watch::channel(false).0,
             drop_watches: tokio_watch::channel(0).0,
             drop_connections: tokio_watch::channel(0).0,
+            served: Served::default(),
         }
     }
 
@@ -184,7 +216,11 @@ pub fn route(store: &Store, path: &str) -> Route {
 
 /// Handles one request.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
-    let mut resp = serve(state, req).await;
+    let admin = req.uri().path() == "/sim" || req.uri().path().starts_with("/sim/");
+    let mut resp = serve(state.clone(), req).await;
+    if !admin {
+        state.admin.served.count(resp.body());
+    }
     // Every apiserver response carries an audit ID.
     if let Ok(v) = http::HeaderValue::from_str(&crate::write::meta::new_uid()) {
         resp.headers_mut().insert("audit-id", v);
@@ -261,6 +297,9 @@ async fn serve(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
         }
         return routed(&ctx, req, &q, &path).await;
     }
+    if path == authz::SELF_SUBJECT_ACCESS_REVIEW_PATH {
+        return authz::allow_all_review(&ctx, req).await;
+    }
     routed(&ctx, req, &q, &path).await
 }
 
@@ -326,6 +365,16 @@ async fn resource(
                 ));
             }
             watch::watch(ctx, q, t.id, t.ns.as_deref(), Some(name), opts)
+        }
+        (Method::GET | Method::POST, Some(_), Some(sub @ ("log" | "exec" | "attach" | "portforward")))
+            if !ctx.state.cfg.kubelets =>
+        {
+            Err(ApiError::no_kubelet(match sub {
+                "log" => "kubectl logs",
+                "exec" => "kubectl exec",
+                "attach" => "kubectl attach",
+                _ => "kubectl port-forward",
+            }))
         }
         (Method::GET, Some(name), Some("log")) => admin::pod_log(ctx, t.ns.as_deref(), name, q),
         (Method::GET | Method::POST, Some(name), Some("exec" | "attach" | "portforward")) => {

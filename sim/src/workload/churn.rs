@@ -4,7 +4,7 @@
 //! The stop signal is a `tokio::sync::watch::Receiver<bool>`: churn stops when the value becomes `true` or when
 //! the sender is dropped, then waits for its in-flight requests (each bounded by [`REQUEST_TIMEOUT`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{MissedTickBehavior, interval, timeout};
 
-use super::{Workload, namespace_names, node_names, objects};
+use super::{Workload, apps, namespace_names, node_names, objects};
 
 /// Requests allowed in flight at once; when reached, the loop waits (the effective rate drops rather than
 /// queueing without bound).
@@ -63,7 +63,13 @@ type HttpClient = Client<HttpConnector, Full<Bytes>>;
 /// until `stop` turns `true` or its sender is dropped.
 pub async fn churn(base_url: String, w: Workload, stop: watch::Receiver<bool>) {
     let stats = churn_with_stats(base_url, w, stop).await;
-    tracing::info!(?stats, "churn stopped");
+    tracing::info!(
+        creates = stats.creates,
+        updates = stats.updates,
+        deletes = stats.deletes,
+        failures = stats.failures,
+        "churn stopped"
+    );
 }
 
 /// [`churn`], returning what it did.
@@ -102,6 +108,7 @@ async fn run(
     let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
     let base = base_url.trim_end_matches('/').to_string();
     let live = list_pods(&client, &base).await;
+    let owners = list_owners(&client, &base).await;
     let mut churner = Churner {
         rng: StdRng::seed_from_u64(w.seed ^ CHURN_SEED_SALT),
         namespaces: namespace_names(&w),
@@ -110,6 +117,7 @@ async fn run(
         client,
         base,
         live,
+        owners,
         busy: HashSet::new(),
         in_flight: JoinSet::new(),
         stats,
@@ -153,6 +161,8 @@ struct Churner {
     base: String,
     /// Pods believed to exist (created ones are added when the create is issued).
     live: Vec<PodKey>,
+    /// ReplicaSet uids by namespace and name, so that created pods name their owner's real uid.
+    owners: HashMap<PodKey, String>,
     busy: HashSet<PodKey>,
     in_flight: JoinSet<(Op, bool, PodKey)>,
     stats: ChurnStats,
@@ -211,7 +221,11 @@ impl Churner {
                     self.nodes[self.rng.random_range(0..self.nodes.len())].as_str()
                 };
                 let name = objects::pod_name(&mut self.rng);
-                let body = objects::pod(&ns, &name, node, &mut self.rng);
+                let mut body = objects::pod(&ns, &name, node, &mut self.rng);
+                let owner = apps::owner_name(&body).map(|rs| (ns.clone(), rs.to_string()));
+                if let Some(uid) = owner.and_then(|k| self.owners.get(&k)) {
+                    apps::set_owner(&mut body, uid);
+                }
                 let uri = format!("{base}/api/v1/namespaces/{ns}/pods");
                 let key = (ns, name);
                 self.live.push(key.clone());
@@ -367,6 +381,32 @@ async fn list_pods(client: &HttpClient, base: &str) -> Vec<(String, String)> {
         }
     }
     pods
+}
+
+/// The ReplicaSets that exist now (namespace, name → uid), read in one list; none when the server has
+/// none or cannot answer (pods then name an owner that does not exist, as [`objects::pod`] makes them).
+async fn list_owners(client: &HttpClient, base: &str) -> HashMap<PodKey, String> {
+    let Ok(request) = build_empty(Method::GET, &format!("{base}/apis/apps/v1/replicasets")) else {
+        return HashMap::new();
+    };
+    let list = async {
+        let response = client.request(request).await.map_err(|e| e.to_string())?;
+        if !response.status().is_success() {
+            return Err(format!("list answered {}", response.status()));
+        }
+        let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        serde_json::from_slice::<Value>(&body).map_err(|e| e.to_string())
+    };
+    let Ok(Ok(list)) = timeout(REQUEST_TIMEOUT, list).await else { return HashMap::new() };
+    let items = list["items"].as_array().map(Vec::as_slice).unwrap_or_default();
+    items
+        .iter()
+        .filter_map(|rs| {
+            let m = &rs["metadata"];
+            let key = (m["namespace"].as_str()?.to_string(), m["name"].as_str()?.to_string());
+            Some((key, m["uid"].as_str()?.to_string()))
+        })
+        .collect()
 }
 
 /// Percent-encodes a query value (continue tokens are base64 and may contain `+`, `/`, `=`).

@@ -10,10 +10,10 @@ use rand::Rng;
 use serde_json::{Value, json};
 
 /// Apps a namespace runs; each becomes a Deployment-style name prefix and the `app` label.
-const APPS: &[&str] =
+pub(crate) const APPS: &[&str] =
     &["web", "api", "worker", "cache", "frontend", "auth", "billing", "search", "ingest", "notifier"];
 /// Images by app index (same length as [`APPS`]).
-const IMAGES: &[&str] = &[
+pub(crate) const IMAGES: &[&str] = &[
     "registry.k8s.io/nginx-slim:0.27",
     "ghcr.io/example/api-server:v2.14.3",
     "ghcr.io/example/worker:v2.14.3",
@@ -25,6 +25,8 @@ const IMAGES: &[&str] = &[
     "ghcr.io/example/ingest:5.0.2",
     "ghcr.io/example/notifier:1.1.12",
 ];
+/// Template generations (rollouts) per app: each has its own `pod-template-hash` and ReplicaSet.
+pub const GENERATIONS: u8 = 3;
 /// The alphabet of generated name suffixes (`utilrand.String`: no vowels, no confusable characters).
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 /// The managedFields/conditions timestamps all fall on this day (the sim sets creationTimestamp itself).
@@ -64,12 +66,12 @@ fn node_ip(node: &str) -> String {
 pub fn pod_name(rng: &mut impl Rng) -> String {
     let app = APPS[rng.random_range(0..APPS.len())];
     // Three template hashes per app, so label selectors on pod-template-hash select groups.
-    let generation = rng.random_range(0..3u8);
+    let generation = rng.random_range(0..GENERATIONS);
     format!("{app}-{}-{}", template_hash(app, generation), random_string(rng, 5))
 }
 
 /// A stable 10-character `pod-template-hash` for an app's generation.
-fn template_hash(app: &str, generation: u8) -> String {
+pub(crate) fn template_hash(app: &str, generation: u8) -> String {
     let mut h =
         app.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
     h ^= u64::from(generation);
@@ -82,7 +84,7 @@ fn template_hash(app: &str, generation: u8) -> String {
 }
 
 /// Splits `<app>-<hash>-<suffix>` back into app and hash; other names are their own app with no hash.
-fn app_and_hash(name: &str) -> (String, String) {
+pub(crate) fn app_and_hash(name: &str) -> (String, String) {
     let mut parts = name.rsplitn(3, '-');
     let (_suffix, hash, app) = (parts.next(), parts.next(), parts.next());
     match (app, hash) {
