@@ -3,7 +3,7 @@
 //!
 //! - `kache-loadtest run loadtest/scenarios/list.toml …` — run scenario files (see loadtest/README.md).
 //! - `kache-loadtest smoke` — every scenario kind for a few seconds at tiny sizes (CI; fails only on errors).
-//! - `kache-loadtest report --json loadtest/out/list.json … --out BENCHMARKS.md`.
+//! - `kache-loadtest report --json loadtest/out/*.json` — BENCHMARKS.md, its charts and the JSON behind it.
 
 mod admission;
 mod apiserver;
@@ -63,7 +63,7 @@ enum Command {
     /// Soak sim + kache with mixed reads, watches, churn, reconnect storms and upstream faults; RSS and CPU
     /// series.
     Soak(soak::Args),
-    /// Generate BENCHMARKS.md from run JSON files.
+    /// Generate BENCHMARKS.md and its charts from run JSON files.
     Report(ReportArgs),
     /// A TLS-terminating byte relay (no HTTP): the transport floor a forwarded read is compared with.
     Relay(relay::Args),
@@ -88,7 +88,7 @@ struct RunArgs {
     #[arg(long, default_value = "loadtest/out")]
     out: PathBuf,
     /// Where SVG plots go.
-    #[arg(long, default_value = "loadtest/results")]
+    #[arg(long, default_value = "loadtest/out/plots")]
     plots: PathBuf,
     #[command(flatten)]
     bins: BinArgs,
@@ -96,21 +96,22 @@ struct RunArgs {
 
 #[derive(clap::Args, Debug)]
 struct ReportArgs {
-    /// Run JSON files (repeatable).
-    #[arg(long = "json", required = true)]
+    /// Run JSON files: `--json loadtest/out/*.json`.
+    #[arg(long = "json", required = true, num_args = 1..)]
     json: Vec<PathBuf>,
     /// The Markdown file to write.
     #[arg(long, default_value = "BENCHMARKS.md")]
     out: PathBuf,
-    /// Directory of the SVG plots, relative to the output file.
-    #[arg(long, default_value = "loadtest/results")]
-    plots_rel: String,
-    /// Directory searched for BENCHMARKS-*.md to include.
-    #[arg(long, default_value = ".")]
-    include_dir: PathBuf,
-    /// criterion's output directory (default: $CARGO_TARGET_DIR/criterion, else target/criterion).
+    /// Where the SVG charts go.
+    #[arg(long, default_value = report::CHARTS_DIR)]
+    charts: PathBuf,
+    /// Where the JSON behind the page and the machine's description are kept (replaced by this report's).
+    #[arg(long, default_value = report::RUNS_DIR)]
+    runs_dir: PathBuf,
+    /// Markdown describing the machine the runs were taken on (default: the runs dir's, when the JSON comes
+    /// from there; else this machine).
     #[arg(long)]
-    criterion_dir: Option<PathBuf>,
+    machine: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -222,20 +223,11 @@ async fn smoke(bins: BinArgs) -> anyhow::Result<()> {
 }
 
 fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
-    let criterion_dir = args.criterion_dir.unwrap_or_else(|| {
-        std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| PathBuf::from("target"), PathBuf::from)
-            .join("criterion")
-    });
-    let md = report::generate(&report::ReportInput {
-        runs: args.json,
-        plots_rel: args.plots_rel,
-        include_dir: args.include_dir,
-        criterion_dir,
-        command: command_line(),
-        previous: std::fs::read_to_string(&args.out).ok(),
-    })?;
-    std::fs::write(&args.out, md).with_context(|| format!("writing {}", args.out.display()))?;
-    println!("wrote {}", args.out.display());
-    Ok(())
+    report::publish(&report::Publish {
+        json: args.json,
+        out: args.out,
+        charts: args.charts,
+        runs_dir: args.runs_dir,
+        machine: args.machine,
+    })
 }

@@ -1,69 +1,147 @@
-//! `kache-loadtest report`: generates BENCHMARKS.md from run JSON files, the machine's description,
-//! criterion's results for the benches in benches/, and other engineers' BENCHMARKS-*.md sections.
+//! `kache-loadtest report`: BENCHMARKS.md and its SVG charts from the JSON of the runs (`run`, `apiserver`):
+//! the machine, the commands, what each ratio compares, and every figure of the runs, nothing else. The JSON
+//! behind the published figures is kept beside the charts (`docs/bench/runs/`), so the page can be regenerated
+//! from it and a test checks that it is.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::results::{RunReport, fmt_num};
+use crate::plot::{self, BarChart};
+use crate::results::{RunReport, Series, Table, fmt_num};
 
-/// Criterion groups of benches/list.rs, selector.rs and codec.rs, tabulated here (the other benches report in
-/// their own BENCHMARKS-*.md, included below).
-const CRITERION_GROUPS: [&str; 4] = ["list", "selector", "gzip", "token"];
+/// Where the charts go, relative to the repository root (and to BENCHMARKS.md, which lives there).
+pub const CHARTS_DIR: &str = "docs/bench";
+/// Where the JSON of the published runs and the machine's description are kept.
+pub const RUNS_DIR: &str = "docs/bench/runs";
+/// The machine's description kept with the runs.
+pub const MACHINE_FILE: &str = "machine.md";
+
+/// What each target and ratio means; the same for every run, so written once here.
+const COMPARED: &str = "\
+- **apiserver direct**: a real kube-apiserver queried directly over TLS; **through kache**: the same requests \
+to kache in front of it, in the same run, alternating in batches; **through a TLS byte relay**: a relay that \
+terminates TLS and copies bytes (no HTTP), the floor any forwarding proxy pays. `kache ÷ direct` is the ratio of \
+their medians (p50) or p99s over all requests of one case; below 1 kache is faster.
+- **foreign writes/s**: patches of another resource sent straight to the apiserver during the batches, so the \
+global revision moves past kache's store as it does in a busy cluster (the hard case for consistent reads).
+- **static**: the load generator's own server answering each request with the exact bytes kache sent for it, \
+from memory (the transport's physical limit); **sim**: kache-sim, the simulated apiserver, queried directly; \
+**kache**: kache in front of the sim. Figures are medians of per-batch medians unless they say p99.
+- **consistent**: `resourceVersion` unset (linearizable; see docs/consistency.md); **rv=0**: any state.
+- Memory is VmRSS, CPU is utime+stime from /proc, of each process over the batches of a case. Upstream \
+requests are kache's own counters (`/metrics`).\n";
 
 /// Inputs of the generator.
 pub struct ReportInput {
+    /// Run JSON files, in the order they are reported.
     pub runs: Vec<PathBuf>,
-    /// Where SVG plots are, relative to the output file.
-    pub plots_rel: String,
-    /// Directory holding BENCHMARKS-*.md to include.
-    pub include_dir: PathBuf,
-    /// criterion's output directory (`$CARGO_TARGET_DIR/criterion`).
-    pub criterion_dir: PathBuf,
-    pub command: String,
-    /// The file being replaced: its criterion section is kept when `criterion_dir` has no data.
-    pub previous: Option<String>,
+    /// The machine the runs were taken on (Markdown).
+    pub machine: String,
+    /// Where the charts are, relative to the Markdown file.
+    pub charts_rel: String,
 }
 
-pub fn generate(input: &ReportInput) -> anyhow::Result<String> {
-    let mut runs = Vec::new();
-    for p in &input.runs {
-        let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-        let r: RunReport = serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
-        runs.push((p.clone(), r));
+/// A chart the page shows.
+pub enum Chart {
+    Lines { name: String, caption: String, series: Vec<Series> },
+    Bars(BarChart),
+}
+
+impl Chart {
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Lines { name, .. } => name,
+            Self::Bars(b) => &b.name,
+        }
     }
+
+    fn caption(&self) -> &str {
+        match self {
+            Self::Lines { caption, .. } => caption,
+            Self::Bars(b) => &b.title,
+        }
+    }
+
+    /// Writes `dir/<name>.svg`.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<PathBuf> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        match self {
+            Self::Lines { series, .. } => {
+                let mut files = plot::draw_all(series, dir)?;
+                files.pop().context("a chart with no points")
+            }
+            Self::Bars(b) => {
+                let path = dir.join(format!("{}.svg", b.name));
+                std::fs::write(&path, b.svg()).with_context(|| format!("writing {}", path.display()))?;
+                Ok(path)
+            }
+        }
+    }
+}
+
+/// Reads run JSON files.
+pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, RunReport)>> {
+    paths
+        .iter()
+        .map(|p| -> anyhow::Result<(PathBuf, RunReport)> {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let r = serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
+            Ok((p.clone(), r))
+        })
+        .collect()
+}
+
+/// The page's Markdown and the charts it shows.
+pub fn generate(input: &ReportInput) -> anyhow::Result<(String, Vec<Chart>)> {
+    let runs = load(&input.runs)?;
+    let charts = charts(&runs);
     let mut out = String::from("# kache benchmarks\n\n");
     out.push_str(&format!(
-        "Generated by `{}` from the load test's JSON ({}); do not edit by hand. Every figure is a median \
-         (of per-batch medians where batches alternate between targets) unless it says p99; ratios compare \
-         medians from the same run.\n\n",
-        input.command,
-        input.runs.iter().map(|p| format!("`{}`", p.display())).collect::<Vec<_>>().join(", ")
+        "Generated by `kache-loadtest report` from the JSON of the runs below, kept in `{RUNS_DIR}/`; do not \
+         edit by hand. Every figure comes from those files; method and scenarios: `loadtest/README.md`.\n\n\
+         ```sh\n\
+         cargo build --release -p kache -p kache-sim -p kache-loadtest\n\
+         target/release/kache-loadtest run loadtest/scenarios/{{list,selector,consistent,watch,storm,mixed}}.toml\n\
+         target/release/kache-loadtest apiserver --kubeconfig KUBECONFIG --allow-writes --object-shape spec\n\
+         target/release/kache-loadtest report --json loadtest/out/*.json   # this page, {CHARTS_DIR}/*.svg, {RUNS_DIR}/\n\
+         ```\n\n"
     ));
-    out.push_str(
-        "Targets: **static** is the load generator's own server answering each request with the exact bytes \
-         kache sent for it, from memory (the physical limit of the transport); **sim** is kache-sim, the \
-         simulated apiserver, queried directly; **kache** runs in front of the sim. kache and the sim are \
-         release builds run as subprocesses; memory is their VmRSS, CPU their utime+stime. In the \
-         `apiserver` run (`kache-loadtest apiserver`) the target is a **real apiserver** (Kubernetes 1.36 \
-         from ../shared/apiserver, or any kubeconfig): **apiserver direct** is it queried directly, \
-         **through kache** is kache in front of it, both over TLS; its figures are p50 and p99 over all \
-         requests. Method, scenarios and commands: `loadtest/README.md`.\n\n",
-    );
-    out.push_str("## Machine\n\n");
-    out.push_str(&machine());
-    out.push_str("\n## Headline figures and goals\n\n");
-    out.push_str("| Scenario | Figure | Value | Goal | Met |\n|---|---|---:|---:|:---:|\n");
+    out.push_str("## Runs\n\n| run | taken (UTC) | took | errors | command |\n|---|---|---:|---:|---|\n");
+    for (_, r) in &runs {
+        out.push_str(&format!(
+            "| {} | {} | {:.0} s | {} | `{}` |\n",
+            r.scenario,
+            utc(r.started_unix),
+            r.duration_secs,
+            r.error_count,
+            r.command.replace('|', "\\|")
+        ));
+    }
+    let errors: Vec<String> = runs
+        .iter()
+        .flat_map(|(_, r)| {
+            r.errors.iter().map(move |e| format!("- {}: `{}`\n", r.scenario, e.replace('`', "'")))
+        })
+        .collect();
+    if !errors.is_empty() {
+        out.push_str("\nErrors the runs reported (a case that did not keep up, or failed requests):\n\n");
+        out.extend(errors);
+    }
+    out.push_str("\n## Machine\n\n");
+    out.push_str(input.machine.trim_end());
+    out.push_str("\n\n## What the figures compare\n\n");
+    out.push_str(COMPARED);
+    out.push_str("\n## Charts\n\n");
+    for c in &charts {
+        out.push_str(&format!("![{}]({}/{}.svg)\n", c.caption(), input.charts_rel, c.name()));
+    }
+    out.push_str("\n## Figures\n\n| run | figure | value | goal |\n|---|---|---:|---:|\n");
     for (_, r) in &runs {
         for f in &r.figures {
-            let goal = f.goal_max.map_or("—".into(), |g| format!("≤ {} {}", fmt_num(g), f.unit));
-            let met = match f.met() {
-                Some(true) => "yes",
-                Some(false) => "**no**",
-                None => "",
-            };
+            let goal = f.goal_max.map_or(String::new(), |g| format!("≤ {} {}", fmt_num(g), f.unit));
             out.push_str(&format!(
-                "| {} | {} | {} {} | {goal} | {met} |\n",
+                "| {} | {} | {} {} | {goal} |\n",
                 r.scenario,
                 f.label,
                 fmt_num(f.value),
@@ -71,24 +149,84 @@ pub fn generate(input: &ReportInput) -> anyhow::Result<String> {
             ));
         }
     }
-    out.push_str("\n## Runs\n\n");
-    for (p, r) in &runs {
-        out.push_str(&r.markdown(Some(&input.plots_rel)));
-        out.push_str(&format!("JSON: `{}`\n\n", p.display()));
-    }
-    let criterion = criterion_section(&input.criterion_dir);
-    if criterion.is_empty() {
-        // No criterion data here (a fresh target dir): keep the last run's section rather than drop it.
-        out.push_str(&previous_criterion(input.previous.as_deref().unwrap_or_default()));
-    } else {
-        out.push_str(&criterion);
-    }
-    out.push_str(&included(&input.include_dir)?);
-    Ok(out)
+    Ok((out, charts))
 }
 
-/// CPU model, cores, memory, kernel.
-fn machine() -> String {
+/// What `kache-loadtest report` was asked to do.
+pub struct Publish {
+    pub json: Vec<PathBuf>,
+    pub out: PathBuf,
+    pub charts: PathBuf,
+    pub runs_dir: PathBuf,
+    /// The machine the runs were taken on (Markdown); None: the runs dir's when the JSON comes from there,
+    /// else this machine.
+    pub machine: Option<PathBuf>,
+}
+
+/// Writes BENCHMARKS.md, its charts, and the runs and machine behind it.
+pub fn publish(args: &Publish) -> anyhow::Result<()> {
+    let in_runs_dir = |p: &Path| p.parent().is_some_and(|d| same_dir(d, &args.runs_dir));
+    let kept_machine = args.runs_dir.join(MACHINE_FILE);
+    let machine = match &args.machine {
+        Some(m) => std::fs::read_to_string(m).with_context(|| format!("reading {}", m.display()))?,
+        None if args.json.iter().all(|p| in_runs_dir(p)) && kept_machine.exists() => {
+            std::fs::read_to_string(&kept_machine)
+                .with_context(|| format!("reading {}", kept_machine.display()))?
+        }
+        None => this_machine(),
+    };
+    let out_dir = args.out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let charts_rel = args.charts.strip_prefix(out_dir).unwrap_or(&args.charts).display().to_string();
+    let (md, charts) =
+        generate(&ReportInput { runs: args.json.clone(), machine: machine.clone(), charts_rel })?;
+    // The runs dir holds exactly this page's inputs.
+    std::fs::create_dir_all(&args.runs_dir)
+        .with_context(|| format!("creating {}", args.runs_dir.display()))?;
+    if !args.json.iter().all(|p| in_runs_dir(p)) {
+        remove_files(&args.runs_dir, "json", &[])?;
+        for p in &args.json {
+            let name = p.file_name().context("a JSON path without a file name")?;
+            std::fs::copy(p, args.runs_dir.join(name)).with_context(|| format!("copying {}", p.display()))?;
+        }
+    }
+    std::fs::write(&kept_machine, &machine).with_context(|| format!("writing {}", kept_machine.display()))?;
+    let names: Vec<String> = charts.iter().map(|c| format!("{}.svg", c.name())).collect();
+    remove_files(&args.charts, "svg", &names)?;
+    for c in &charts {
+        c.write(&args.charts)?;
+    }
+    std::fs::write(&args.out, md).with_context(|| format!("writing {}", args.out.display()))?;
+    println!(
+        "wrote {}, {} chart(s) in {}, the runs in {}",
+        args.out.display(),
+        charts.len(),
+        args.charts.display(),
+        args.runs_dir.display()
+    );
+    Ok(())
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Removes the files of `dir` ending in `.ext`, except those named in `keep`.
+fn remove_files(dir: &Path, ext: &str, keep: &[String]) -> anyhow::Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    for p in entries.filter_map(Result::ok).map(|e| e.path()) {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if p.extension().is_some_and(|e| e == ext) && !keep.iter().any(|k| k == name) {
+            std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The current machine, for runs taken here: CPU model, cores, memory, kernel.
+pub fn this_machine() -> String {
     let run = |cmd: &str, args: &[&str]| {
         std::process::Command::new(cmd)
             .args(args)
@@ -108,7 +246,8 @@ fn machine() -> String {
         .find(|l| l.starts_with("Mem:"))
         .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_string());
     format!(
-        "- CPU: {} ({} cores online per `nproc`, {} threads per core)\n- Memory: {} (`free -h`)\n- Kernel: {}\n- Load tool, kache and the sim share the machine; builds: `--release`.\n",
+        "- CPU: {} ({} cores online per `nproc`, {} threads per core)\n- Memory: {} (`free -h`)\n- Kernel: {}\n\
+         - The load tool, kache and its upstream share the machine; builds: `--release`.\n",
         field("Model name"),
         run("nproc", &[]).trim(),
         field("Thread(s) per core"),
@@ -117,167 +256,197 @@ fn machine() -> String {
     )
 }
 
-/// Medians of criterion benchmarks found under `dir` (`<group>/<bench>/new/estimates.json`).
-fn criterion_section(dir: &Path) -> String {
-    let mut rows = Vec::new();
-    let Ok(groups) = std::fs::read_dir(dir) else { return String::new() };
-    let mut groups: Vec<_> = groups.filter_map(Result::ok).map(|e| e.path()).collect();
-    groups.sort();
-    for g in groups {
-        let Some(gname) = g.file_name().and_then(|n| n.to_str()).map(str::to_string) else { continue };
-        if !CRITERION_GROUPS.contains(&gname.as_str()) {
-            continue;
+// === charts ===
+
+/// Every chart the runs can feed: the runs' own plots, kache against the real apiserver per read kind, the
+/// upstream's CPU per read, and kache's memory against the objects it holds.
+fn charts(runs: &[(PathBuf, RunReport)]) -> Vec<Chart> {
+    let mut out = Vec::new();
+    if let Some(t) = table(runs, "Every case and target") {
+        out.extend(apiserver_ratio(t).map(Chart::Bars));
+        out.extend(upstream_cpu(t).map(Chart::Bars));
+    }
+    if let Some(c) = memory_vs_objects(runs) {
+        out.push(c);
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for (_, r) in runs {
+        for s in &r.series {
+            if !names.contains(&s.plot.as_str()) {
+                names.push(&s.plot);
+            }
         }
-        collect_estimates(&g, &gname, &mut rows, 0);
     }
-    if rows.is_empty() {
-        return String::new();
+    for name in names {
+        let series: Vec<Series> = runs
+            .iter()
+            .flat_map(|(_, r)| r.series.iter())
+            .filter(|s| s.plot == name && !s.points.is_empty())
+            .cloned()
+            .collect();
+        if let Some(first) = series.first() {
+            out.push(Chart::Lines { name: name.to_string(), caption: first.title.clone(), series });
+        }
     }
-    let mut out = String::from(
-        "## Criterion micro-benchmarks (benches/)\n\nMedians from criterion's last run \
-         (`cargo bench --bench <name>`); see each bench's doc comment for what it measures and its baseline.\n\n\
-         | Benchmark | Median | Throughput |\n|---|---:|---:|\n",
-    );
-    for (id, ns, thr) in rows {
-        out.push_str(&format!("| {id} | {} | {thr} |\n", fmt_ns(ns)));
-    }
-    out.push('\n');
     out
 }
 
-/// The criterion section of a previously generated report, marked as carried over.
-fn previous_criterion(md: &str) -> String {
-    const HEAD: &str = "## Criterion micro-benchmarks (benches/)\n";
-    let Some(at) = md.find(HEAD) else { return String::new() };
-    const NOTE: &str = "\n(Carried over from the previous BENCHMARKS.md: this report was generated without criterion data.)\n";
-    let rest = &md[at + HEAD.len()..];
-    let rest = rest.strip_prefix(NOTE).unwrap_or(rest);
-    let end = rest.find("\n## ").map_or(rest.len(), |e| e + 1);
-    format!("{HEAD}{NOTE}{}", &rest[..end])
+/// The first table of any run whose title starts with `prefix`.
+fn table<'a>(runs: &'a [(PathBuf, RunReport)], prefix: &str) -> Option<&'a Table> {
+    runs.iter().flat_map(|(_, r)| r.tables.iter()).find(|t| t.title.starts_with(prefix))
 }
 
-/// Depth limit of benchmark ids (`group/function/parameter`).
-const MAX_ID_DEPTH: usize = 3;
+/// The cells of a row under the named columns (None if a column is missing).
+fn cells<'a, const N: usize>(t: &'a Table, row: &'a [String], names: [&str; N]) -> Option<[&'a str; N]> {
+    let mut out = [""; N];
+    for (o, name) in out.iter_mut().zip(names) {
+        let i = t.columns.iter().position(|c| c == name)?;
+        *o = row.get(i)?.as_str();
+    }
+    Some(out)
+}
 
-fn collect_estimates(dir: &Path, id: &str, rows: &mut Vec<(String, f64, String)>, depth: usize) {
-    let est = dir.join("new").join("estimates.json");
-    if let Ok(text) = std::fs::read_to_string(&est)
-        && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
-        && let Some(ns) = v.pointer("/median/point_estimate").and_then(serde_json::Value::as_f64)
-    {
-        let thr = std::fs::read_to_string(dir.join("new").join("benchmark.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|b| throughput(&b, ns))
-            .unwrap_or_default();
-        rows.push((id.to_string(), ns, thr));
-        return;
+/// The leading number of a cell (`1.26×`, `10 (achieved 10.0)`, `37.5 MiB`).
+fn number(cell: &str) -> Option<f64> {
+    let end = cell.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(cell.len());
+    cell[..end].parse().ok()
+}
+
+/// A size cell (`37.5 MiB`, `218.0 KiB`, `115 B`) in MiB.
+fn mib(cell: &str) -> Option<f64> {
+    let v = number(cell)?;
+    Some(match cell.split_whitespace().nth(1) {
+        Some("GiB") => v * 1024.0,
+        Some("MiB") => v,
+        Some("KiB") => v / 1024.0,
+        Some("B") => v / 1024.0 / 1024.0,
+        _ => return None,
+    })
+}
+
+/// Appends `value` to `group`'s bar of `category`, creating either on first use.
+fn push_bar(b: &mut BarChart, category: &str, group: &str, value: f64) {
+    let gi = b.groups.iter().position(|g| g == group).unwrap_or_else(|| {
+        b.groups.push(group.to_string());
+        b.groups.len() - 1
+    });
+    let ci = b.categories.iter().position(|(c, _)| c == category).unwrap_or_else(|| {
+        b.categories.push((category.to_string(), Vec::new()));
+        b.categories.len() - 1
+    });
+    let values = &mut b.categories[ci].1;
+    values.resize(b.groups.len().max(values.len()), None);
+    values[gi] = Some(value);
+}
+
+/// kache ÷ direct (p50) per read kind and foreign write rate, the relay's floor beside the gets.
+fn apiserver_ratio(t: &Table) -> Option<BarChart> {
+    let mut b = BarChart {
+        name: "apiserver-ratio".into(),
+        title: "Real apiserver: latency through kache ÷ direct (p50; below 1: kache is faster)".into(),
+        unit: "×".into(),
+        reference: Some(1.0),
+        ..BarChart::default()
+    };
+    for row in &t.rows {
+        let [writes, case, target, ratio] =
+            cells(t, row, ["foreign writes/s", "case", "target", "÷ direct (p50)"])?;
+        let (Some(writes), Some(ratio)) = (number(writes), number(ratio)) else { continue };
+        let group = format!("{writes} foreign writes/s");
+        match target {
+            "through kache" => push_bar(&mut b, case, &group, ratio),
+            "through a TLS byte relay" => push_bar(&mut b, &format!("{case}, TLS byte relay"), &group, ratio),
+            _ => {}
+        }
     }
-    if depth >= MAX_ID_DEPTH {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let mut subs: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
-    subs.sort();
-    for s in subs {
-        let Some(name) = s.file_name().and_then(|n| n.to_str()) else { continue };
-        if name == "report" || name == "new" || name == "base" || name == "change" {
+    (!b.categories.is_empty()).then_some(b)
+}
+
+/// The upstream's CPU (apiserver + etcd) per read directly and through kache, kache's own beside it, with no
+/// foreign writes (every read kind is measured there).
+fn upstream_cpu(t: &Table) -> Option<BarChart> {
+    let mut b = BarChart {
+        name: "apiserver-cpu".into(),
+        title: "Real apiserver, no foreign writes: CPU ms per read".into(),
+        unit: "ms".into(),
+        ..BarChart::default()
+    };
+    for row in &t.rows {
+        let [writes, case, target, cpu] =
+            cells(t, row, ["foreign writes/s", "case", "target", "CPU ms per request"])?;
+        if number(writes) != Some(0.0) {
             continue;
         }
-        collect_estimates(&s, &format!("{id}/{name}"), rows, depth + 1);
-    }
-}
-
-/// Bytes or elements per second from criterion's benchmark.json throughput and the median time.
-fn throughput(bench: &serde_json::Value, ns: f64) -> Option<String> {
-    let t = bench.get("throughput")?;
-    if let Some(b) = t.get("Bytes").and_then(serde_json::Value::as_f64) {
-        return Some(format!("{:.0} MiB/s", b / (ns / 1e9) / 1024.0 / 1024.0));
-    }
-    let e = t.get("Elements").and_then(serde_json::Value::as_f64)?;
-    Some(format!("{:.2} M elem/s", e / (ns / 1e9) / 1e6))
-}
-
-fn fmt_ns(ns: f64) -> String {
-    if ns >= 1e9 {
-        format!("{:.2} s", ns / 1e9)
-    } else if ns >= 1e6 {
-        format!("{:.2} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.2} µs", ns / 1e3)
-    } else {
-        format!("{ns:.1} ns")
-    }
-}
-
-/// BENCHMARKS-*.md files of other parts, included verbatim as sections.
-fn included(dir: &Path) -> anyhow::Result<String> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("listing {}", dir.display()))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("BENCHMARKS-") && n.ends_with(".md"))
-        })
-        .collect();
-    files.sort();
-    let mut out = String::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
-        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("?");
-        out.push_str(&format!("## Included: {name}\n\n"));
-        // Demote headings one level so the included file nests under this section.
-        for line in text.lines() {
-            if line.starts_with('#') {
-                out.push('#');
+        let of = |process: &str| {
+            cpu.split(", ")
+                .find_map(|part| part.strip_prefix(process)?.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        let upstream = of("apiserver ") + of("etcd ");
+        match target {
+            "apiserver direct" => push_bar(&mut b, case, "apiserver + etcd, direct", upstream),
+            "through kache" => {
+                push_bar(&mut b, case, "apiserver + etcd, through kache", upstream);
+                push_bar(&mut b, case, "kache itself", of("kache "));
             }
-            out.push_str(line);
-            out.push('\n');
+            _ => {}
         }
-        out.push('\n');
     }
-    Ok(out)
+    (!b.categories.is_empty()).then_some(b)
+}
+
+/// kache's resident memory after its initial sync against the JSON bytes of the pods it holds.
+fn memory_vs_objects(runs: &[(PathBuf, RunReport)]) -> Option<Chart> {
+    let line = |name: &str| Series {
+        plot: "memory-vs-objects".into(),
+        title: "kache resident memory after sync vs the pods' JSON".into(),
+        x_label: "pods".into(),
+        y_label: "MiB".into(),
+        log_x: true,
+        log_y: true,
+        name: name.into(),
+        points: Vec::new(),
+    };
+    let (mut rss, mut json) = (line("kache RSS after sync"), line("pods as JSON (list body)"));
+    for t in runs.iter().flat_map(|(_, r)| r.tables.iter()).filter(|t| t.title.starts_with("List suites")) {
+        for row in &t.rows {
+            let Some([pods, r, j]) = cells(t, row, ["pods", "kache RSS after sync", "pod JSON (list body)"])
+            else {
+                continue;
+            };
+            if let (Some(p), Some(r), Some(j)) = (number(pods), mib(r), mib(j)) {
+                rss.points.push((p, r));
+                json.points.push((p, j));
+            }
+        }
+    }
+    for s in [&mut rss, &mut json] {
+        s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        s.points.dedup_by(|a, b| a.0 == b.0);
+    }
+    (rss.points.len() > 1).then(|| Chart::Lines {
+        name: rss.plot.clone(),
+        caption: rss.title.clone(),
+        series: vec![rss, json],
+    })
+}
+
+/// `YYYY-MM-DD HH:MM` of a Unix time (UTC).
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::results::RunReport;
-
-    #[test]
-    fn generates_from_json_criterion_and_included_files() {
-        let dir = std::env::temp_dir().join(format!("kache-loadtest-report-{}", std::process::id()));
-        let crit = dir.join("criterion/list/assemble/new");
-        std::fs::create_dir_all(&crit).expect("dirs");
-        std::fs::write(crit.join("estimates.json"), r#"{"median":{"point_estimate":1500000.0}}"#)
-            .expect("write");
-        std::fs::write(crit.join("benchmark.json"), r#"{"throughput":{"Bytes":3000000}}"#).expect("write");
-        std::fs::write(dir.join("BENCHMARKS-store.md"), "# Store\n\nfast\n").expect("write");
-        let mut r = RunReport {
-            scenario: "list".into(),
-            command: "kache-loadtest run x".into(),
-            ..Default::default()
-        };
-        r.figure("kache ÷ static, 10k pods", 1.3, "×", Some(1.5), "d".into());
-        let json = dir.join("run.json");
-        std::fs::write(&json, serde_json::to_string(&r).expect("json")).expect("write");
-        let md = generate(&ReportInput {
-            runs: vec![json],
-            plots_rel: "loadtest/results".into(),
-            include_dir: dir.clone(),
-            criterion_dir: dir.join("criterion"),
-            command: "kache-loadtest report".into(),
-            previous: None,
-        })
-        .expect("report");
-        assert!(md.contains("| list | kache ÷ static, 10k pods | 1.30 × | ≤ 1.50 × | yes |"), "{md}");
-        assert!(md.contains("| list/assemble | 1.50 ms |"), "{md}");
-        assert!(md.contains("## Included: BENCHMARKS-store.md\n\n## Store"), "{md}");
-        assert!(md.contains("## Machine"));
-        let again = previous_criterion(&previous_criterion(&md));
-        assert_eq!(again.matches("Carried over").count(), 1, "{again}");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+mod tests;

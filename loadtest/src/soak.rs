@@ -58,7 +58,7 @@ pub struct Args {
     #[arg(long, default_value = "loadtest/out")]
     pub out: PathBuf,
     /// Where the SVG plots go.
-    #[arg(long, default_value = "loadtest/results")]
+    #[arg(long, default_value = "loadtest/out/plots")]
     pub plots: PathBuf,
     /// kache binary (default: the release build).
     #[arg(long)]
