@@ -377,7 +377,11 @@ fn node(v: &Value, now: i64) -> Vec<Value> {
         json!(addr("InternalIP")),
         json!(addr("ExternalIP")),
         json!(unknown(s(v, "/status/nodeInfo/osImage"))),
-        json!(unknown(s(v, "/status/nodeInfo/kernelVersion"))),
+        // kubectl 1.36 shows the architecture after the kernel version.
+        json!(match s(v, "/status/nodeInfo/architecture") {
+            "" => unknown(s(v, "/status/nodeInfo/kernelVersion")),
+            arch => format!("{} ({arch})", unknown(s(v, "/status/nodeInfo/kernelVersion"))),
+        }),
         json!(unknown(s(v, "/status/nodeInfo/containerRuntimeVersion"))),
     ]
 }

@@ -430,7 +430,17 @@ fn node(o: &Value, name: Cell, created: Cell) -> Vec<Cell> {
         Cell::str(address("InternalIP")),
         Cell::str(address("ExternalIP")),
         info("osImage"),
-        info("kernelVersion"),
+        // The architecture follows the kernel version, also after `<unknown>`.
+        match text(o, "/status/nodeInfo/architecture") {
+            "" => info("kernelVersion"),
+            arch => {
+                let kernel = match text(o, "/status/nodeInfo/kernelVersion") {
+                    "" => "<unknown>",
+                    v => v,
+                };
+                Cell::str(&format!("{kernel} ({arch})"))
+            }
+        },
         info("containerRuntimeVersion"),
     ]
 }
