@@ -97,14 +97,15 @@ stop() {
   rm -f "$DIR/$name.pid"
 }
 
-# wait_for NAME SECONDS WHAT CMD...: until CMD succeeds; fails naming NAME if its process dies or time runs out.
+# wait_for NAME SECONDS WHAT CMD...: until CMD succeeds (tried every POLL seconds, default 0.5); fails naming
+# NAME if its process dies or time runs out.
 wait_for() {
   local name=$1 secs=$2 what=$3; shift 3
   local deadline=$((SECONDS + secs))
   until "$@" >/dev/null 2>&1; do
     alive "$name" || fail "$name" "exited while waiting for $what"
     [ $SECONDS -lt $deadline ] || fail "$name" "no $what after ${secs}s"
-    sleep 0.5
+    sleep "${POLL:-0.5}"
   done
 }
 
@@ -386,7 +387,11 @@ EOF
 # node status heartbeats every ~10 min beside the 10 s leases, pods bound to a node Running and Ready,
 # finished pods Succeeded, deleted pods removed. The Stage files come from the kwok module itself.
 kwok_config() {
-  local dir
+  local dir par=$((NODES / 50 > 4 ? NODES / 50 : 4))
+  # kwok renews leases and plays stages with 4 workers each by default: at 1000 nodes, 100 lease
+  # renewals a second beside a burst of pods fall behind and nodes turn NotReady. One worker per 50 nodes.
+  printf 'apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n'
+  printf '  nodeLeaseParallelism: %d\n  nodePlayStageParallelism: %d\n  podPlayStageParallelism: %d\n' "$par" "$par" "$par"
   dir=$(cd "$ROOT/testbed" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) \
     || die "kwok: cannot find the sigs.k8s.io/kwok module (go list -m in testbed/)"
   local f
@@ -400,6 +405,15 @@ kwok_config() {
 apply() { # FILE: server-side apply as the admin
   "$KUBECTL" --kubeconfig "$ADMIN_KC" apply --server-side --force-conflicts --field-manager=kache-testbed -f "$1" > "$1.out" 2>&1 \
     || { tail -n 20 "$1.out" >&2; die "kubectl apply -f $1 failed (output in $1.out)"; }
+}
+# apply_parallel FILE K: FILE (documents separated by ---) in K parts applied at once; kubectl applies
+# one object after the other, which for 1000 nodes takes minutes.
+apply_parallel() {
+  local f=$1 k=$2 i pids=()
+  rm -f "$f".part*
+  awk -v k="$k" -v f="$f" '/^---$/ { n++ } { print > (f ".part" (n % k)) }' "$f"
+  for i in "$f".part*; do apply "$i" & pids+=($!); done
+  for i in "${pids[@]}"; do wait "$i" || die "kubectl apply -f $f failed"; done
 }
 kc() { "$KUBECTL" --kubeconfig "$ADMIN_KC" "$@"; }
 
@@ -491,11 +505,12 @@ start_clients() {
     mkdir -p "$DIR/kwok"
     [ -s "$DIR/kwok/stages.yaml" ] || kwok_config > "$DIR/kwok/stages.yaml"
     # KWOK_WORKDIR keeps kwok from reading ~/.kwok/kwok.yaml. 40 s leases are renewed every 10 s, as
-    # kubelets do. No --node-port/--server-address: kwok opens no port.
+    # kubelets do. No --node-port/--server-address: kwok opens no port. At INFO it logs every lease
+    # renewal (N/10 lines a second), hence WARN.
     start kwok env KWOK_WORKDIR="$DIR/kwok" "$BIN/kwok" \
       --kubeconfig "$K/kwok.kubeconfig" --config "$DIR/kwok/stages.yaml" \
       --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-      --node-lease-duration-seconds 40 --cidr 10.127.0.0/16
+      --node-lease-duration-seconds 40 --cidr 10.127.0.0/16 --v WARN
   fi
   wait_for kube-controller-manager 90 "200 from /healthz" https_ok -k "https://127.0.0.1:$KCM_PORT/healthz"
   wait_for kube-scheduler 90 "200 from /healthz" https_ok -k "https://127.0.0.1:$SCHED_PORT/healthz"
@@ -509,18 +524,26 @@ ready_nodes() {
 }
 nodes_ready() { [ "$(ready_nodes)" -ge "$NODES" ]; }
 
-# Every workload Deployment has all its replicas updated and ready.
+# Every workload Deployment has as many Running, Ready pods (not being deleted) as it wants. Counted on the
+# pods, not from the Deployments' status: at 1000 nodes the controller-manager's ReplicaSet controller can
+# leave readyReplicas behind for minutes after the pods are ready (1.36's StaleControllerConsistency-
+# ReplicaSet check fails syncs until its pod informer has caught up with its own writes, and each failure
+# backs the ReplicaSet off further).
 workload_ready() {
-  local out
-  out=$(kc get deploy -A -l kache-testbed/workload -o jsonpath='{range .items[*]}{.spec.replicas} {.status.updatedReplicas} {.status.readyReplicas}{"\n"}{end}') || return 1
-  [ -n "$out" ] && ! awk '$1 + 0 != $2 + 0 || $1 + 0 != $3 + 0 { bad = 1 } END { exit !bad }' <<< "$out"
+  local want have
+  want=$(kc get deploy -A -l kache-testbed/workload -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name} {.spec.replicas}{"\n"}{end}') || return 1
+  have=$(kc get pods -A -l "app in ($(IFS=,; echo "${DEPLOYMENTS[*]}"))" --chunk-size 1000 \
+    -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.labels.app} {.status.phase} {.status.conditions[?(@.type=="Ready")].status} {.metadata.deletionTimestamp}{"\n"}{end}') || return 1
+  [ -n "$want" ] && awk 'NR == FNR { want[$1] = $2; next }
+    $2 == "Running" && $3 == "True" && $4 == "" { have[$1]++ }
+    END { for (d in want) if (have[d] + 0 != want[d] + 0) exit 1 }' <(echo "$want") <(echo "$have")
 }
 
 nodes_and_workload() {
   local M=$DIR/manifests
   nodes_manifest > "$M/nodes.yaml"
   echo "cluster.sh: creating $NODES nodes" >&2
-  apply "$M/nodes.yaml"
+  apply_parallel "$M/nodes.yaml" 4
   wait_for kwok $((120 + NODES / 4)) "$NODES Ready nodes" nodes_ready
   if [ ! -f "$M/workload.applied" ]; then
     workload_manifest > "$M/workload.yaml"
@@ -528,7 +551,7 @@ nodes_and_workload() {
     apply "$M/workload.yaml"
     touch "$M/workload.applied"
   fi
-  wait_for kube-controller-manager $((180 + NODES * PODS_PER_NODE / 10)) "ready Deployments (every pod Running)" workload_ready
+  POLL=3 wait_for kube-controller-manager $((300 + NODES * PODS_PER_NODE / 5)) "every Deployment's pods Running and Ready" workload_ready
 }
 
 pid_or_none() { pid_of "$1" || true; }
@@ -606,6 +629,8 @@ cmd_up() {
     fi
   fi
   trap on_exit EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
   NODES=${NODES_ARG:-${NODES:-100}}
   PODS_PER_NODE=${PPN_ARG:-${PODS_PER_NODE:-5}}
   build
@@ -647,6 +672,8 @@ cmd_clients() {
   local c
   for ((c = ${#CLIENTS[@]} - 1; c >= 0; c--)); do stop "${CLIENTS[c]}"; done
   trap on_exit EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
   save_state
   client_kubeconfigs
   start_clients

@@ -13,6 +13,8 @@ use kache_sim::workload::{self, Workload};
 
 use crate::CommonArgs;
 
+mod measure;
+
 #[derive(clap::Args, Debug)]
 pub(crate) struct DemoArgs {
     /// Pods in the simulated cluster.
@@ -31,10 +33,16 @@ pub(crate) struct DemoArgs {
     /// global resourceVersion moves all the time through them, so most resources are quiet (0 = off).
     #[arg(long, default_value_t = 10.0)]
     foreign_writes: f64,
+    /// Milliseconds the simulated apiserver adds per MiB of a list response, as a kube-apiserver spends
+    /// encoding every object for every list (measured ~9); 0 answers as fast as the simulator can, which
+    /// is faster than any apiserver.
+    #[arg(long, default_value_t = kache_sim::sim::APISERVER_LIST_COST_PER_MIB.as_secs_f64() * 1e3)]
+    upstream_list_ms_per_mib: f64,
     /// Address kache serves on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// Where to write the kubeconfig that points kubectl at kache.
+    /// Where to write the kubeconfig that points kubectl at kache (context kache-demo) and at the
+    /// simulated apiserver (context kache-demo-upstream).
     #[arg(long, default_value = "kache-demo.kubeconfig")]
     kubeconfig_out: PathBuf,
     /// Random seed of the dataset.
@@ -45,12 +53,29 @@ pub(crate) struct DemoArgs {
 }
 
 pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    // Bound first, so that a port in use is reported before any seeding.
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| crate::bind_error("--listen", &args.listen.to_string(), &e))?;
+    let metrics = crate::bind_metrics(&args.common.metrics_listen).await?;
+    let list_cost = Some(args.upstream_list_ms_per_mib)
+        .filter(|ms| ms.is_finite() && *ms > 0.0)
+        .map(|ms| Duration::from_secs_f64(ms / 1e3));
     let sim = Sim::builder()
         .foreign_writes(args.foreign_writes)
+        .kubelets(false)
+        .list_cost_per_mib(list_cost)
         .start()
         .await
         .context("starting the simulated apiserver")?;
-    println!("simulated apiserver on {}", sim.url());
+    println!("simulated apiserver (kache-sim) on {}", sim.url());
+    match list_cost {
+        Some(c) => println!(
+            "its lists take {:.0} ms per MiB, as a kube-apiserver's (--upstream-list-ms-per-mib)",
+            c.as_secs_f64() * 1e3
+        ),
+        None => println!("its lists take no modelled time: it answers faster than any apiserver"),
+    }
 
     let w = Workload {
         namespaces: args.namespaces.max(1),
@@ -59,20 +84,21 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         churn_per_sec: args.churn,
         seed: args.seed,
     };
-    println!("seeding {} pods over {} namespaces and {} nodes...", w.pods, w.namespaces, w.nodes);
+    println!(
+        "seeding {} pods of {} Deployments over {} namespaces and {} nodes...",
+        w.pods,
+        w.namespaces * workload::apps::APPS_IN_ORDER.len(),
+        w.namespaces,
+        w.nodes
+    );
     let started = Instant::now();
     // One object at a time, so a large dataset never sits in memory as JSON trees.
-    let total = sim.seed(&w).map_err(|e| anyhow::anyhow!("seeding the simulated apiserver: {e:?}"))?;
+    let total = sim
+        .seed_cluster(&w)
+        .map_err(|e| anyhow::anyhow!("seeding the simulated apiserver: {}", e.message))?;
     println!("seeded {total} objects in {:.1?}", started.elapsed());
 
-    let (stop_churn, stop_rx) = tokio::sync::watch::channel(false);
-    let churn = (args.churn > 0.0).then(|| tokio::spawn(workload::churn(sim.url(), w.clone(), stop_rx)));
-
     let config = args.common.clone().into_config(UpstreamSource::Url(sim.url()))?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding --listen {}", args.listen))?;
-    let metrics = crate::bind_metrics(&args.common.metrics_listen).await?;
     let kache = Kache::start_with_metrics(config, listener, metrics).await?;
     let sync_started = Instant::now();
     let mut last_print = Instant::now();
@@ -94,25 +120,33 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         sync_started.elapsed()
     );
 
-    let kubeconfig = kubeconfig(&kache.url(), &sim.url());
-    std::fs::write(&args.kubeconfig_out, kubeconfig)
-        .with_context(|| format!("writing {}", args.kubeconfig_out.display()))?;
-    let kc = args.kubeconfig_out.display();
+    // Before churn starts, so that the sim's counters see only the reads and kache.
     println!();
-    println!("kache:    {}", kache.url());
-    println!("upstream: {} (the simulated apiserver)", sim.url());
-    if let Some(m) = kache.metrics_url() {
-        println!("metrics:  {m}/metrics   health: {m}/readyz?verbose");
+    match measure::compare(&sim, &kache.url(), MEASURED_LIST).await {
+        Ok(c) => c.lines().iter().for_each(|l| println!("{l}")),
+        Err(e) => println!("measuring {MEASURED_LIST} failed: {e:#}"),
     }
-    println!("kubeconfig: {kc}  (contexts: kache-demo, kache-demo-upstream)");
+    let (stop_churn, stop_rx) = tokio::sync::watch::channel(false);
+    let churn = (args.churn > 0.0).then(|| tokio::spawn(workload::churn(sim.url(), w.clone(), stop_rx)));
+
+    std::fs::write(&args.kubeconfig_out, kubeconfig(&kache.url(), &sim.url()))
+        .with_context(|| format!("writing {}", args.kubeconfig_out.display()))?;
+    let kc = std::path::absolute(&args.kubeconfig_out).unwrap_or_else(|_| args.kubeconfig_out.clone());
     println!();
-    println!("Try:");
-    println!("  kubectl --kubeconfig {kc} get pods -A | head");
-    println!("  kubectl --kubeconfig {kc} get pods -n ns-0 -l app=api --chunk-size=50 -o name");
-    println!("  kubectl --kubeconfig {kc} get pods -A --field-selector spec.nodeName=node-0 -o name | head");
-    println!("  kubectl --kubeconfig {kc} get --raw '/api/v1/pods?limit=2' | head -c 600");
-    println!("  kubectl --kubeconfig {kc} get pods -A -w --output-watch-events");
-    println!("  time kubectl --kubeconfig {kc} --context kache-demo-upstream get pods -A -o name | wc -l");
+    println!("{LIMITS}");
+    println!();
+    println!("kache:      {}", kache.url());
+    println!("upstream:   {} (the simulated apiserver: context kache-demo-upstream)", sim.url());
+    if let Some(m) = kache.metrics_url() {
+        println!("metrics:    {m}/metrics   health: {m}/readyz?verbose");
+    }
+    println!("kubeconfig: {}", kc.display());
+    println!();
+    println!("Try (copy and paste into another terminal):");
+    println!();
+    for line in try_next(&kc.display().to_string(), &sim.url()) {
+        println!("  {line}");
+    }
     println!();
     println!("Ctrl-C stops the demo.");
 
@@ -123,6 +157,33 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     sim.shutdown().await;
     Ok(())
+}
+
+/// The list the demo measures direct and through kache: every pod, what a controller's relist reads.
+const MEASURED_LIST: &str = "/api/v1/pods";
+
+/// What the demo's simulated cluster cannot do, said once at start (the sim answers each with a Status
+/// saying the same).
+const LIMITS: &str = "The simulated cluster has no kubelets and no controllers: exec, attach, port-forward and logs \
+answer an error saying so, server-side apply is not implemented, pods do not run. Reads, watches and writes \
+behave like a Kubernetes apiserver's.";
+
+/// The commands printed under "Try": a short block that works when pasted as is.
+fn try_next(kubeconfig: &str, upstream: &str) -> Vec<String> {
+    vec![
+        format!("export KUBECONFIG={kubeconfig}"),
+        "kubectl get deploy,rs,pods -n ns-0 | head -20".to_string(),
+        "kubectl get pods -A -l app=api --field-selector spec.nodeName=node-0".to_string(),
+        "kubectl explain pods.spec.containers.resources".to_string(),
+        "kubectl get pods -A -w --output-watch-events | head -20".to_string(),
+        "# every pod as an informer relists, through kache, then direct; then what the upstream served"
+            .to_string(),
+        format!("time kubectl get --raw '{MEASURED_LIST}?resourceVersion=0' | wc -c"),
+        format!(
+            "time kubectl --context kache-demo-upstream get --raw '{MEASURED_LIST}?resourceVersion=0' | wc -c"
+        ),
+        format!("curl -s {upstream}/sim/served"),
+    ]
 }
 
 fn kubeconfig(kache: &str, upstream: &str) -> String {

@@ -37,6 +37,9 @@ pub struct Config {
     /// Whether pods have kubelets behind them: logs answer a fixed text and exec/attach/portforward echo
     /// bytes (what kache's forwarding tests need); without, they answer a 501 that says so.
     pub kubelets: bool,
+    /// Time added to a list response per MiB of its body, modelling an apiserver that encodes every
+    /// object for every list (the sim writes stored bytes); None (the default) adds nothing.
+    pub list_cost_per_mib: Option<Duration>,
 }
 
 /// Test hooks, shared by the admin API and the Rust handle.
@@ -344,6 +347,7 @@ async fn resource(
             }
             if ctx.out.proto && !matches!(ctx.view, view::View::Table(_)) {
                 let body = list::encode_list_proto(&res, ctx.view, &page)?;
+                list_cost(ctx, body.len()).await;
                 return Ok(ctx.out.bytes(200, body, crate::proto::MEDIA_TYPE));
             }
             let body = match ctx.view {
@@ -354,6 +358,7 @@ async fn resource(
                 }
                 _ => list::encode_list(&res, list::list_meta(&res, &page), &page.items, ctx.out.pretty),
             };
+            list_cost(ctx, body.len()).await;
             Ok(ctx.out.bytes(200, body, "application/json"))
         }
         (Method::GET, Some(name), None) if is_watch => {
@@ -387,6 +392,13 @@ async fn resource(
         (Method::DELETE, Some(_), None) if !t.watch_path => objects::delete(ctx, req, q, &t).await,
         (Method::DELETE, None, None) if !t.watch_path => objects::delete_collection(ctx, q, &t).await,
         _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+/// The modelled time an apiserver spends producing a list of `bytes` ([`Config::list_cost_per_mib`]).
+async fn list_cost(ctx: &Ctx, bytes: usize) {
+    if let Some(per_mib) = ctx.state.cfg.list_cost_per_mib {
+        tokio::time::sleep(per_mib.mul_f64(bytes as f64 / (1024.0 * 1024.0))).await;
     }
 }
 
