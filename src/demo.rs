@@ -38,8 +38,8 @@ pub(crate) struct DemoArgs {
     /// is faster than any apiserver.
     #[arg(long, default_value_t = kache_sim::sim::APISERVER_LIST_COST_PER_MIB.as_secs_f64() * 1e3)]
     upstream_list_ms_per_mib: f64,
-    /// Address kache serves on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    /// Address kache serves on (`HOST:PORT`, e.g. `localhost:8080`).
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = crate::parse_listen)]
     listen: SocketAddr,
     /// Where to write the kubeconfig that points kubectl at kache (context kache-demo) and at the
     /// simulated apiserver (context kache-demo-upstream).
