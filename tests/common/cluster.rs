@@ -45,6 +45,11 @@ impl Cluster {
 
     /// A cluster of its own under `target/testbed-cluster/NAME`.
     pub fn start(name: &str, nodes: usize) -> Option<Cluster> {
+        Self::start_with(name, nodes, &[])
+    }
+
+    /// As [`Cluster::start`], with more arguments of `cluster.sh up` (e.g. `--no-clients`).
+    pub fn start_with(name: &str, nodes: usize, args: &[&str]) -> Option<Cluster> {
         let bin = testbed_bin();
         if let Some(missing) = BINARIES.iter().find(|b| !bin.join(b).is_file()) {
             tools::missing(&format!("the testbed's {missing} is not built in {}: {BUILD_HINT}", bin.display()));
@@ -63,6 +68,7 @@ impl Cluster {
             .arg(&cluster.dir)
             .arg("--nodes")
             .arg(nodes.to_string())
+            .args(args)
             .env("TESTBED_BIN", &bin)
             .output()
             .expect("run scripts/cluster.sh");
@@ -76,6 +82,31 @@ impl Cluster {
         let env = std::fs::read_to_string(cluster.dir.join("env")).expect("cluster.sh wrote DIR/env");
         cluster.env = parse_env(&env);
         Some(cluster)
+    }
+
+    /// (Re)starts the controller-manager, the scheduler and the nodes with `url` as their server (trusting
+    /// `ca`), and waits as `up` does: every node Ready, every Deployment's pods Running.
+    pub fn clients_via(&mut self, url: &str, ca: &Path) {
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("clients")
+            .arg(&self.dir)
+            .arg("--via-url")
+            .arg(url)
+            .arg("--via-ca")
+            .arg(ca)
+            .env("TESTBED_BIN", testbed_bin())
+            .output()
+            .expect("run scripts/cluster.sh clients");
+        assert!(
+            out.status.success(),
+            "scripts/cluster.sh clients {} --via-url {url} failed:\n{}{}",
+            self.dir.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env = std::fs::read_to_string(self.dir.join("env")).expect("cluster.sh wrote DIR/env");
+        self.env = parse_env(&env);
     }
 
     /// A variable of `DIR/env`; panics naming it when cluster.sh did not write it.

@@ -9,12 +9,12 @@
 //! | `chain` | a kache behind a kache under foreign writes: bookmarks passed on, consistent reads proven through the chain | — |
 //! | `consistency` | linearizability of consistent reads under concurrent writers, busy and quiet resources | — |
 //! | `convergence` | reflectors converge to the sim byte for byte through churn and injected faults | — |
-//! | `demo` | `kache demo` as a user meets it: owners consistent, OpenAPI schemas, its limits said plainly, its output | `kubectl` (explain, validation, exec) |
 //! | `filtered` | node- and label-filtered mirrors (`--resource-selector`): what they cache, serve and forward | — |
 //! | `foreign` | a real cluster's foreign writes (leases, events): no 504 for paginated reads, freshness proofs | — |
 //! | `forward` | the forwarding front over a scripted upstream: headers, streaming, upgrades, limits, TLS kubeconfigs | `openssl`; `kubectl` for `kubectl_through_kache` |
 //! | `impersonation` | `Impersonate-*` under `--auth=delegated`, the chained node → regional deployment, `kubectl --as` | `kubectl` (the last test) |
 //! | `kube_apiserver` | kache in front of a real kube-apiserver 1.36 cluster (controllers, scheduler, simulated nodes): every built-in kind in JSON, protobuf, Table and metadata, pages, selectors, gets, watches and errors, byte for byte | the testbed (`scripts/cluster.sh`; Go builds it) |
+//! | `kube_control` | the control plane's own clients (controller-manager, scheduler, kwok nodes) through kache with their own tokens: nodes Ready, pods bound and Running, scale and delete carried out, leader-election leases renewed | the testbed |
 //! | `kube_rs` | kube-rs reflectors and a controller loop through kache, across kache and sim restarts | — |
 //! | `kubectl` | every kubectl command against kache and against the sim directly: equal output | `kubectl` |
 //! | `list` | differential get and list: bodies, continue tokens, remainingItemCount, served from memory | — |
@@ -63,12 +63,12 @@ mod auth;
 mod chain;
 mod consistency;
 mod convergence;
-mod demo;
 mod filtered;
 mod foreign;
 mod forward;
 mod impersonation;
 mod kube_apiserver;
+mod kube_control;
 mod kube_rs;
 mod kubectl;
 mod list;

@@ -1,0 +1,135 @@
+//! The control plane's own clients through kache: kube-controller-manager, kube-scheduler and the simulated
+//! nodes (kwok) of a real 1.36 cluster send every request to a kache in front of the apiserver, with their
+//! own tokens (`--auth=delegated`: TokenReview and SubjectAccessReview against the real RBAC). Their
+//! informers (protobuf, WatchList) are served from kache's memory; their writes (bindings, pod status, node
+//! leases, leader-election leases, ReplicaSets) are forwarded. The cluster must behave as it does without
+//! kache: nodes Ready, every Deployment's pods bound and Running, a scale-up and a delete carried out, the
+//! leader-election leases renewed.
+
+use crate::common;
+
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use common::cluster::Cluster;
+use common::eventually;
+use common::real::Endpoint;
+use kache::app::{Config, Kache, UpstreamSource};
+use kache::auth::AuthSettings;
+use kache::front::server::TlsConfig;
+
+const NODES: usize = 6;
+/// How long a change may take to be carried out by the controllers, scheduler and nodes; a hang guard.
+const CONVERGE: Duration = Duration::from_secs(120);
+
+/// The pods of Deployment `app` in `ns` that are Running (and not being deleted).
+async fn running(api: &Endpoint, ns: &str, app: &str) -> usize {
+    let pods = api.get(&format!("/api/v1/namespaces/{ns}/pods?labelSelector=app%3D{app}")).await.json();
+    pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| p["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty()))
+        .count()
+}
+
+async fn lease_renewed_at(api: &Endpoint, name: &str) -> Option<String> {
+    let lease = api.get(&format!("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{name}")).await;
+    (lease.status == StatusCode::OK).then(|| lease.json()["spec"]["renewTime"].as_str().unwrap_or_default().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_plane_runs_through_kache() {
+    let Some(cluster) = tokio::task::spawn_blocking(|| {
+        Cluster::start_with("through-kache", NODES, &["--no-clients", "--pods-per-node", "3"])
+    })
+    .await
+    .expect("cluster start") else {
+        return;
+    };
+    let pki = cluster.dir().join("pki");
+    let mut config = Config::for_url(String::new());
+    config.upstream = UpstreamSource::Kubeconfig(Some(cluster.admin_kubeconfig()));
+    config.auth = AuthSettings::delegated();
+    // The apiserver's own serving certificate (the clients trust the cluster's CA), and client certificates
+    // of that CA accepted as the apiserver accepts them.
+    config.tls = Some(
+        TlsConfig::with_client_ca(&pki.join("apiserver.crt"), &pki.join("apiserver.key"), &pki.join("ca.crt"))
+            .expect("the apiserver's certificate serves kache"),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let kache = Kache::start(config, listener).await.expect("kache starts");
+    tokio::time::timeout(Duration::from_secs(180), kache.wait_synced()).await.expect("kache syncs");
+    let url = kache.url();
+    let ca = pki.join("ca.crt");
+    // The controller-manager, the scheduler and kwok, pointed at kache; cluster.sh waits until every node is
+    // Ready and every Deployment's pods are Running.
+    let cluster = tokio::task::spawn_blocking(move || {
+        let mut cluster = cluster;
+        cluster.clients_via(&url, &ca);
+        cluster
+    })
+    .await
+    .expect("clients through kache");
+    assert_eq!(cluster.var("KUBE_CLIENTS_URL"), kache.url(), "the clients' server is kache");
+    let api = Endpoint::from_kubeconfig("kube-apiserver", &cluster.admin_kubeconfig()).await;
+    let from_memory = kache.stats().memory();
+    // The informers of the controller-manager, the scheduler and kwok: dozens of lists and watches.
+    assert!(from_memory >= 20, "the clients' informers were served from memory: {from_memory}");
+    assert!(kache.stats().forwarded() > 0, "their writes were forwarded");
+
+    // Leader election: both leases are held and renewed, through kache.
+    for lease in ["kube-controller-manager", "kube-scheduler"] {
+        let first = lease_renewed_at(&api, lease).await.unwrap_or_else(|| panic!("{lease} lease exists"));
+        eventually(&format!("the {lease} lease is renewed"), CONVERGE, || async {
+            lease_renewed_at(&api, lease).await.is_some_and(|t| t != first)
+        })
+        .await;
+    }
+
+    // A scale-up: the ReplicaSet controller creates pods, the scheduler binds them, the nodes run them.
+    let deployment = "/apis/apps/v1/namespaces/team-a/deployments/web";
+    let replicas = api.get(deployment).await.json()["spec"]["replicas"].as_u64().expect("replicas") as usize;
+    let scale = json!({"spec": {"replicas": replicas + 3}});
+    let r = api.write(Method::PATCH, deployment, "application/merge-patch+json", &scale).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", String::from_utf8_lossy(&r.body));
+    eventually("the scaled Deployment's pods run", CONVERGE, || async {
+        running(&api, "team-a", "web").await == replicas + 3
+    })
+    .await;
+
+    // A delete: the garbage collector removes its ReplicaSets and their pods.
+    let r = api.request(Method::DELETE, "/apis/apps/v1/namespaces/team-b/deployments/api", &[], None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", String::from_utf8_lossy(&r.body));
+    eventually("the deleted Deployment's pods are gone", CONVERGE, || async {
+        let pods = api.get("/api/v1/namespaces/team-b/pods?labelSelector=app%3Dapi").await.json();
+        pods["items"].as_array().is_some_and(Vec::is_empty)
+    })
+    .await;
+
+    // The final state is what the same cluster reaches without kache: every Deployment available with its
+    // replicas, every pod bound to a node and Running.
+    eventually("every Deployment is available", CONVERGE, || async {
+        let deployments = api.get("/apis/apps/v1/deployments?labelSelector=kache-testbed%2Fworkload").await.json();
+        deployments["items"].as_array().is_some_and(|items| {
+            !items.is_empty()
+                && items.iter().all(|d| {
+                    d["status"]["readyReplicas"] == d["spec"]["replicas"]
+                        && d["status"]["updatedReplicas"] == d["spec"]["replicas"]
+                })
+        })
+    })
+    .await;
+    let pods = api.get("/api/v1/pods?labelSelector=app").await.json();
+    let items: Vec<&Value> = pods["items"].as_array().into_iter().flatten().collect();
+    assert!(!items.is_empty());
+    for p in &items {
+        assert!(p["spec"]["nodeName"].as_str().is_some_and(|n| n.starts_with("kwok-node-")), "bound: {p}");
+    }
+    eprintln!("through kache: {from_memory} reads from memory, {} forwarded", kache.stats().forwarded());
+    kache.shutdown().await;
+    drop(cluster);
+}
