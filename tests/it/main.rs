@@ -9,6 +9,7 @@
 //! | `chain` | a kache behind a kache under foreign writes: bookmarks passed on, consistent reads proven through the chain | — |
 //! | `consistency` | linearizability of consistent reads under concurrent writers, busy and quiet resources | — |
 //! | `convergence` | reflectors converge to the sim byte for byte through churn and injected faults | — |
+//! | `demo` | `kache demo` as a user meets it: owners consistent, OpenAPI schemas, its limits said plainly, its output | `kubectl` (explain, validation, exec) |
 //! | `filtered` | node- and label-filtered mirrors (`--resource-selector`): what they cache, serve and forward | — |
 //! | `foreign` | a real cluster's foreign writes (leases, events): no 504 for paginated reads, freshness proofs | — |
 //! | `forward` | the forwarding front over a scripted upstream: headers, streaming, upgrades, limits, TLS kubeconfigs | `openssl`; `kubectl` for `kubectl_through_kache` |
@@ -63,6 +64,7 @@ mod auth;
 mod chain;
 mod consistency;
 mod convergence;
+mod demo;
 mod filtered;
 mod foreign;
 mod forward;
