@@ -139,14 +139,9 @@ pub fn generate(input: &ReportInput) -> anyhow::Result<(String, Vec<Chart>)> {
     out.push_str("\n## Figures\n\n| run | figure | value | goal |\n|---|---|---:|---:|\n");
     for (_, r) in &runs {
         for f in &r.figures {
-            let goal = f.goal_max.map_or(String::new(), |g| format!("≤ {} {}", fmt_num(g), f.unit));
-            out.push_str(&format!(
-                "| {} | {} | {} {} | {goal} |\n",
-                r.scenario,
-                f.label,
-                fmt_num(f.value),
-                f.unit
-            ));
+            let with_unit = |v: f64| format!("{} {}", fmt_num(v), f.unit).trim_end().to_string();
+            let goal = f.goal_max.map_or(String::new(), |g| format!("≤ {}", with_unit(g)));
+            out.push_str(&format!("| {} | {} | {} | {goal} |\n", r.scenario, f.label, with_unit(f.value)));
         }
     }
     Ok((out, charts))
