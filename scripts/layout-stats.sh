@@ -1,5 +1,5 @@
 #!/bin/sh
-# Layout figures of the kache crate (issue 15): lines per top-level module, the largest files, `pub` items
+# Layout figures of the kache crate: lines per top-level module, the largest files, `pub` items
 # and test functions. Usage: scripts/layout-stats.sh [repo-root]
 cd "${1:-$(dirname "$0")/..}" || exit 1
 echo "lines per top-level module (src/):"

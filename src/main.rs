@@ -71,7 +71,7 @@ struct ServeArgs {
     common: CommonArgs,
 }
 
-/// Client authentication and authorization (see README "Security").
+/// Client authentication and authorization (see docs/security.md).
 #[derive(clap::Args, Debug, Clone)]
 struct AuthArgs {
     /// `none`: kache's own upstream credentials serve everyone (loopback only); `delegated`: clients
