@@ -1,0 +1,197 @@
+//! `--auth=delegated` in front of a real kube-apiserver 1.36 with RBAC: every read of a matrix (users and a
+//! group allowed in one namespace and denied in another, cluster-wide reads, secrets, a service account's
+//! token, client certificates, impersonation) answered through kache as the apiserver answers it directly —
+//! the same status, and for refusals the same Status body byte for byte. kache authenticates with
+//! TokenReview and authorizes reads from memory with SubjectAccessReview against the real apiserver.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::json;
+
+use common::Resp;
+use common::cluster::Cluster;
+use common::real::Endpoint;
+use kache::app::{Config, Kache, UpstreamSource};
+use kache::auth::AuthSettings;
+use kache::front::server::TlsConfig;
+
+struct Fixture {
+    cluster: Arc<Cluster>,
+    kache: Kache,
+    dir: tempfile::TempDir,
+}
+
+async fn fixture() -> Option<Fixture> {
+    let cluster = tokio::task::spawn_blocking(Cluster::shared).await.expect("cluster start")?;
+    let pki = cluster.dir().join("pki");
+    let mut config = Config::for_url(String::new());
+    config.upstream = UpstreamSource::Kubeconfig(Some(cluster.admin_kubeconfig()));
+    config.auth = AuthSettings::delegated();
+    config.tls = Some(
+        TlsConfig::with_client_ca(&pki.join("apiserver.crt"), &pki.join("apiserver.key"), &pki.join("ca.crt"))
+            .expect("the apiserver's certificate serves kache"),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let kache = Kache::start(config, listener).await.expect("kache starts");
+    tokio::time::timeout(Duration::from_secs(180), kache.wait_synced()).await.expect("kache syncs");
+    Some(Fixture { cluster, kache, dir: tempfile::tempdir().expect("temp dir") })
+}
+
+impl Fixture {
+    /// The apiserver and kache, each reached with the credentials of `kubeconfig` (its server replaced).
+    async fn sides(&self, name: &str, kubeconfig: &Path) -> (Endpoint, Endpoint) {
+        let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
+        let via = self.dir.path().join(format!("{name}.kubeconfig"));
+        std::fs::write(&via, text.replace(self.cluster.url(), &self.kache.url())).expect("write kubeconfig");
+        (Endpoint::from_kubeconfig("kube-apiserver", kubeconfig).await, Endpoint::from_kubeconfig("kache", &via).await)
+    }
+
+    /// A kubeconfig with `token` (and the cluster's CA) for the apiserver.
+    fn token_kubeconfig(&self, name: &str, token: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("{name}-direct.kubeconfig"));
+        let ca = self.cluster.dir().join("pki/ca.crt");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\", certificate-authority: \"{}\"}}}}]\n\
+                 users: [{{name: u, user: {{token: \"{token}\"}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n\
+                 current-context: c\n",
+                self.cluster.url(),
+                ca.display()
+            ),
+        )
+        .expect("write kubeconfig");
+        path
+    }
+}
+
+/// The reads of the matrix: RV=0 lists and gets kache answers from memory, a consistent get it forwards.
+const READS: [&str; 9] = [
+    "/api/v1/namespaces/team-a/pods?resourceVersion=0",
+    "/api/v1/namespaces/team-b/pods?resourceVersion=0",
+    "/api/v1/pods?resourceVersion=0",
+    "/api/v1/namespaces/team-a/secrets?resourceVersion=0",
+    "/api/v1/namespaces/team-b/secrets?resourceVersion=0",
+    "/api/v1/namespaces/team-a/configmaps/web-config?resourceVersion=0",
+    "/api/v1/namespaces/team-c/configmaps/web-config",
+    "/api/v1/nodes?resourceVersion=0",
+    "/apis/apps/v1/namespaces/team-b/deployments?resourceVersion=0",
+];
+
+/// Status equal; refusals byte for byte; lists with the same item names.
+fn check(diffs: &mut Vec<String>, who: &str, path: &str, a: &Resp, v: &Resp) {
+    if a.status != v.status {
+        diffs.push(format!("{who} {path}: kube-apiserver {} kache {}: {}", a.status, v.status, String::from_utf8_lossy(&v.body)));
+    } else if a.status != StatusCode::OK && a.body != v.body {
+        diffs.push(format!(
+            "{who} {path} ({}): kube-apiserver {} / kache {}",
+            a.status,
+            String::from_utf8_lossy(&a.body),
+            String::from_utf8_lossy(&v.body)
+        ));
+    } else if a.status == StatusCode::OK {
+        let names = |r: &Resp| {
+            let v = r.json();
+            let mut n: Vec<String> = match v["items"].as_array() {
+                Some(items) => items.iter().map(|i| i["metadata"]["name"].as_str().unwrap_or("").to_owned()).collect(),
+                None => vec![v["metadata"]["name"].as_str().unwrap_or("").to_owned()],
+            };
+            n.sort();
+            n
+        };
+        if names(a) != names(v) {
+            diffs.push(format!("{who} {path}: different objects"));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_read_matrix_answers_as_the_apiserver() {
+    let Some(f) = fixture().await else { return };
+    let mut diffs = Vec::new();
+    // Users of the static token file, the admin's client certificate, and a service account's token.
+    let admin = f.cluster.admin_kubeconfig();
+    let direct_admin = Endpoint::from_kubeconfig("kube-apiserver", &admin).await;
+    let token = direct_admin
+        .write(
+            Method::POST,
+            "/api/v1/namespaces/team-a/serviceaccounts/reader/token",
+            "application/json",
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}),
+        )
+        .await;
+    assert_eq!(token.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&token.body));
+    let sa_token = token.json()["status"]["token"].as_str().expect("a token").to_owned();
+    let mut users: Vec<(String, PathBuf)> = vec![("kubernetes-admin (certificate)".into(), admin.clone())];
+    for user in ["ADMIN_TOKEN", "ALICE", "BOB", "CAROL", "DAVE"] {
+        users.push((user.to_lowercase(), PathBuf::from(f.cluster.var(&format!("KUBE_{user}_KUBECONFIG")))));
+    }
+    users.push(("team-a/reader (service account)".into(), f.token_kubeconfig("reader", &sa_token)));
+    users.push(("no such token".into(), f.token_kubeconfig("bogus", "not-a-valid-token")));
+    for (who, kubeconfig) in &users {
+        let (api, via) = f.sides(&who.replace([' ', '(', ')', '/'], "_"), kubeconfig).await;
+        for path in READS {
+            let (a, v) = (api.get(path).await, via.get(path).await);
+            check(&mut diffs, who, path, &a, &v);
+        }
+        // A watch: its status, and a refusal's body.
+        let path = "/api/v1/namespaces/team-b/pods?watch=1&resourceVersion=0&timeoutSeconds=1";
+        let (a, v) = (api.get(path).await, via.get(path).await);
+        if a.status != v.status || (a.status != StatusCode::OK && a.body != v.body) {
+            diffs.push(format!("{who} {path}: kube-apiserver {} kache {}: {}", a.status, v.status, String::from_utf8_lossy(&v.body)));
+        }
+    }
+    // Impersonation (`kubectl --as`, `--as-group`): an admin acting as alice gets alice's answers; alice may
+    // not impersonate.
+    let admin_token = PathBuf::from(f.cluster.var("KUBE_ADMIN_TOKEN_KUBECONFIG"));
+    let alice = PathBuf::from(f.cluster.var("KUBE_ALICE_KUBECONFIG"));
+    for (who, kubeconfig, headers) in [
+        ("admin as alice", &admin_token, vec![("impersonate-user", "alice")]),
+        ("admin as carol's group", &admin_token, vec![("impersonate-user", "someone"), ("impersonate-group", "kache:readers")]),
+        ("alice as bob", &alice, vec![("impersonate-user", "bob")]),
+    ] {
+        let (api, via) = f.sides(&who.replace(' ', "_"), kubeconfig).await;
+        for path in READS {
+            let (a, v) = (api.get_with(path, &headers).await, via.get_with(path, &headers).await);
+            check(&mut diffs, who, path, &a, &v);
+        }
+    }
+    assert!(f.kache.stats().memory() > 0, "allowed reads were served from memory");
+    assert!(diffs.is_empty(), "{} differences:\n{}", diffs.len(), diffs.join("\n"));
+}
+
+/// A client presenting both a client certificate and a bearer token is the certificate's user, as the
+/// apiserver's authenticator chain decides (the certificate authenticator runs before the token ones).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_and_a_token_authenticate_as_the_certificate() {
+    let Some(f) = fixture().await else { return };
+    let pki = f.cluster.dir().join("pki");
+    let alice_token = f.cluster.var("KUBE_ALICE_TOKEN").to_owned();
+    let both = f.dir.path().join("both.kubeconfig");
+    std::fs::write(
+        &both,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\", certificate-authority: \"{}\"}}}}]\n\
+             users: [{{name: u, user: {{token: \"{alice_token}\", client-certificate: \"{}\", client-key: \"{}\"}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
+            f.cluster.url(),
+            pki.join("ca.crt").display(),
+            pki.join("admin.crt").display(),
+            pki.join("admin.key").display()
+        ),
+    )
+    .expect("write kubeconfig");
+    let (api, via) = f.sides("both", &both).await;
+    let mut diffs = Vec::new();
+    for path in ["/api/v1/namespaces/kube-system/secrets?resourceVersion=0", "/api/v1/namespaces/team-b/pods?resourceVersion=0"] {
+        let (a, v) = (api.get(path).await, via.get(path).await);
+        assert_eq!(a.status, StatusCode::OK, "the apiserver takes the certificate's user: {}", String::from_utf8_lossy(&a.body));
+        check(&mut diffs, "certificate and token", path, &a, &v);
+    }
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
