@@ -327,14 +327,18 @@ pub(crate) async fn bind_metrics(addr: &str) -> anyhow::Result<Option<tokio::net
         return Ok(None);
     }
     let resolved = parse_listen(addr).map_err(|e| anyhow::anyhow!("--metrics-listen: {e}"))?;
-    let listener = tokio::net::TcpListener::bind(resolved).await.map_err(|e| bind_error("--metrics-listen", addr, &e))?;
+    let listener = tokio::net::TcpListener::bind(resolved)
+        .await
+        .map_err(|e| bind_error("--metrics-listen", addr, &e))?;
     Ok(Some(listener))
 }
 
 /// A listener that could not be bound, said with the flag that chose the address and what to do about it.
 pub(crate) fn bind_error(flag: &str, addr: &str, err: &std::io::Error) -> anyhow::Error {
     let hint = match err.kind() {
-        std::io::ErrorKind::AddrInUse => format!("another process listens there: pass {flag} with a free port"),
+        std::io::ErrorKind::AddrInUse => {
+            format!("another process listens there: pass {flag} with a free port")
+        }
         std::io::ErrorKind::PermissionDenied => {
             format!("ports below 1024 need privileges: pass {flag} with a port above 1023")
         }

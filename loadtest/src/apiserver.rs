@@ -1,6 +1,6 @@
-//! Any apiserver as the target (`kache-loadtest apiserver --kubeconfig K`): the real one of
-//! ../shared/apiserver or a user's cluster. kache (a release binary) is started in front of it with
-//! `--kubeconfig K`, serving TLS with a certificate generated here, and every case is sent to both — the
+//! Any apiserver as the target (`kache-loadtest apiserver --kubeconfig K`): the testbed's
+//! (`testbed/apiserver/start.sh`, `scripts/cluster.sh`) or a user's cluster. kache (a release binary) is
+//! started in front of it with `--kubeconfig K`, serving TLS with a certificate generated here, and every case is sent to both — the
 //! apiserver directly and through kache — in alternating batches, over the same transport (HTTP/1.1 over
 //! TLS, one client, certificates not verified on either side). Gets, which kache forwards, also go through a
 //! TLS byte relay started here (`kache-loadtest relay`): the transport floor of any forwarded read.

@@ -10,7 +10,7 @@ Sources, and what each contributes:
 - k8s-openapi (same registry): the JSON names. A .proto field name *is* the JSON name and k8s-pb's Rust
   name is its snake_case, which is not invertible ("hostIP" and "hostIp" both give host_ip), so the JSON
   name is the k8s-openapi key of the same struct whose letters match; k8s-pb's name camel-cased otherwise.
-- kube-proto (../shared/apiserver: the real Go types and serializers): what neither .proto nor OpenAPI
+- kube-proto (testbed/build.sh: the real Go types and serializers): what neither .proto nor OpenAPI
   says, because it lives in the Go struct: which fields are pointers. Go's encoder writes a non-pointer
   field even when it is empty; a pointer only when set. For every message reachable from the sim's kinds,
   an object is built with that message present but empty (`{}`) and encoded; the fields that still come
@@ -179,7 +179,7 @@ def unwrap(obj):  # k8s\0 + Unknown{typeMeta, raw}
 
 
 def main():
-    kube_proto = sys.argv[1] if len(sys.argv) > 1 else glob.glob(os.path.expanduser("~/.cache/kache-apiserver/*/kube-proto"))[0]
+    kube_proto = sys.argv[1] if len(sys.argv) > 1 else glob.glob(os.path.expanduser("~/.cache/kache-testbed/*/kube-proto"))[0]
     msgs = parse_pb()
     while True:
         gone = probe(kube_proto, msgs)

@@ -89,8 +89,7 @@ impl Upstream {
 }
 
 /// What a person can do when no kubeconfig could be used.
-const KUBECONFIG_HINT: &str =
-    "pass --kubeconfig FILE (and --context NAME), set KUBECONFIG, or --upstream http://HOST:PORT for a plain upstream";
+const KUBECONFIG_HINT: &str = "pass --kubeconfig FILE (and --context NAME), set KUBECONFIG, or --upstream http://HOST:PORT for a plain upstream";
 
 /// Loads the client configuration from `path` (else `KUBECONFIG`, `~/.kube/config`, the in-cluster service
 /// account), with `context` instead of the current context when given. Errors say what was tried and what to

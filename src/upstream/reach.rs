@@ -113,11 +113,8 @@ impl Reach {
 
 /// One ask: any HTTP answer within [`REACH_TIMEOUT`] is a success.
 async fn ask(upstream: &Upstream) -> Result<(), String> {
-    let req = Request::builder()
-        .method(Method::GET)
-        .uri("/version")
-        .body(empty())
-        .map_err(|e| e.to_string())?;
+    let req =
+        Request::builder().method(Method::GET).uri("/version").body(empty()).map_err(|e| e.to_string())?;
     match tokio::time::timeout(REACH_TIMEOUT, upstream.send(req)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),

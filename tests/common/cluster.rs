@@ -37,7 +37,8 @@ impl Cluster {
         if let Some(cluster) = shared.upgrade() {
             return Some(cluster);
         }
-        let nodes = std::env::var("KACHE_TESTBED_NODES").ok().and_then(|n| n.parse().ok()).unwrap_or(DEFAULT_NODES);
+        let nodes =
+            std::env::var("KACHE_TESTBED_NODES").ok().and_then(|n| n.parse().ok()).unwrap_or(DEFAULT_NODES);
         let cluster = Arc::new(Self::start("shared", nodes)?);
         *shared = Arc::downgrade(&cluster);
         Some(cluster)
@@ -52,7 +53,10 @@ impl Cluster {
     pub fn start_with(name: &str, nodes: usize, args: &[&str]) -> Option<Cluster> {
         let bin = testbed_bin();
         if let Some(missing) = BINARIES.iter().find(|b| !bin.join(b).is_file()) {
-            tools::missing(&format!("the testbed's {missing} is not built in {}: {BUILD_HINT}", bin.display()));
+            tools::missing(&format!(
+                "the testbed's {missing} is not built in {}: {BUILD_HINT}",
+                bin.display()
+            ));
             return None;
         }
         let dir = target_dir().join("testbed-cluster").join(name);
@@ -111,7 +115,10 @@ impl Cluster {
 
     /// A variable of `DIR/env`; panics naming it when cluster.sh did not write it.
     pub fn var(&self, name: &str) -> &str {
-        self.env.get(name).map(String::as_str).unwrap_or_else(|| panic!("{name} is not in {}/env", self.dir.display()))
+        self.env
+            .get(name)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("{name} is not in {}/env", self.dir.display()))
     }
 
     /// A variable of `DIR/env`, if written.

@@ -372,12 +372,7 @@ async fn junk_token_floods_are_budgeted_per_address_before_review() {
 
 /// The value of the counter line `series` (name and labels, as exposed) in `kache`'s metrics; 0 if absent.
 fn counter(kache: &Kache, series: &str) -> f64 {
-    kache
-        .metrics()
-        .render()
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
+    kache.metrics().render().lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok()).unwrap_or(0.0)
 }
 
 /// One client reading ever new names (each a decision kache has not cached) cannot make kache send more

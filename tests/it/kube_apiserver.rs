@@ -54,9 +54,9 @@ async fn fixture() -> Option<Fixture> {
     config.freshness.probe_small_reads = true;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let kache = Kache::start(config, listener).await.expect("kache starts");
-    tokio::time::timeout(SYNC_TIMEOUT, kache.wait_synced())
-        .await
-        .unwrap_or_else(|_| panic!("kache syncs every resource of the cluster: {:?}", kache.registry().statuses()));
+    tokio::time::timeout(SYNC_TIMEOUT, kache.wait_synced()).await.unwrap_or_else(|_| {
+        panic!("kache syncs every resource of the cluster: {:?}", kache.registry().statuses())
+    });
     let dir = tempfile::tempdir().expect("temp dir");
     let kubeconfig = dir.path().join("kache.kubeconfig");
     write_kubeconfig(&kubeconfig, &kache.url());
@@ -93,7 +93,8 @@ async fn resources(api: &Endpoint) -> Vec<Resource> {
         let list = api.get(&prefix).await.json();
         for r in list["resources"].as_array().into_iter().flatten() {
             let name = r["name"].as_str().unwrap_or_default();
-            let verbs: Vec<&str> = r["verbs"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let verbs: Vec<&str> =
+                r["verbs"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
             if name.contains('/') || !verbs.contains(&"list") || !verbs.contains(&"watch") {
                 continue;
             }
@@ -109,10 +110,16 @@ struct Diffs(Vec<String>);
 
 impl Diffs {
     fn same(&mut self, what: &str, api: &Resp, via: &Resp) {
-        let ct = |r: &Resp| r.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+        let ct =
+            |r: &Resp| r.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
         if api.status != via.status || ct(api) != ct(via) || api.body != via.body {
             // Where the bodies part, with some context: a whole list says little.
-            let at = api.body.iter().zip(via.body.iter()).position(|(a, b)| a != b).unwrap_or(api.body.len().min(via.body.len()));
+            let at = api
+                .body
+                .iter()
+                .zip(via.body.iter())
+                .position(|(a, b)| a != b)
+                .unwrap_or(api.body.len().min(via.body.len()));
             let window = |b: &[u8]| show(&b[at.saturating_sub(120).min(b.len())..(at + 200).min(b.len())]);
             self.0.push(format!(
                 "{what}:\n  kube-apiserver {} {} ({} bytes), from byte {}: {}\n  kache          {} {} ({} bytes): {}",
@@ -211,7 +218,8 @@ async fn every_built_in_kind_reads_the_same_through_kache() {
             diffs.same(&format!("GET {rv0}"), &a, &v);
         }
         // A paginated walk at rv: every page and token.
-        let mut next = with_query(&path, &format!("limit={PAGE}&resourceVersion={rv}&resourceVersionMatch=Exact"));
+        let mut next =
+            with_query(&path, &format!("limit={PAGE}&resourceVersion={rv}&resourceVersionMatch=Exact"));
         for page in 0.. {
             let (a, v) = (f.api.get(&next).await, f.via.get(&next).await);
             diffs.same(&format!("page {page} of {path}: GET {next}"), &a, &v);
@@ -227,8 +235,13 @@ async fn every_built_in_kind_reads_the_same_through_kache() {
         let v = f.via.get(&path).await;
         if v.status == 200 {
             let y = list_rv(&v);
-            diffs.check(y >= before, || format!("consistent GET {path} through kache at {y}, older than {before}"));
-            let a = f.api.get(&with_query(&path, &format!("resourceVersion={y}&resourceVersionMatch=Exact"))).await;
+            diffs.check(y >= before, || {
+                format!("consistent GET {path} through kache at {y}, older than {before}")
+            });
+            let a = f
+                .api
+                .get(&with_query(&path, &format!("resourceVersion={y}&resourceVersionMatch=Exact")))
+                .await;
             if a.status == 200 {
                 diffs.same(&format!("consistent GET {path} through kache vs Exact at {y}"), &a, &v);
             }
@@ -279,7 +292,13 @@ async fn gets_watches_and_errors_read_the_same_through_kache() {
     let Some(f) = fixture().await else { return };
     let mut diffs = Diffs::default();
     // Gets from memory of a few objects of each kind that has them: equal whenever both saw one revision.
-    for path in ["/api/v1/nodes", "/api/v1/pods", "/apis/apps/v1/deployments", "/api/v1/configmaps", "/apis/rbac.authorization.k8s.io/v1/clusterroles"] {
+    for path in [
+        "/api/v1/nodes",
+        "/api/v1/pods",
+        "/apis/apps/v1/deployments",
+        "/api/v1/configmaps",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    ] {
         let list = f.api.get(&with_query(path, "limit=3")).await.json();
         for item in list["items"].as_array().into_iter().flatten() {
             let name = item["metadata"]["name"].as_str().expect("name");
@@ -295,7 +314,10 @@ async fn gets_watches_and_errors_read_the_same_through_kache() {
                 // The object may change between the two reads (a node's status, a lease): read again while
                 // the two sides saw different revisions of it; Tables also while their ages differ.
                 for attempt in 1..=5 {
-                    let (a, v) = (f.api.get_with(&q, &[("accept", accept)]).await, f.via.get_with(&q, &[("accept", accept)]).await);
+                    let (a, v) = (
+                        f.api.get_with(&q, &[("accept", accept)]).await,
+                        f.via.get_with(&q, &[("accept", accept)]).await,
+                    );
                     if (a.status == v.status && a.body == v.body) || attempt == 5 {
                         diffs.same(&format!("GET {q} as {accept}"), &a, &v);
                         break;
@@ -316,7 +338,11 @@ async fn gets_watches_and_errors_read_the_same_through_kache() {
         let (a, v) = tokio::join!(watch_lines(&f.api, &q), watch_lines(&f.via, &q));
         let n = a.len().min(v.len());
         diffs.check(a[..n] == v[..n], || {
-            format!("watch {q}: first {n} events differ:\n  kube-apiserver: {:?}\n  kache: {:?}", &a[..n], &v[..n])
+            format!(
+                "watch {q}: first {n} events differ:\n  kube-apiserver: {:?}\n  kache: {:?}",
+                &a[..n],
+                &v[..n]
+            )
         });
     }
     // Errors.

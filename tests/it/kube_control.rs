@@ -38,7 +38,8 @@ async fn running(api: &Endpoint, ns: &str, app: &str) -> usize {
 
 async fn lease_renewed_at(api: &Endpoint, name: &str) -> Option<String> {
     let lease = api.get(&format!("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{name}")).await;
-    (lease.status == StatusCode::OK).then(|| lease.json()["spec"]["renewTime"].as_str().unwrap_or_default().to_owned())
+    (lease.status == StatusCode::OK)
+        .then(|| lease.json()["spec"]["renewTime"].as_str().unwrap_or_default().to_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,8 +58,12 @@ async fn the_control_plane_runs_through_kache() {
     // The apiserver's own serving certificate (the clients trust the cluster's CA), and client certificates
     // of that CA accepted as the apiserver accepts them.
     config.tls = Some(
-        TlsConfig::with_client_ca(&pki.join("apiserver.crt"), &pki.join("apiserver.key"), &pki.join("ca.crt"))
-            .expect("the apiserver's certificate serves kache"),
+        TlsConfig::with_client_ca(
+            &pki.join("apiserver.crt"),
+            &pki.join("apiserver.key"),
+            &pki.join("ca.crt"),
+        )
+        .expect("the apiserver's certificate serves kache"),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let kache = Kache::start(config, listener).await.expect("kache starts");
@@ -113,7 +118,8 @@ async fn the_control_plane_runs_through_kache() {
     // The final state is what the same cluster reaches without kache: every Deployment available with its
     // replicas, every pod bound to a node and Running.
     eventually("every Deployment is available", CONVERGE, || async {
-        let deployments = api.get("/apis/apps/v1/deployments?labelSelector=kache-testbed%2Fworkload").await.json();
+        let deployments =
+            api.get("/apis/apps/v1/deployments?labelSelector=kache-testbed%2Fworkload").await.json();
         deployments["items"].as_array().is_some_and(|items| {
             !items.is_empty()
                 && items.iter().all(|d| {

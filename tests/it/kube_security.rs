@@ -33,8 +33,12 @@ async fn fixture() -> Option<Fixture> {
     config.upstream = UpstreamSource::Kubeconfig(Some(cluster.admin_kubeconfig()));
     config.auth = AuthSettings::delegated();
     config.tls = Some(
-        TlsConfig::with_client_ca(&pki.join("apiserver.crt"), &pki.join("apiserver.key"), &pki.join("ca.crt"))
-            .expect("the apiserver's certificate serves kache"),
+        TlsConfig::with_client_ca(
+            &pki.join("apiserver.crt"),
+            &pki.join("apiserver.key"),
+            &pki.join("ca.crt"),
+        )
+        .expect("the apiserver's certificate serves kache"),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let kache = Kache::start(config, listener).await.expect("kache starts");
@@ -48,7 +52,10 @@ impl Fixture {
         let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
         let via = self.dir.path().join(format!("{name}.kubeconfig"));
         std::fs::write(&via, text.replace(self.cluster.url(), &self.kache.url())).expect("write kubeconfig");
-        (Endpoint::from_kubeconfig("kube-apiserver", kubeconfig).await, Endpoint::from_kubeconfig("kache", &via).await)
+        (
+            Endpoint::from_kubeconfig("kube-apiserver", kubeconfig).await,
+            Endpoint::from_kubeconfig("kache", &via).await,
+        )
     }
 
     /// A kubeconfig with `token` (and the cluster's CA) for the apiserver.
@@ -86,7 +93,12 @@ const READS: [&str; 9] = [
 /// Status equal; refusals byte for byte; lists with the same item names.
 fn check(diffs: &mut Vec<String>, who: &str, path: &str, a: &Resp, v: &Resp) {
     if a.status != v.status {
-        diffs.push(format!("{who} {path}: kube-apiserver {} kache {}: {}", a.status, v.status, String::from_utf8_lossy(&v.body)));
+        diffs.push(format!(
+            "{who} {path}: kube-apiserver {} kache {}: {}",
+            a.status,
+            v.status,
+            String::from_utf8_lossy(&v.body)
+        ));
     } else if a.status != StatusCode::OK && a.body != v.body {
         diffs.push(format!(
             "{who} {path} ({}): kube-apiserver {} / kache {}",
@@ -98,7 +110,9 @@ fn check(diffs: &mut Vec<String>, who: &str, path: &str, a: &Resp, v: &Resp) {
         let names = |r: &Resp| {
             let v = r.json();
             let mut n: Vec<String> = match v["items"].as_array() {
-                Some(items) => items.iter().map(|i| i["metadata"]["name"].as_str().unwrap_or("").to_owned()).collect(),
+                Some(items) => {
+                    items.iter().map(|i| i["metadata"]["name"].as_str().unwrap_or("").to_owned()).collect()
+                }
                 None => vec![v["metadata"]["name"].as_str().unwrap_or("").to_owned()],
             };
             n.sort();
@@ -143,7 +157,12 @@ async fn the_read_matrix_answers_as_the_apiserver() {
         let path = "/api/v1/namespaces/team-b/pods?watch=1&resourceVersion=0&timeoutSeconds=1";
         let (a, v) = (api.get(path).await, via.get(path).await);
         if a.status != v.status || (a.status != StatusCode::OK && a.body != v.body) {
-            diffs.push(format!("{who} {path}: kube-apiserver {} kache {}: {}", a.status, v.status, String::from_utf8_lossy(&v.body)));
+            diffs.push(format!(
+                "{who} {path}: kube-apiserver {} kache {}: {}",
+                a.status,
+                v.status,
+                String::from_utf8_lossy(&v.body)
+            ));
         }
     }
     // Impersonation (`kubectl --as`, `--as-group`): an admin acting as alice gets alice's answers; alice may
@@ -152,7 +171,11 @@ async fn the_read_matrix_answers_as_the_apiserver() {
     let alice = PathBuf::from(f.cluster.var("KUBE_ALICE_KUBECONFIG"));
     for (who, kubeconfig, headers) in [
         ("admin as alice", &admin_token, vec![("impersonate-user", "alice")]),
-        ("admin as carol's group", &admin_token, vec![("impersonate-user", "someone"), ("impersonate-group", "kache:readers")]),
+        (
+            "admin as carol's group",
+            &admin_token,
+            vec![("impersonate-user", "someone"), ("impersonate-group", "kache:readers")],
+        ),
         ("alice as bob", &alice, vec![("impersonate-user", "bob")]),
     ] {
         let (api, via) = f.sides(&who.replace(' ', "_"), kubeconfig).await;
@@ -188,9 +211,17 @@ async fn a_certificate_and_a_token_authenticate_as_the_certificate() {
     .expect("write kubeconfig");
     let (api, via) = f.sides("both", &both).await;
     let mut diffs = Vec::new();
-    for path in ["/api/v1/namespaces/kube-system/secrets?resourceVersion=0", "/api/v1/namespaces/team-b/pods?resourceVersion=0"] {
+    for path in [
+        "/api/v1/namespaces/kube-system/secrets?resourceVersion=0",
+        "/api/v1/namespaces/team-b/pods?resourceVersion=0",
+    ] {
         let (a, v) = (api.get(path).await, via.get(path).await);
-        assert_eq!(a.status, StatusCode::OK, "the apiserver takes the certificate's user: {}", String::from_utf8_lossy(&a.body));
+        assert_eq!(
+            a.status,
+            StatusCode::OK,
+            "the apiserver takes the certificate's user: {}",
+            String::from_utf8_lossy(&a.body)
+        );
         check(&mut diffs, "certificate and token", path, &a, &v);
     }
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
