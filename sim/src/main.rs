@@ -28,6 +28,14 @@ struct Args {
     /// Pod writes per second after seeding (creates, updates, deletes); 0 = none.
     #[arg(long, default_value_t = 0.0)]
     churn: f64,
+    /// Seed the pods' owners too: per namespace a Deployment per app and a ReplicaSet per template
+    /// generation, as `kache demo` does.
+    #[arg(long)]
+    owners: bool,
+    /// Milliseconds added to each list response per MiB of its body, as a kube-apiserver spends encoding
+    /// every object for every list (~9 measured; 0 = none, the sim's own speed).
+    #[arg(long, default_value_t = 0.0)]
+    list_ms_per_mib: f64,
     /// Seed of the workload's random choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -70,6 +78,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .bookmark_interval(secs(args.bookmark_interval).max(Duration::from_millis(10)))
         .compaction_interval(Some(secs(args.compaction_interval)).filter(|d| !d.is_zero()))
         .foreign_writes(args.foreign_writes)
+        .list_cost_per_mib(
+            Some(args.list_ms_per_mib).filter(|ms| ms.is_finite() && *ms > 0.0).map(|ms| secs(ms / 1e3)),
+        )
         .auth(auth);
     for c in args.crds {
         b = b.crd(c);
@@ -83,7 +94,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         seed: args.seed,
     };
     if args.pods > 0 || args.namespaces > 0 || args.nodes > 0 {
-        let n = sim.seed(&workload)?;
+        let n = if args.owners { sim.seed_cluster(&workload)? } else { sim.seed(&workload)? };
         tracing::info!(objects = n, "seeded");
     }
     println!("kache-sim listening on {}", sim.url());
