@@ -164,10 +164,7 @@ const MEASURED_LIST: &str = "/api/v1/pods";
 
 /// What the demo's simulated cluster cannot do, said once at start (the sim answers each with a Status
 /// saying the same).
-const LIMITS: &str =
-    "The simulated cluster has no kubelets and no controllers: exec, attach, port-forward and logs
-answer an error saying so, server-side apply is not implemented, pods do not run. Reads, watches and
-writes behave as a Kubernetes apiserver's do.";
+const LIMITS: &str = "This simulated cluster has no kubelets: exec, attach, port-forward and logs say so; no server-side apply.";
 
 /// The commands printed under "Try": a short block that works when pasted as is.
 fn try_next(kubeconfig: &str, upstream: &str) -> Vec<String> {
