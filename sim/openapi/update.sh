@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Refreshes the OpenAPI v3 documents the sim serves from a Kubernetes release's published specs.
+# Captures the OpenAPI v3 documents the sim serves from a real kube-apiserver: the testbed's (testbed/,
+# started by scripts/cluster.sh with its default feature gates), one document per group-version the sim
+# serves, as served (compact JSON), gzipped (-n: no name or time, so the bytes depend on the content only).
 #
-# k8s.io/kubernetes carries, in api/openapi-spec/v3/, the documents a kube-apiserver of that release serves
-# at /openapi/v3/<group-version> (hack/update-openapi-spec.sh captures them from a running apiserver). This
-# copies the group-versions the sim serves, compact and gzipped (-n: no name or time, so the bytes depend
-# on the content only).
-#
-# Usage: sim/openapi/update.sh [VERSION]    (default v1.36.3; needs go, python3, gzip)
+# Usage: sim/openapi/update.sh [RUN_DIR]   (default target/openapi-capture; a live RUN_DIR is reused and
+# left running, one this script started is stopped again)
 set -euo pipefail
-version="${1:-v1.36.3}"
 here="$(cd "$(dirname "$0")" && pwd)"
-dir="$(go mod download -json "k8s.io/kubernetes@${version}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
-for gv in api__v1 apis__apps__v1 apis__coordination.k8s.io__v1; do
-  python3 -c 'import json,sys; sys.stdout.write(json.dumps(json.load(open(sys.argv[1])), separators=(",", ":")))' \
-    "${dir}/api/openapi-spec/v3/${gv}_openapi.json" | gzip -9n > "${here}/${gv}.json.gz"
+root="$(cd "${here}/../.." && pwd)"
+run="${1:-${root}/target/openapi-capture}"
+started=0
+if ! "${root}/scripts/cluster.sh" env "${run}" >/dev/null 2>&1; then started=1; fi
+"${root}/scripts/cluster.sh" up "${run}" --no-clients >/dev/null
+# shellcheck disable=SC1091
+source "${run}/env"
+get() { "${KUBECTL}" --kubeconfig "${KUBE_ADMIN_KUBECONFIG}" get --raw "$1"; }
+for gv in api/v1 apis/apps/v1 apis/coordination.k8s.io/v1; do
+  get "/openapi/v3/${gv}" | gzip -9n > "${here}/$(echo "${gv}" | sed 's#/#__#g').json.gz"
 done
-echo "${version}" > "${here}/VERSION"
+get /version | python3 -c 'import json,sys; print(json.load(sys.stdin)["gitVersion"])' > "${here}/VERSION"
+if [ "${started}" = 1 ]; then "${root}/scripts/cluster.sh" down "${run}" >/dev/null; fi

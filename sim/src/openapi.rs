@@ -2,9 +2,10 @@
 //! `kubectl explain` and kubectl's validation work against the sim; and the strict field validation of
 //! writes (`?fieldValidation=Strict`, what kubectl sends) against those schemas ([`unknown_fields`]).
 //!
-//! The documents of the built-in group-versions are a real kube-apiserver's own (`sim/openapi/`: the
-//! release's `api/openapi-spec/v3`, refreshed by `sim/openapi/update.sh`), committed gzipped and inflated
-//! once on first use. Declared custom resources get a minimal generated document (`discovery.rs`).
+//! The documents of the built-in group-versions are a real kube-apiserver's own, as it serves them
+//! (`sim/openapi/`: captured from the testbed's kube-apiserver, default feature gates, by
+//! `sim/openapi/update.sh`; the release in `sim/openapi/VERSION`), committed gzipped and inflated once on
+//! first use. Declared custom resources get a minimal generated document (`http/discovery.rs`).
 
 use std::collections::HashMap;
 use std::io::Read;
