@@ -123,7 +123,7 @@ fn json_err(data: &[u8], e: &serde_json::Error) -> String {
 }
 
 /// Go's `quoteChar` (encoding/json): the byte as `strconv.Quote` prints it, between single quotes — a
-/// byte that is not printable ASCII is `\xNN` (found against the real apiserver: `'\x81'`).
+/// byte U+0080–U+00A0 or U+00AD is `\u00XX` (Go 1.26's `string(byte)` is a rune; found against the real apiserver: `'\u0081'`).
 fn go_quote_char(b: u8) -> String {
     match b {
         b'\'' => "\\'".into(),
@@ -136,6 +136,9 @@ fn go_quote_char(b: u8) -> String {
         b'\t' => "\\t".into(),
         0x0b => "\\v".into(),
         0x20..=0x7e => (b as char).to_string(),
+        // `string(b)` is the rune U+00XX (Go 1.26): non-printable ones quoted as `\u00XX`.
+        0x80..=0xa0 | 0xad => format!("\\u{b:04x}"),
+        0xa1..=0xff => char::from(b).to_string(),
         _ => format!("\\x{b:02x}"),
     }
 }
@@ -146,10 +149,10 @@ mod tests {
 
     #[test]
     fn json_errors_quote_bytes_like_go() {
-        // base64("garbage") starts with 0x81: the real apiserver says '\x81'.
+        // base64("garbage") starts with 0x81: the real apiserver (Go 1.26) says '\u0081'.
         let data = [0x81, 0xaa];
         let e = serde_json::from_slice::<serde_json::Value>(&data).expect_err("not JSON");
-        assert_eq!(json_err(&data, &e), "invalid character '\\x81' looking for beginning of value");
+        assert_eq!(json_err(&data, &e), "invalid character '\\u0081' looking for beginning of value");
         assert_eq!(go_quote_char(b'x'), "x");
         assert_eq!(go_quote_char(b'\''), "\\'");
         assert_eq!(go_quote_char(b'\n'), "\\n");

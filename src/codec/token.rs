@@ -307,7 +307,9 @@ fn go_syntax_error(e: &serde_json::Error, data: &[u8]) -> String {
     // serde reports 1-based line/column; the column points at the offending byte on a one-line input.
     let offset = if e.line() <= 1 { e.column().saturating_sub(1) } else { 0 };
     let c = data.get(offset).copied().unwrap_or(b' ');
-    // Go's `quoteChar`: `strconv.Quote` of the byte between single quotes.
+    // Go's `quoteChar`: `strconv.Quote(string(c))` between single quotes. `string(c)` of a byte is the rune
+    // U+00XX (Go 1.26, which Kubernetes 1.36 is built with): its non-printable ones (U+0080–U+00A0, U+00AD)
+    // are `\u00XX`, the others the character itself.
     let shown = match c {
         b'\'' => "\\'".to_owned(),
         b'\\' => "\\\\".to_owned(),
@@ -319,6 +321,8 @@ fn go_syntax_error(e: &serde_json::Error, data: &[u8]) -> String {
         0x0b => "\\v".to_owned(),
         0x0c => "\\f".to_owned(),
         0x20..=0x7e => (c as char).to_string(),
+        0x80..=0xa0 | 0xad => format!("\\u{c:04x}"),
+        0xa1..=0xff => char::from(c).to_string(),
         _ => format!("\\x{c:02x}"),
     };
     if e.to_string().starts_with("trailing characters") {
