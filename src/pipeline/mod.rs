@@ -317,15 +317,7 @@ impl KacheHandler {
             Err(NotServed::NotFresh) => {
                 self.stats.not_fresh.fetch_add(1, Relaxed);
                 self.metrics.consistent_read(&r.gvr, false, true);
-                // A forwarded list counts as a read in flight until its answer is sent (proofs count the
-                // readers they would serve).
-                let resp = self.fallback(req, id).await;
-                if r.verb == Verb::List {
-                    let forwarding = self.reads.freshness().forwarding(&r.gvr, arrived);
-                    resp.map(|b| body::guarded(b, forwarding))
-                } else {
-                    resp
-                }
+                self.fallback(req, id).await
             }
             Err(NotServed::Overloaded) => admit::too_many_requests(),
             Err(NotServed::TooLarge { requested, current }) => {
@@ -351,12 +343,10 @@ impl KacheHandler {
         }
     }
 
-    /// A consistent read that could not be proven fresh: forward (bounded) or 429.
+    /// A consistent read that could not be proven fresh: forwarded (it costs the upstream what it would
+    /// direct), or 429 where the operator chose so ([`Fallback::TooManyRequests`]).
     async fn fallback(&self, req: Request<Body>, id: &Identity) -> Response<Body> {
-        let freshness = self.reads.freshness();
-        if freshness.config().fallback == Fallback::Forward
-            && let Some(_permit) = freshness.try_fallback()
-        {
+        if self.reads.freshness().config().fallback == Fallback::Forward {
             return self.forward(req, id).await;
         }
         let err = ApiError::TooManyRequests {
