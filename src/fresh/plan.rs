@@ -47,6 +47,9 @@ pub(crate) const GAPS_TO_WAIT: u32 = 3;
 /// A store behind the upstream and quiet is caught up by a background proof at most this often, while reads
 /// are forwarded ([`Step::Forward`] `catch_up`): once the foreign writes pause, reads find it fresh.
 pub(crate) const CATCH_UP_INTERVAL: Duration = Duration::from_secs(10);
+/// A wait that leaves room for a step after it ends this much earlier still: the timer and the scheduler may
+/// wake it late, and the step must still fit.
+pub(crate) const WAKE_SLACK: Duration = Duration::from_millis(10);
 /// Advances of the store looked at to estimate its rate (retained snapshots: one per event or bookmark).
 pub(crate) const ACTIVITY_SAMPLES: usize = 8;
 
@@ -314,17 +317,20 @@ impl Observation {
             if self.held_at_least(required) {
                 return Step::Serve(Source::Held);
             }
-            if let Some(until) = self.wait_until().filter(|_| !self.done.waited) {
+            // A wait leaves room for what would follow it if the advance does not come.
+            let instead = self.instead_of_forwarding();
+            let reserve = instead.map_or(Duration::ZERO, |step| self.latency(step));
+            if let Some(until) = self.wait_until(reserve).filter(|_| !self.done.waited) {
                 return Step::Wait { until };
             }
-            return self.instead_of_forwarding().unwrap_or(forward(Reason::Lagging, false));
+            return instead.unwrap_or(forward(Reason::Lagging, false));
         }
         let probe = Cost { requests: 1, bytes: 0, open: false };
         if !(self.read.kind == Kind::Watch || self.policy.small_reads || self.pays(probe)) {
             return forward(Reason::Small, false);
         }
         let known = self.upstream.known;
-        if self.store.rv >= known || self.held_at_least(known) || self.wait_until().is_some() {
+        if self.store.rv >= known || self.held_at_least(known) || self.wait_until(Duration::ZERO).is_some() {
             // Likely fresh, or about to be: a probe (O(1)) decides.
             return Step::Probe;
         }
@@ -348,13 +354,12 @@ impl Observation {
             Probed::No => None,
         };
         if n <= self.upstream.known || probed.is_some_and(|rv| rv >= n) {
-            if let Some(until) = self.wait_until().filter(|_| !self.done.waited) {
+            let census = self.census_step().filter(|_| self.read.census == Some(Cover::Part));
+            let reserve = census.map_or(Duration::ZERO, |step| self.latency(step));
+            if let Some(until) = self.wait_until(reserve).filter(|_| !self.done.waited) {
                 return Step::Wait { until };
             }
-            if let Some(census) = self.census_step().filter(|_| self.read.census == Some(Cover::Part)) {
-                return census;
-            }
-            return forward(Reason::Ahead, false);
+            return census.unwrap_or(forward(Reason::Ahead, false));
         }
         match probed {
             None => Step::Probe,
@@ -419,10 +424,12 @@ impl Observation {
         self.read.arrived + self.transfer(self.read.bytes) + allowance
     }
 
-    /// How long to wait for the store's next advance, when it is expected before the deadline.
-    fn wait_until(&self) -> Option<Instant> {
+    /// How long to wait for the store's next advance, when it is expected before the deadline less
+    /// `reserve` (what the step after a vain wait would take).
+    fn wait_until(&self, reserve: Duration) -> Option<Instant> {
         let expected = self.store.activity.expected_next()?;
-        let deadline = self.deadline();
+        let reserve = if reserve.is_zero() { reserve } else { reserve + WAKE_SLACK };
+        let deadline = self.deadline().checked_sub(reserve)?;
         (self.now + expected <= deadline)
             .then(|| deadline.min(self.now + expected.saturating_mul(GAPS_TO_WAIT) + Duration::from_millis(1)))
     }

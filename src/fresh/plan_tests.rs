@@ -275,10 +275,27 @@ fn decisions() {
             Step::Wait { until: now + ms(31) },
         ),
         (
-            "behind a busy store, latency: wait, bounded by what forwarding takes (~52 ms)",
+            "behind a store that last moved 300 ms ago: wait, leaving room for a proof after it",
+            |o| {
+                probed(o, 110);
+                o.store.activity = Activity { gap: Some(ms(100)), since_last: ms(300) };
+            },
+            Step::Wait { until: now + ms(542) },
+        ),
+        (
+            "behind a store that last moved 700 ms ago: no room to wait before a proof, a proof",
+            |o| {
+                probed(o, 110);
+                o.store.activity = Activity { gap: Some(ms(100)), since_last: ms(700) };
+            },
+            Step::Prove,
+        ),
+        (
+            "behind a busy store, latency, no censuses: wait, bounded by what forwarding takes (~52 ms)",
             |o| {
                 probed(o, 110);
                 latency(o);
+                o.policy.census = false;
                 o.store.activity = Activity { gap: Some(ms(40)), since_last: ms(1) };
             },
             Step::Wait { until: now + ms(52) },
