@@ -41,7 +41,7 @@ use crate::front::body::{self, Body};
 use crate::front::respond;
 use crate::front::route::{ResourceRequest, Route, Verb};
 use crate::front::server::{BoxFuture, ConnInfo, Handler};
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, Metrics, Refusal};
 use crate::reflector::Registry;
 use crate::serve::admit;
 use crate::serve::list::NotServed;
@@ -319,8 +319,12 @@ impl KacheHandler {
                 self.metrics.consistent_read(&r.gvr, false, true);
                 self.fallback(req, id).await
             }
-            Err(NotServed::Overloaded) => admit::too_many_requests(),
+            Err(NotServed::Overloaded) => {
+                self.metrics.refused(Refusal::ReadBytes);
+                admit::too_many_requests()
+            }
             Err(NotServed::TooLarge { requested, current }) => {
+                self.metrics.refused(Refusal::TooLargeResourceVersion);
                 let err = ApiError::TooLargeResourceVersion { requested, current, retry_after: Some(1) };
                 respond::error(&err, req.headers(), false)
             }
@@ -349,6 +353,7 @@ impl KacheHandler {
         if self.reads.freshness().config().fallback == Fallback::Forward {
             return self.forward(req, id).await;
         }
+        self.metrics.refused(Refusal::ConsistentReadFallback);
         let err = ApiError::TooManyRequests {
             message: "Too large resource version: consistent read not served from cache".to_owned(),
             retry_after: 1,
