@@ -94,7 +94,11 @@ async fn a_quiet_store_behind_is_forwarded_and_caught_up_in_the_background_at_mo
     f.observe(20);
     let read = || f.ensure(&store, Instant::now(), 0, BIG, false, None);
     assert_eq!(read().await.err(), Some(NotFresh::Quiet { known: 20, current: 10 }));
-    assert_eq!((f.stats.probes.load(Relaxed), f.stats.catch_ups.load(Relaxed)), (0, 1), "no probe, a catch-up");
+    assert_eq!(
+        (f.stats.probes.load(Relaxed), f.stats.catch_ups.load(Relaxed)),
+        (0, 1),
+        "no probe, a catch-up"
+    );
     // The proof fails (no upstream); the next read within the interval starts none.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(read().await.is_err());

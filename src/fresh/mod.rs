@@ -36,8 +36,10 @@ use tokio::time::Instant;
 use crate::resource::Gvr;
 use crate::store::{Snapshot, Store};
 use crate::upstream::Upstream;
+use plan::{
+    Activity, Cover, Done, InFlight, Kind, Measured, Observation, Probed, Read, Reason, Source, Step,
+};
 pub use plan::{DEFAULT_LATENCY_BOUND, Prefer};
-use plan::{Activity, Cover, Done, InFlight, Kind, Measured, Observation, Probed, Read, Reason, Source, Step};
 use slot::{Held, Slot};
 
 /// How long a read whose census shows writes the store lacks waits for them (their events are on the way:

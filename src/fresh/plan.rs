@@ -25,8 +25,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// What one request costs the apiserver, in bytes of list it could encode instead: a get or a probe is
-/// answered in ~2.5 ms on the real 1.36 apiserver (BENCHMARKS-real.md), which is what it takes to encode
-/// ~100 KB from its watch cache at ~40 MB/s. A step pays only when it saves at least this much.
+/// answered in ~2.5 ms on the real 1.36 apiserver (docs/decisions/0016-consistent-reads-probe-census-proof.md),
+/// what it takes to encode ~100 KB from its watch cache at ~40 MB/s. A step pays only when it saves at least
+/// this much.
 pub(crate) const REQUEST_BYTES: usize = 100_000;
 /// Throughput of a forwarded read: what the apiserver serialises from its watch cache per second (measured
 /// on the real 1.36 apiserver: a 500-object page of 1.1 MB in 30 ms, a 21.5 MiB list in 560 ms).
@@ -373,7 +374,8 @@ impl Observation {
     /// Whether a snapshot a census matched serves the read at `rv` or later: any get or list (a held snapshot
     /// is the whole resource's state), a watch only when it starts with that state (its initial events).
     fn held_at_least(&self, rv: u64) -> bool {
-        (self.read.kind == Kind::Read || self.read.census.is_some()) && self.store.held.is_some_and(|held| held >= rv)
+        (self.read.kind == Kind::Read || self.read.census.is_some())
+            && self.store.held.is_some_and(|held| held >= rv)
     }
 
     /// A census or a proof in place of forwarding, when one pays and fits ([`Prefer`]).
@@ -430,13 +432,17 @@ impl Observation {
         let expected = self.store.activity.expected_next()?;
         let reserve = if reserve.is_zero() { reserve } else { reserve + WAKE_SLACK };
         let deadline = self.deadline().checked_sub(reserve)?;
-        (self.now + expected <= deadline)
-            .then(|| deadline.min(self.now + expected.saturating_mul(GAPS_TO_WAIT) + Duration::from_millis(1)))
+        (self.now + expected <= deadline).then(|| {
+            deadline.min(self.now + expected.saturating_mul(GAPS_TO_WAIT) + Duration::from_millis(1))
+        })
     }
 
     fn catch_up_due(&self) -> bool {
         self.flight.proof.is_none()
-            && self.flight.last_proof.is_none_or(|last| self.now.saturating_duration_since(last) >= CATCH_UP_INTERVAL)
+            && self
+                .flight
+                .last_proof
+                .is_none_or(|last| self.now.saturating_duration_since(last) >= CATCH_UP_INTERVAL)
     }
 
     fn forward_cost(&self) -> Cost {

@@ -17,7 +17,13 @@ fn base(now: Instant) -> Observation {
             census: Some(Cover::Whole),
             arrived: now,
         },
-        store: StoreView { rv: 100, held: None, bytes: 2 * MB, census_bytes: 2 * MB / 10, activity: Activity::QUIET },
+        store: StoreView {
+            rv: 100,
+            held: None,
+            bytes: 2 * MB,
+            census_bytes: 2 * MB / 10,
+            activity: Activity::QUIET,
+        },
         upstream: UpstreamView { known: 100, probe: Probed::No },
         measured: Measured { round_trip: ms(2), census: None, proof: PROOF_LATENCY },
         flight: InFlight::default(),
@@ -76,15 +82,15 @@ fn decisions() {
             get,
             forward(Reason::Small),
         ),
+        ("a small list (50 KB) likewise", |o| o.read.bytes = 50_000, forward(Reason::Small)),
         (
-            "a small list (50 KB) likewise",
-            |o| o.read.bytes = 50_000,
-            forward(Reason::Small),
+            "a get, probing small reads (tests of the memory path)",
+            |o| {
+                get(o);
+                o.policy.small_reads = true;
+            },
+            Step::Probe,
         ),
-        ("a get, probing small reads (tests of the memory path)", |o| {
-            get(o);
-            o.policy.small_reads = true;
-        }, Step::Probe),
         ("a big list of a store at the known revision: a probe (O(1)) decides", |_| {}, Step::Probe),
         (
             "a big list of a store behind but busy: a probe, its next event is near",

@@ -54,7 +54,11 @@ pub(super) fn probe_path(info: &ResourceInfo, by_name: bool) -> String {
 
 /// Probes the upstream's revision for `info`'s resource: by name while `by_name` holds, and with `limit=1`
 /// once the upstream refuses the name selector with a 400; returns whether to probe by name from then on.
-pub(super) async fn probe(upstream: &Upstream, info: &ResourceInfo, by_name: bool) -> (Result<u64, String>, bool) {
+pub(super) async fn probe(
+    upstream: &Upstream,
+    info: &ResourceInfo,
+    by_name: bool,
+) -> (Result<u64, String>, bool) {
     if by_name {
         match probe_at(upstream, &probe_path(info, true)).await {
             Err(ProbeError::Status(StatusCode::BAD_REQUEST)) => {

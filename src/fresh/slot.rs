@@ -151,7 +151,8 @@ impl Freshness {
         let collection = format!("{}/{}", gvr.path_prefix(), gvr.resource);
         // A filtered mirror's store holds only its selection: proving the selection quiet is enough.
         let selection = self.selection_of(gvr);
-        let (store, slot, stats, known) = (store.clone(), slot.clone(), self.stats.clone(), self.known.clone());
+        let (store, slot, stats, known) =
+            (store.clone(), slot.clone(), self.stats.clone(), self.known.clone());
         tokio::spawn(async move {
             loop {
                 stats.proofs.fetch_add(1, Relaxed);
@@ -206,30 +207,38 @@ impl Freshness {
         slot: &Arc<Slot>,
         after: Instant,
     ) -> Result<u64, String> {
-        let result = coalesced(slot, &slot.probe, after, |state| &mut state.probing, |started| {
-            let upstream = self.upstream.clone();
-            let info = info.clone();
-            let slot2 = slot.clone();
-            let round_trip = self.round_trip.clone();
-            self.stats.probes.fetch_add(1, Relaxed);
-            tokio::spawn(async move {
-                let by_name = slot2.lock().probe_by_name;
-                let (result, by_name) =
-                    match tokio::time::timeout(PROBE_TIMEOUT, probe::probe(&upstream, &info, by_name)).await {
-                        Ok(r) => r,
-                        Err(_) => (Err("probe timed out".to_owned()), by_name),
-                    };
-                if result.is_ok() {
-                    round_trip.record(started.elapsed());
-                }
-                {
-                    let mut state = slot2.lock();
-                    state.probing = false;
-                    state.probe_by_name = by_name;
-                }
-                slot2.probe.send_replace(Some((started, result)));
-            });
-        })
+        let result = coalesced(
+            slot,
+            &slot.probe,
+            after,
+            |state| &mut state.probing,
+            |started| {
+                let upstream = self.upstream.clone();
+                let info = info.clone();
+                let slot2 = slot.clone();
+                let round_trip = self.round_trip.clone();
+                self.stats.probes.fetch_add(1, Relaxed);
+                tokio::spawn(async move {
+                    let by_name = slot2.lock().probe_by_name;
+                    let (result, by_name) =
+                        match tokio::time::timeout(PROBE_TIMEOUT, probe::probe(&upstream, &info, by_name))
+                            .await
+                        {
+                            Ok(r) => r,
+                            Err(_) => (Err("probe timed out".to_owned()), by_name),
+                        };
+                    if result.is_ok() {
+                        round_trip.record(started.elapsed());
+                    }
+                    {
+                        let mut state = slot2.lock();
+                        state.probing = false;
+                        state.probe_by_name = by_name;
+                    }
+                    slot2.probe.send_replace(Some((started, result)));
+                });
+            },
+        )
         .await;
         if let Ok(rv) = result {
             self.observe(rv);
@@ -244,27 +253,33 @@ impl Freshness {
         slot: &Arc<Slot>,
         arrived: Instant,
     ) -> Result<Arc<Census>, String> {
-        coalesced(slot, &slot.census, arrived, |state| &mut state.census_running, |started| {
-            let taken = self.census(store, census::Scope::default());
-            let slot2 = slot.clone();
-            let store_bytes = store.load().live_bytes;
-            tokio::spawn(async move {
-                let result = taken.await;
-                {
-                    let mut state = slot2.lock();
-                    if let Ok(c) = &result {
-                        let took = started.elapsed();
-                        tracing::debug!(objects = c.items.len(), bytes = c.bytes, ?took, "census taken");
-                        state.census_took = mean(state.census_took, took);
-                        if store_bytes > 0 {
-                            state.census_share = Some((c.bytes as f64 / store_bytes as f64).min(1.0));
+        coalesced(
+            slot,
+            &slot.census,
+            arrived,
+            |state| &mut state.census_running,
+            |started| {
+                let taken = self.census(store, census::Scope::default());
+                let slot2 = slot.clone();
+                let store_bytes = store.load().live_bytes;
+                tokio::spawn(async move {
+                    let result = taken.await;
+                    {
+                        let mut state = slot2.lock();
+                        if let Ok(c) = &result {
+                            let took = started.elapsed();
+                            tracing::debug!(objects = c.items.len(), bytes = c.bytes, ?took, "census taken");
+                            state.census_took = mean(state.census_took, took);
+                            if store_bytes > 0 {
+                                state.census_share = Some((c.bytes as f64 / store_bytes as f64).min(1.0));
+                            }
                         }
+                        state.census_running = false;
                     }
-                    state.census_running = false;
-                }
-                slot2.census.send_replace(Some((started, result)));
-            });
-        })
+                    slot2.census.send_replace(Some((started, result)));
+                });
+            },
+        )
         .await
     }
 

@@ -905,7 +905,7 @@ async fn a_relist_storm_of_a_quiet_resource_costs_the_upstream_a_handful_of_requ
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_client_listing_again_and_again_is_forwarded_not_made_to_wait_for_proofs_when_latency_is_preferred()
-{
+ {
     // A controller relisting a big quiet resource in a loop, with client latency preferred: each of its lists
     // would wait ~1-2 s for a proof of its own, so each is forwarded (with offload preferred, the default,
     // they wait for the proof within the latency bound: below). No censuses: what is asserted is the proof.
