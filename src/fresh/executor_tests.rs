@@ -60,23 +60,6 @@ async fn a_read_ahead_of_a_quiet_store_is_forwarded_at_once() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_page_continued_at_a_held_snapshots_revision_is_served_from_it_until_the_store_moves() {
-    let f = freshness(FreshnessConfig::default());
-    let (store, mut writer) = store();
-    let slot = f.slot(&store.info().gvr);
-    let generation = store.load().generation;
-    slot.hold(Held { generation, snapshot_rv: 10, rv: 25 });
-    let outcome = f.ahead(&store, 25, Instant::now(), BIG, BLOCK, None).await;
-    assert!(matches!(&outcome, Ahead::Matched(m) if m.rv == 25), "{outcome:?}");
-    // An older census of the same snapshot finishing late changes nothing.
-    slot.hold(Held { generation, snapshot_rv: 10, rv: 20 });
-    assert_eq!(slot.held(&store).map(|m| m.rv), Some(25));
-    // A new snapshot (an event, a bookmark) ends it.
-    writer.progress(12);
-    assert!(slot.held(&store).is_none());
-}
-
-#[tokio::test(start_paused = true)]
 async fn a_get_is_forwarded_without_a_probe() {
     let f = freshness(FreshnessConfig::default());
     let (store, _writer) = store();

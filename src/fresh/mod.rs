@@ -40,7 +40,7 @@ use plan::{
     Activity, Cover, Done, InFlight, Kind, Measured, Observation, Probed, Read, Reason, Source, Step,
 };
 pub use plan::{DEFAULT_LATENCY_BOUND, Prefer};
-use slot::{Held, Slot};
+use slot::Slot;
 
 /// How long a read whose census shows writes the store lacks waits for them (their events are on the way:
 /// the upstream's cache had them when it answered the census) before comparing again once.
@@ -197,9 +197,6 @@ pub struct FreshnessStats {
     pub census_behind: AtomicU64,
     /// Reads whose census failed: forwarded.
     pub census_failed: AtomicU64,
-    /// Reads served from the snapshot an earlier census of the whole resource matched, without a census of
-    /// their own: the upstream had not moved past that census's revision, or a page continued at it.
-    pub census_held: AtomicU64,
 }
 
 /// Consistent-read freshness for every cached resource.
@@ -386,13 +383,9 @@ impl Freshness {
             };
             match step {
                 Step::Serve(Source::Store) => return Outcome::Serve(Fresh::At(store.resource_version())),
-                Step::Serve(Source::Held) => {
-                    // The read's own census's snapshot, else the resource's (gone if the store moved since
-                    // it was observed: decide again).
-                    if let Some(held) = p.matched.clone().or_else(|| slot.held(store)) {
-                        self.stats.census_held.fetch_add(u64::from(p.matched.is_none()), Relaxed);
-                        return Outcome::Serve(Fresh::Matched(held));
-                    }
+                Step::Serve(Source::Matched) => {
+                    let matched = p.matched.take().expect("planned only once the read's census matched");
+                    return Outcome::Serve(Fresh::Matched(matched));
                 }
                 Step::Probe => {
                     let after = if p.done.probes == 0 { read.arrived } else { Instant::now() };
@@ -451,10 +444,6 @@ impl Freshness {
         let state = store.load();
         let times = state.retained.iter().rev().take(plan::ACTIVITY_SAMPLES).map(|s| s.taken_at);
         let activity = Activity::from_times(times, now);
-        let held = match &p.matched {
-            Some(m) => Some(m.rv),
-            None => slot.held(store).map(|m| m.rv),
-        };
         let mut s = slot.lock();
         let share = *s.census_share.get_or_insert_with(|| census::metadata_share(&state));
         Observation {
@@ -462,7 +451,7 @@ impl Freshness {
             read: *read,
             store: plan::StoreView {
                 rv: state.snapshot.rv,
-                held,
+                matched: p.matched.as_ref().map(|m| m.rv),
                 bytes: state.live_bytes,
                 census_bytes: (state.live_bytes as f64 * share) as usize,
                 activity,
@@ -487,8 +476,7 @@ impl Freshness {
     }
 
     /// Takes a census of `scope` started after `arrived` (coalesced for the whole resource) and compares it
-    /// with the store: the snapshot it matched goes to `p.matched` (and, for the whole resource, is held for
-    /// later reads). A census showing writes the store lacks waits up to [`CENSUS_CATCH_UP`] for their events
+    /// with the store: the snapshot it matched goes to `p.matched`. A census showing writes the store lacks waits up to [`CENSUS_CATCH_UP`] for their events
     /// and compares once more. Returns the census's revision (≥ the upstream's when it started).
     async fn census_step(
         &self,
@@ -524,9 +512,6 @@ impl Freshness {
                 census::Compared::Same => {
                     self.stats.census_same.fetch_add(1, Relaxed);
                     let rv = census.rv.max(snapshot.rv);
-                    if scope.is_whole() {
-                        slot.hold(Held { generation: state.generation, snapshot_rv: snapshot.rv, rv });
-                    }
                     p.matched = Some(Matched { snapshot, generation: state.generation, rv });
                     return Some(census.rv);
                 }

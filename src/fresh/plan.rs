@@ -14,7 +14,7 @@
 //!
 //! | step | upstream cost | what it shows |
 //! |---|---|---|
-//! | serve | none | the store (or a snapshot a census matched) is at the revision the read needs |
+//! | serve | none | the store (or the snapshot the read's census matched) is at the revision the read needs |
 //! | probe | 1 request, O(1): a consistent list of one name | the upstream's revision after the read arrived |
 //! | wait | none | the store's next event or bookmark, expected soon |
 //! | census | 1 request, O(N) metadata of what the read covers | the store holds the upstream's objects |
@@ -127,8 +127,8 @@ pub(crate) struct Read {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct StoreView {
     pub(crate) rv: u64,
-    /// The revision a census proved the store's current snapshot at (or this read's own census did), if any.
-    pub(crate) held: Option<u64>,
+    /// The revision this read's census proved a snapshot at, if it matched.
+    pub(crate) matched: Option<u64>,
     /// Its objects' bytes (what a full list costs) and the estimated bytes of a census of all of them.
     pub(crate) bytes: usize,
     pub(crate) census_bytes: usize,
@@ -195,7 +195,7 @@ pub(crate) struct Observation {
 /// What to do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Step {
-    /// Answer from memory: the store's current snapshot, or the snapshot a census matched.
+    /// Answer from memory: the store's current snapshot, or the snapshot the read's census matched.
     Serve(Source),
     /// Learn the upstream's revision by a probe started after the read arrived (after the last wait, for a
     /// second probe of a read ahead).
@@ -215,7 +215,7 @@ pub(crate) enum Step {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Source {
     Store,
-    Held,
+    Matched,
 }
 
 /// Why a read is forwarded.
@@ -315,8 +315,8 @@ impl Observation {
             if self.store.rv >= required {
                 return Step::Serve(Source::Store);
             }
-            if self.held_at_least(required) {
-                return Step::Serve(Source::Held);
+            if self.store.matched.is_some_and(|rv| rv >= required) {
+                return Step::Serve(Source::Matched);
             }
             // A wait leaves room for what would follow it if the advance does not come.
             let instead = self.instead_of_forwarding();
@@ -331,7 +331,7 @@ impl Observation {
             return forward(Reason::Small, false);
         }
         let known = self.upstream.known;
-        if self.store.rv >= known || self.held_at_least(known) || self.wait_until(Duration::ZERO).is_some() {
+        if self.store.rv >= known || self.wait_until(Duration::ZERO).is_some() {
             // Likely fresh, or about to be: a probe (O(1)) decides.
             return Step::Probe;
         }
@@ -344,9 +344,9 @@ impl Observation {
         if self.store.rv >= n {
             return Step::Serve(Source::Store);
         }
-        if self.store.held == Some(n) {
-            // A page continued at the revision a census proved the store's current snapshot at.
-            return Step::Serve(Source::Held);
+        if self.store.matched == Some(n) {
+            // A continued page whose census matched at its revision.
+            return Step::Serve(Source::Matched);
         }
         let probed = match self.upstream.probe {
             Probed::At(rv) => Some(rv),
@@ -369,13 +369,6 @@ impl Observation {
             Some(_) if self.done.probes < 2 => Step::Probe,
             Some(current) => Step::TooLarge { current },
         }
-    }
-
-    /// Whether a snapshot a census matched serves the read at `rv` or later: any get or list (a held snapshot
-    /// is the whole resource's state), a watch only when it starts with that state (its initial events).
-    fn held_at_least(&self, rv: u64) -> bool {
-        (self.read.kind == Kind::Read || self.read.census.is_some())
-            && self.store.held.is_some_and(|held| held >= rv)
     }
 
     /// A census or a proof in place of forwarding, when one pays and fits ([`Prefer`]).

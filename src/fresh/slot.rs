@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use super::census::{self, Census};
 use super::plan::PROOF_LATENCY;
-use super::{Freshness, Matched, probe, proof};
+use super::{Freshness, probe, proof};
 use crate::resource::{Gvr, ResourceInfo};
 use crate::store::Store;
 
@@ -55,19 +55,6 @@ pub(super) struct SlotState {
     /// steady stream, not one burst), the next one starts as one ends (a rolling proof), so a reader waits
     /// for at most about one proof.
     pub(super) proof_readers: u32,
-    /// The snapshot the last census of the whole resource matched.
-    pub(super) held: Option<Held>,
-}
-
-/// A census of the whole resource matched the store's snapshot: the upstream held exactly that snapshot's
-/// objects at `rv`. While the snapshot is still the store's current one (same generation, same revision: no
-/// event since), it is the upstream's state at `rv` too: a read the upstream has not moved past `rv` for (its
-/// probe says so), or a page continued at `rv`, is served from it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Held {
-    pub(super) generation: u64,
-    pub(super) snapshot_rv: u64,
-    pub(super) rv: u64,
 }
 
 /// A mean that follows recent samples (each new one counts for half).
@@ -90,7 +77,6 @@ impl Slot {
                 last_proof: None,
                 proof_took: None,
                 proof_readers: 0,
-                held: None,
             }),
             probe: watch::channel(None).0,
             census: watch::channel(None).0,
@@ -100,27 +86,6 @@ impl Slot {
 
     pub(super) fn lock(&self) -> MutexGuard<'_, SlotState> {
         self.state.lock().expect("freshness slot lock poisoned")
-    }
-
-    /// The snapshot a census of the whole resource matched, while it is still `store`'s current snapshot.
-    pub(super) fn held(&self, store: &Store) -> Option<Matched> {
-        let held = self.lock().held?;
-        let state = store.load();
-        (state.generation == held.generation && state.snapshot.rv == held.snapshot_rv).then(|| Matched {
-            snapshot: state.snapshot.clone(),
-            generation: held.generation,
-            rv: held.rv,
-        })
-    }
-
-    /// Records that a census of the whole resource matched a snapshot at `held.rv`; the latest census of a
-    /// snapshot wins.
-    pub(super) fn hold(&self, held: Held) {
-        let mut state = self.lock();
-        let same = |h: &Held| (h.generation, h.snapshot_rv) == (held.generation, held.snapshot_rv);
-        if !state.held.as_ref().is_some_and(|h| same(h) && h.rv >= held.rv) {
-            state.held = Some(held);
-        }
     }
 }
 
