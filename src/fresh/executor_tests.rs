@@ -99,13 +99,3 @@ async fn a_failed_probe_forwards() {
     assert_eq!(outcome.err(), Some(NotFresh::ProbeFailed));
     assert_eq!((f.stats.probes.load(Relaxed), f.stats.probe_errors.load(Relaxed)), (1, 1));
 }
-
-#[test]
-fn round_trip_is_a_weighted_mean_of_what_probes_took() {
-    let rt = RoundTrip::default();
-    assert_eq!(rt.get(), plan::ROUND_TRIP, "a guess until measured");
-    rt.record(Duration::from_millis(2));
-    assert_eq!(rt.get(), Duration::from_millis(2));
-    rt.record(Duration::from_millis(10));
-    assert_eq!(rt.get(), Duration::from_millis(3), "one slow probe moves it by an eighth");
-}

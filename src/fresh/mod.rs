@@ -2,24 +2,12 @@
 //! not reached yet (Exact, continue tokens, NotOlderThan minted by the upstream). The policy, its guarantees
 //! and its costs are written once in docs/consistency.md; what follows maps them to this module's items.
 //!
-//! The apiserver serves a consistent read from its watch cache after asking etcd for its current revision
-//! and waiting (≤ 3 s, with progress notifications every 100 ms) until the cache reaches it
-//! (`cacher.go` `waitUntilFreshAndBlock`, `ConsistentListFromCache`). The upstream offers kache no
-//! progress-notify API, so kache proves freshness with what it does offer:
-//!
-//! - a **probe** ([`probe`]): a consistent list of one name, O(1); its revision is ≥ the upstream's when it
-//!   started, and a read only trusts a probe that started after it arrived;
-//! - the store's own next event or bookmark (a **wait**);
-//! - a **census** ([`census`]): a consistent metadata-only list compared with the store, O(N);
-//! - a **proof** ([`proof`]): a short watch from the store's revision whose first frame is the upstream's
-//!   pre-deadline bookmark, O(1), shared by every reader of the resource and kept rolling while it has
-//!   readers.
-//!
-//! Which one a read takes is decided by the planner ([`plan`]), a pure function of what kache observed,
-//! tested as a table; [`Freshness`] only carries the steps out and feeds what it learns back in. A read at a
-//! revision N ahead of the store is never answered 504 when the upstream is known to have reached N; only
-//! when a probe shows the upstream itself has not does kache wait the apiserver's block timeout and answer
-//! its 504.
+//! The apiserver serves a consistent read from its watch cache once the cache reaches etcd's revision
+//! (`cacher.go` `waitUntilFreshAndBlock`); the upstream offers kache no progress-notify API, so kache proves
+//! freshness with what it offers clients: a **probe** ([`probe`], O(1)), the store's own next advance (a
+//! **wait**), a **census** ([`census`], O(N) metadata) and a **proof** ([`proof`], a short watch's bookmark,
+//! O(1), shared and rolling). The planner ([`plan`]), a pure function tested as a table, decides which;
+//! [`Freshness`] only carries the steps out and feeds what it learns back in.
 
 pub(crate) mod census;
 pub(crate) mod plan;
@@ -206,8 +194,6 @@ pub struct Freshness {
     slots: Mutex<HashMap<Gvr, Arc<Slot>>>,
     /// The highest revision the upstream is known to have reached (probes, censuses, proofs, stores).
     known: Arc<AtomicU64>,
-    /// What a round trip to the upstream takes, measured by probes.
-    round_trip: Arc<RoundTrip>,
     /// A filtered mirror's selection as a query string (`--resource-selector`), for proofs.
     selection: OnceLock<SelectionLookup>,
     pub stats: Arc<FreshnessStats>,
@@ -242,7 +228,6 @@ impl Freshness {
             config,
             slots: Mutex::new(HashMap::new()),
             known: Arc::new(AtomicU64::new(0)),
-            round_trip: Arc::new(RoundTrip::default()),
             selection: OnceLock::new(),
             stats: Arc::new(FreshnessStats::default()),
         }
@@ -458,7 +443,7 @@ impl Freshness {
             },
             upstream: plan::UpstreamView { known: self.known_revision(), probe: p.probe },
             measured: Measured {
-                round_trip: self.round_trip.get(),
+                round_trip: s.round_trip.unwrap_or(plan::ROUND_TRIP),
                 census: s.census_took,
                 proof: slot::proof_latency(&s),
             },
@@ -581,32 +566,6 @@ impl Freshness {
 /// What a census of `scope` covers, as the planner sees it.
 fn cover(scope: &census::Scope) -> Cover {
     if scope.is_whole() { Cover::Whole } else { Cover::Part }
-}
-
-/// A round trip to the upstream, as measured by probes: an exponentially weighted mean of their durations,
-/// [`plan::ROUND_TRIP`] until the first is measured. Lock-free (microseconds in an atomic).
-#[derive(Debug, Default)]
-struct RoundTrip {
-    mean_us: AtomicU64,
-}
-
-impl RoundTrip {
-    /// Weight of the newest sample (1/8: a few probes' memory, so one slow probe does not flip decisions).
-    const WEIGHT: u64 = 8;
-
-    fn get(&self) -> Duration {
-        match self.mean_us.load(Relaxed) {
-            0 => plan::ROUND_TRIP,
-            us => Duration::from_micros(us),
-        }
-    }
-
-    fn record(&self, took: Duration) {
-        let sample = (took.as_micros() as u64).max(1);
-        let _ = self.mean_us.fetch_update(Relaxed, Relaxed, |old| {
-            Some(if old == 0 { sample } else { (old * (Self::WEIGHT - 1) + sample) / Self::WEIGHT })
-        });
-    }
 }
 
 #[cfg(test)]

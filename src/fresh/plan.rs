@@ -11,15 +11,8 @@
 //! [`Prefer::Latency`] the fastest that ends no later than forwarding would. Measured times (round trip,
 //! census, proof) only decide whether a step fits in time; what a step costs the upstream is estimated from
 //! bytes and requests, which do not depend on the machine's speed.
-//!
-//! | step | upstream cost | what it shows |
-//! |---|---|---|
-//! | serve | none | the store (or the snapshot the read's census matched) is at the revision the read needs |
-//! | probe | 1 request, O(1): a consistent list of one name | the upstream's revision after the read arrived |
-//! | wait | none | the store's next event or bookmark, expected soon |
-//! | census | 1 request, O(N) metadata of what the read covers | the store holds the upstream's objects |
-//! | prove | 1 short watch (+ the probe), O(1), shared by every reader | no event between store and upstream |
-//! | forward | the read itself: 1 request, its bytes | (the upstream answers) |
+//! The steps, their cost to the upstream and when each is taken: the table in docs/consistency.md ("The
+//! policy").
 
 use std::time::Duration;
 use tokio::time::Instant;

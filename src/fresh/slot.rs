@@ -39,6 +39,8 @@ pub(super) struct Slot {
 #[derive(Debug)]
 pub(super) struct SlotState {
     pub(super) probing: bool,
+    /// What a probe's round trip takes (a mean of the recent ones).
+    pub(super) round_trip: Option<Duration>,
     /// Whether the upstream takes the probe by name (see [`probe`]); cleared when it answers 400.
     pub(super) probe_by_name: bool,
     pub(super) census_running: bool,
@@ -69,6 +71,7 @@ impl Slot {
         Self {
             state: Mutex::new(SlotState {
                 probing: false,
+                round_trip: None,
                 probe_by_name: true,
                 census_running: false,
                 census_took: None,
@@ -181,7 +184,6 @@ impl Freshness {
                 let upstream = self.upstream.clone();
                 let info = info.clone();
                 let slot2 = slot.clone();
-                let round_trip = self.round_trip.clone();
                 self.stats.probes.fetch_add(1, Relaxed);
                 tokio::spawn(async move {
                     let by_name = slot2.lock().probe_by_name;
@@ -192,11 +194,11 @@ impl Freshness {
                             Ok(r) => r,
                             Err(_) => (Err("probe timed out".to_owned()), by_name),
                         };
-                    if result.is_ok() {
-                        round_trip.record(started.elapsed());
-                    }
                     {
                         let mut state = slot2.lock();
+                        if result.is_ok() {
+                            state.round_trip = mean(state.round_trip, started.elapsed());
+                        }
                         state.probing = false;
                         state.probe_by_name = by_name;
                     }
