@@ -99,3 +99,22 @@ async fn a_failed_probe_forwards() {
     assert_eq!(outcome.err(), Some(NotFresh::ProbeFailed));
     assert_eq!((f.stats.probes.load(Relaxed), f.stats.probe_errors.load(Relaxed)), (1, 1));
 }
+
+/// Real time, asserting only a lower bound: the upstream (answering every probe at 42) has not reached the
+/// revision either, and the 504 comes only after the apiserver's block timeout.
+#[tokio::test]
+async fn a_read_ahead_of_the_upstream_too_waits_the_block_timeout_before_its_504() {
+    let (url, _) = super::probe::tests::upstream(false).await;
+    let f = Freshness::new(Upstream::plain(&url).expect("url"), FreshnessConfig::default());
+    let (store, _writer) = store();
+    let block = Duration::from_millis(300);
+    let t0 = Instant::now();
+    let outcome = f.ahead(&store, 200, t0, BIG, block, None).await;
+    assert!(matches!(outcome, Ahead::TooLarge { requested: 200, current: 42 }), "{outcome:?}");
+    assert!(t0.elapsed() >= block, "answered after {:?}", t0.elapsed());
+    assert_eq!(
+        (f.stats.probes.load(Relaxed), f.stats.too_large.load(Relaxed)),
+        (2, 1),
+        "asked again after the wait"
+    );
+}

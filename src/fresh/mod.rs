@@ -361,9 +361,8 @@ impl Freshness {
             let step = plan::plan(&o);
             tracing::trace!(resource = %store.info().gvr, ?step, "freshness step");
             // The revision the read needs: the probe's (or census's) answer, else the one it asked for.
-            let required = match (p.probe, read.want) {
-                (Probed::At(rv), _) => rv,
-                (_, plan::Want::At { rv, .. }) => rv,
+            let required = match (read.want, p.probe) {
+                (plan::Want::At { rv, .. }, _) | (plan::Want::Consistent, Probed::At(rv)) => rv,
                 _ => o.upstream.known.max(min_rv),
             };
             match step {

@@ -116,7 +116,7 @@ pub(super) fn list_resource_version(bytes: &Bytes) -> Result<u64, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -135,7 +135,9 @@ mod tests {
 
     /// An upstream answering probes: 400 to the name selector when `refuse_name`, else a list at rv 42;
     /// returns its URL and the paths it was asked for.
-    async fn upstream(refuse_name: bool) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    pub(crate) async fn upstream(
+        refuse_name: bool,
+    ) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
         use hyper::service::service_fn;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");

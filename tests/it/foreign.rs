@@ -230,6 +230,9 @@ async fn the_504_counter_stays_0_under_foreign_writes_and_counts_what_kache_answ
     .await;
     assert_eq!(r.status, 504, "{}", show(&r));
     assert_eq!(too_large().await, 1.0, "the 504 kache answered is counted");
+    let text = String::from_utf8_lossy(&get(&metrics_url, "/metrics").await.body).into_owned();
+    let refusals = r#"kache_refusals_total{reason="too_large_resource_version"}"#;
+    assert_eq!(metric(&text, refusals), Some(1.0), "counted as a refusal with its reason: {text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
