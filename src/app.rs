@@ -492,7 +492,6 @@ impl StatsSource for KacheStats {
             census_same: s.census_same.load(Relaxed),
             census_behind: s.census_behind.load(Relaxed),
             census_failed: s.census_failed.load(Relaxed),
-            census_held: s.census_held.load(Relaxed),
             too_large: s.too_large.load(Relaxed),
         })
     }

@@ -10,7 +10,7 @@ use mimalloc::MiMalloc;
 
 use kache::app::{Config, Kache, UpstreamSource};
 use kache::auth::{AuthMode, AuthSettings, ListenCheck, check_listen};
-use kache::fresh::Fallback;
+use kache::fresh::{Fallback, Prefer};
 use kache::front::server::{LimitFlags, TlsConfig, parse_duration};
 use kache::upstream::discovery::{Selection, parse_resource_specs};
 
@@ -186,9 +186,16 @@ pub(crate) struct CommonArgs {
     /// O = groups); clients without a certificate still connect and use bearer tokens.
     #[arg(long, requires = "tls_cert")]
     client_ca: Option<PathBuf>,
-    /// How long a consistent read (resourceVersion unset) waits for the cache to reach the upstream's revision.
-    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
-    consistent_read_wait: Duration,
+    /// How much later than forwarding it a consistent read (resourceVersion unset, or a page ahead of the
+    /// cache) may be answered, to take its cost off the upstream: a proof of freshness by the upstream's
+    /// bookmark takes ~1-1.25 s, and the apiserver itself may hold a consistent read up to 3 s.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    consistent_read_latency_bound: Duration,
+    /// What consistent reads favour: `offload` (the upstream's cost, within the latency bound) or `latency`
+    /// (the client's: served from memory only where that is as fast as forwarding). Neither ever costs the
+    /// upstream more than the same read direct.
+    #[arg(long, default_value = "offload", value_parser = ["offload", "latency"])]
+    consistent_read_prefer: String,
     /// What a consistent read does when the cache cannot be proven fresh in time: forward it upstream, or 429.
     #[arg(long, default_value = "forward", value_parser = ["forward", "429"])]
     consistent_read_fallback: String,
@@ -232,7 +239,9 @@ impl CommonArgs {
         config.mirror_selectors = kache::app::parse_mirror_selectors(&self.resource_selectors)
             .map_err(|e| anyhow::anyhow!("--resource-selector: {e}"))?;
         config.lazy = !self.no_lazy;
-        config.freshness.wait = self.consistent_read_wait;
+        config.freshness.latency_bound = self.consistent_read_latency_bound;
+        config.freshness.prefer =
+            if self.consistent_read_prefer == "latency" { Prefer::Latency } else { Prefer::Offload };
         config.freshness.census = self.consistent_census;
         config.freshness.fallback = if self.consistent_read_fallback == "429" {
             Fallback::TooManyRequests

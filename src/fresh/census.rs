@@ -13,10 +13,9 @@
 //! object created and deleted again), which a watch from the snapshot's revision must still deliver.
 //!
 //! A census costs the upstream what its metadata view of the resource costs: it pays where objects carry
-//! most of their bytes outside `metadata` (spec, status), see [`super::Freshness::census_pays`].
+//! most of their bytes outside `metadata` (spec, status), see [`super::plan`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -370,83 +369,19 @@ pub(crate) fn compare(snapshot: &Snapshot, census: &Census, scope: &Scope) -> Co
     }
 }
 
-/// What deciding a read by a census costs against forwarding it, measured where kache can: the census by the
-/// recent ones of the whole resource, forwarding by the reflector's last full list of the resource (what the
-/// upstream takes to list it all: a simulator serving cached bytes lists at ~1 GB/s but builds a metadata view
-/// object by object, a Go apiserver encodes both), each read of a part of the resource (a namespace, a page)
-/// by its share of those plus one round trip. Before any measurement, the bytes at the apiserver's ~40 MB/s
-/// ([`super::budget::forward_cost`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Costs {
-    /// The read's estimated size.
-    pub(crate) bytes: usize,
-    /// The store's size (what a full list of the resource is, in the same estimate).
-    pub(crate) store_bytes: usize,
-    /// The estimated size of a census of the whole resource (needed only while `census_took` is `None`).
-    pub(crate) census_bytes: usize,
-    /// What censuses of the whole resource took.
-    pub(crate) census_took: Option<Duration>,
-    /// What the last full list of the resource took.
-    pub(crate) full_list: Option<Duration>,
-    /// One round trip to the upstream (a probe's measured time).
-    pub(crate) round_trip: Duration,
-    /// Whether the census covers the whole resource (else the read's part of it).
-    pub(crate) whole: bool,
-}
-
-impl Costs {
-    /// The share of the resource `bytes` are.
-    fn share(&self, bytes: usize) -> f64 {
-        if self.store_bytes == 0 { 1.0 } else { (bytes as f64 / self.store_bytes as f64).min(1.0) }
-    }
-
-    /// Forwarding a read of `bytes`: a round trip and its share of a measured full list, else the bytes'
-    /// estimate (the smaller: a full list measured during a busy start-up is not taken to be slower than the
-    /// estimate).
-    fn forward(&self, bytes: usize) -> Duration {
-        let estimate = super::budget::forward_cost(bytes);
-        match self.full_list {
-            Some(full) => estimate.min(self.round_trip + full.mul_f64(self.share(bytes))),
-            None => estimate,
-        }
-    }
-
-    /// The census: as measured for the whole resource (a part: a round trip and its share), else estimated
-    /// like a forwarded read of its size.
-    pub(crate) fn census(&self) -> Duration {
-        let part = if self.whole { 1.0 } else { self.share(self.bytes) };
-        match self.census_took {
-            Some(took) if self.whole => took,
-            Some(took) => self.round_trip + took.mul_f64(part),
-            None => self.forward((self.census_bytes as f64 * part) as usize),
-        }
-    }
-
-    /// Whether the census and serving the read from memory cost at most `fraction` of forwarding it.
-    pub(crate) fn pays(&self, fraction: f64) -> bool {
-        let cost = self.census() + super::budget::memory_cost(self.bytes);
-        cost.as_secs_f64() <= self.forward(self.bytes).as_secs_f64() * fraction
-    }
-}
-
-/// Objects sampled (spread over the resource) to estimate a census's size before the first one is taken.
+/// Objects sampled to estimate the share of a store's bytes a census lists, before one is measured.
 const SAMPLED: usize = 64;
 
-/// The estimated bytes of a census of `state`'s store: its bytes times the share of `metadata` in a sample of
-/// its objects' JSON (a protobuf census is smaller still: the estimate errs towards forwarding).
-pub(crate) fn estimate_bytes(state: &crate::store::State) -> usize {
-    let step = (state.snapshot.len() / SAMPLED).max(1);
+/// The share of `state`'s bytes that a census lists: the `metadata` of its first objects against their
+/// whole JSON (a protobuf census is smaller still: the estimate errs towards forwarding).
+pub(crate) fn metadata_share(state: &crate::store::State) -> f64 {
     let (meta, whole) = state
         .snapshot
         .objects
         .values()
-        .step_by(step)
         .take(SAMPLED)
         .fold((0usize, 0usize), |(m, w), o| (m + o.metadata_range.len(), w + o.raw.len()));
-    if whole == 0 {
-        return 0;
-    }
-    (state.live_bytes as f64 * meta as f64 / whole as f64) as usize
+    if whole == 0 { 1.0 } else { meta as f64 / whole as f64 }
 }
 
 fn lookup<'a>(snapshot: &'a Snapshot, item: &Item) -> Option<&'a Arc<crate::store::Object>> {

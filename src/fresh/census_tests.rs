@@ -1,7 +1,5 @@
 use std::sync::Arc;
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use imbl::OrdMap;
 use proptest::prelude::*;
@@ -162,78 +160,13 @@ fn a_snapshot_lacking_writes_is_behind_the_newest_it_lacks() {
 #[test]
 fn estimates_a_census_by_the_metadata_share() {
     let (store, mut writer) = crate::store::Store::new(flunders(), crate::store::StoreConfig::default());
-    assert_eq!(estimate_bytes(&store.load()), 0, "an empty store");
+    assert_eq!(metadata_share(&store.load()), 1.0, "an empty store: a census costs what a list does");
     writer.replace((0..10).map(|i| object("ns", &format!("o{i}"), 10 + i)), 20);
-    let state = store.load();
     let o = object("ns", "o1", 11);
     let share = o.metadata_range.len() as f64 / o.raw.len() as f64;
     assert!(share > 0.1 && share < 0.6, "the test objects carry most bytes in spec: {share}");
-    let estimate = estimate_bytes(&state) as f64;
-    let expected = state.live_bytes as f64 * share;
-    assert!((estimate - expected).abs() <= expected * 0.05, "{estimate} vs {expected}");
-}
-
-#[test]
-fn a_census_is_taken_where_it_measurably_beats_forwarding() {
-    const MB: usize = 1 << 20;
-    let ms = Duration::from_millis;
-    // The real apiserver, 10k flunders whose bytes are in their spec: a 30 MB store listed in 300 ms, a
-    // 3.5 MB protobuf census in ~50 ms. A full list pays; a page of 500 (1.5 MB) does not.
-    let real = Costs {
-        bytes: 30 * MB,
-        store_bytes: 30 * MB,
-        census_bytes: 3_500_000,
-        census_took: Some(ms(50)),
-        full_list: Some(ms(300)),
-        round_trip: ms(1),
-        whole: true,
-    };
-    assert!(real.pays(0.75));
-    assert!(!Costs { bytes: 1_500_000, ..real }.pays(0.75));
-    // Before any census, estimated from its size at the full list's pace: pays as well.
-    assert!(Costs { census_took: None, ..real }.pays(0.75));
-    // The simulator: 200 MB of pods listed in 560 ms (cached bytes), a census that took ~1 s (a metadata view
-    // built object by object). Forwarding wins, though the bytes' estimate (~5 s) would say otherwise.
-    let sim = Costs {
-        bytes: 200 * MB,
-        store_bytes: 200 * MB,
-        census_bytes: 16 * MB,
-        census_took: Some(ms(966)),
-        full_list: Some(ms(560)),
-        round_trip: ms(1),
-        whole: true,
-    };
-    assert!(!sim.pays(0.75));
-    assert!(Costs { full_list: None, ..sim }.pays(0.75), "unmeasured, the estimate decides");
-    // Objects whose bytes are in metadata: the census is the list's size and never pays.
-    let annotated = Costs { census_bytes: 28 * MB, census_took: None, ..real };
-    assert!(!annotated.pays(0.75));
-}
-
-#[test]
-fn a_census_of_a_part_costs_a_round_trip_and_its_share() {
-    let ms = Duration::from_millis;
-    // The real apiserver, 10k flunders (21.6 MiB, listed in 186 ms; their census in 45 ms, a round trip
-    // 1.1 ms): a namespace list of 100 (218 KiB) forwarded in 2.4–3.5 ms, its census in 1.5–1.8 ms; a page of
-    // 500 (1.1 MiB) in 14–17 ms, its census in 5.4–7 ms. Both pay.
-    let store = 21_600_000;
-    let part = |bytes| Costs {
-        bytes,
-        store_bytes: store,
-        census_bytes: 3_000_000,
-        census_took: Some(ms(45)),
-        full_list: Some(ms(186)),
-        round_trip: Duration::from_micros(1100),
-        whole: false,
-    };
-    let namespace = part(223_000);
-    assert!(namespace.census() > ms(1) && namespace.census() < ms(2), "{:?}", namespace.census());
-    assert!(namespace.pays(0.75));
-    assert!(part(1_127_000).pays(0.75), "a page of 500");
-    // Ten objects: a round trip either way, nothing saved.
-    assert!(!part(22_300).pays(0.75));
-    // Before a census of the whole resource was measured: its estimated size, at the full list's pace.
-    assert!(Costs { census_took: None, ..namespace }.pays(0.75));
+    let estimate = metadata_share(&store.load());
+    assert!((estimate - share).abs() <= share * 0.05, "{estimate} vs {share}");
 }
 
 #[test]

@@ -16,8 +16,6 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-
 use crate::front::body;
 use crate::resource::ResourceInfo;
 use crate::upstream::Upstream;
@@ -55,22 +53,21 @@ pub(super) fn probe_path(info: &ResourceInfo, by_name: bool) -> String {
 }
 
 /// Probes the upstream's revision for `info`'s resource: by name while `by_name` holds, and with `limit=1`
-/// (clearing `by_name`) once the upstream refuses the name selector with a 400.
+/// once the upstream refuses the name selector with a 400; returns whether to probe by name from then on.
 pub(super) async fn probe(
     upstream: &Upstream,
     info: &ResourceInfo,
-    by_name: &AtomicBool,
-) -> Result<u64, String> {
-    if by_name.load(Relaxed) {
+    by_name: bool,
+) -> (Result<u64, String>, bool) {
+    if by_name {
         match probe_at(upstream, &probe_path(info, true)).await {
             Err(ProbeError::Status(StatusCode::BAD_REQUEST)) => {
                 tracing::info!(resource = %info.gvr, "upstream refused the probe by name; probing with limit=1");
-                by_name.store(false, Relaxed);
             }
-            other => return other.map_err(|e| e.to_string()),
+            other => return (other.map_err(|e| e.to_string()), true),
         }
     }
-    probe_at(upstream, &probe_path(info, false)).await.map_err(|e| e.to_string())
+    (probe_at(upstream, &probe_path(info, false)).await.map_err(|e| e.to_string()), false)
 }
 
 /// Why a probe failed.
@@ -119,7 +116,7 @@ pub(super) fn list_resource_version(bytes: &Bytes) -> Result<u64, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -138,7 +135,9 @@ mod tests {
 
     /// An upstream answering probes: 400 to the name selector when `refuse_name`, else a list at rv 42;
     /// returns its URL and the paths it was asked for.
-    async fn upstream(refuse_name: bool) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    pub(crate) async fn upstream(
+        refuse_name: bool,
+    ) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
         use hyper::service::service_fn;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
@@ -178,9 +177,7 @@ mod tests {
     async fn probes_by_name() {
         let (url, seen) = upstream(false).await;
         let up = Upstream::plain(&url).expect("valid");
-        let by_name = AtomicBool::new(true);
-        assert_eq!(probe(&up, &flunders(), &by_name).await, Ok(42));
-        assert!(by_name.load(Relaxed));
+        assert_eq!(probe(&up, &flunders(), true).await, (Ok(42), true));
         assert_eq!(*seen.lock().expect("lock"), [probe_path(&flunders(), true)]);
     }
 
@@ -188,10 +185,8 @@ mod tests {
     async fn an_upstream_refusing_the_name_selector_is_probed_with_limit_1_from_then_on() {
         let (url, seen) = upstream(true).await;
         let up = Upstream::plain(&url).expect("valid");
-        let by_name = AtomicBool::new(true);
-        assert_eq!(probe(&up, &flunders(), &by_name).await, Ok(42));
-        assert!(!by_name.load(Relaxed));
-        assert_eq!(probe(&up, &flunders(), &by_name).await, Ok(42));
+        assert_eq!(probe(&up, &flunders(), true).await, (Ok(42), false));
+        assert_eq!(probe(&up, &flunders(), false).await, (Ok(42), false));
         let limit = probe_path(&flunders(), false);
         assert_eq!(*seen.lock().expect("lock"), [probe_path(&flunders(), true), limit.clone(), limit]);
     }

@@ -67,6 +67,20 @@ pub enum FreshnessOutcome {
     Small,
 }
 
+/// Why kache refused a request itself (a 429 or 504 of its own, not the upstream's relayed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// 504: neither the store nor the upstream reached the requested resourceVersion in the block timeout
+    /// (the apiserver answers the same).
+    TooLargeResourceVersion,
+    /// 429: a consistent read not proven fresh, where the operator chose `--consistent-read-fallback=429`.
+    ConsistentReadFallback,
+    /// 429: the read byte budget of reads from memory is spent.
+    ReadBytes,
+    /// 429: too many watchers of the resource.
+    Watchers,
+}
+
 /// Whether an auth decision came from kache's cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AuthResult {
@@ -174,6 +188,10 @@ label_values!(UpstreamErrorReason {
 label_values!(FreshnessOutcome {
     Fresh => "fresh", Lagging => "lagging", ProbeError => "probe_error", Quiet => "quiet",
     Small => "small",
+});
+label_values!(Refusal {
+    TooLargeResourceVersion => "too_large_resource_version", ConsistentReadFallback => "consistent_read_fallback",
+    ReadBytes => "read_bytes", Watchers => "watchers",
 });
 label_values!(AuthResult { Hit => "hit", Miss => "miss" });
 label_values!(AuthDecision { Allow => "allow", Deny => "deny", Error => "error" });

@@ -95,7 +95,6 @@ pub struct FreshnessCounters {
     pub census_same: u64,
     pub census_behind: u64,
     pub census_failed: u64,
-    pub census_held: u64,
     /// 504s decided by the freshness check.
     pub too_large: u64,
 }
@@ -200,12 +199,9 @@ impl Metrics {
         self.counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", "proven")]).absolute(s.proofs_succeeded);
         self.counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", "failed")]).absolute(s.proofs_failed);
         self.counter(FRESHNESS_UPSTREAM_CENSUSES_TOTAL, vec![]).absolute(s.censuses);
-        for (outcome, value) in [
-            ("served", s.census_same),
-            ("behind", s.census_behind),
-            ("failed", s.census_failed),
-            ("held", s.census_held),
-        ] {
+        for (outcome, value) in
+            [("served", s.census_same), ("behind", s.census_behind), ("failed", s.census_failed)]
+        {
             self.counter(FRESHNESS_CENSUSES_TOTAL, vec![label("outcome", outcome)]).absolute(value);
         }
         // Reads' 504s are decided by the freshness check; watches' by the watch start.

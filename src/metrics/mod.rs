@@ -47,7 +47,7 @@ pub use health::{CheckResult, HealthResponse};
 pub use instance::Metrics;
 pub use labels::{
     AsResource, AuthDecision, AuthResult, BodyCacheResult, Encoding, ForwardKind, FreshnessOutcome,
-    GzipCacheResult, GzipEviction, Limit, Served, Source, UpstreamErrorReason,
+    GzipCacheResult, GzipEviction, Limit, Refusal, Served, Source, UpstreamErrorReason,
 };
 pub use logging::{DEFAULT_LOG_LEVEL, LogError, LogFormat, init_tracing};
 pub use mirror::{FreshnessCounters, SharedCounters, WatchCells, WatchCounters};

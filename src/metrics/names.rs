@@ -90,6 +90,7 @@ pub(crate) const FORWARD_READ_AHEAD_BYTES: &str = "kache_forward_read_ahead_byte
 pub(crate) const AUTH_CACHE_TOTAL: &str = "kache_auth_cache_total";
 pub(crate) const IMPERSONATION_TOTAL: &str = "kache_impersonation_total";
 pub(crate) const LIMIT_REJECTIONS_TOTAL: &str = "kache_limit_rejections_total";
+pub(crate) const REFUSALS_TOTAL: &str = "kache_refusals_total";
 pub(crate) const ENCODING_TOTAL: &str = "kache_encoding_total";
 pub(crate) const TABLE_ROWS_TOTAL: &str = "kache_table_rows_total";
 // --- filtered mirrors (kache) ---
@@ -352,6 +353,11 @@ pub const ALL: &[MetricDef] = &[
         LIMIT_REJECTIONS_TOTAL,
         &["limit"],
         "Requests or connections refused because a configured limit was reached, by limit.",
+    ),
+    counter(
+        REFUSALS_TOTAL,
+        &["reason"],
+        "Reads kache answered 429 or 504 itself instead of serving or forwarding them, by reason: too_large_resource_version (504 to a get or list, the upstream has not reached the revision either; a watch's is its ERROR event, counted in kache_too_large_resource_version_total), consistent_read_fallback (429, only with --consistent-read-fallback=429), read_bytes (429, the read byte budget), watchers (429, the watcher limit).",
     ),
     counter(
         ENCODING_TOTAL,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::instance::Metrics;
 use super::labels::{
-    self, AsResource, AuthDecision, AuthResult, Encoding, ForwardKind, Limit, Served, Source,
+    self, AsResource, AuthDecision, AuthResult, Encoding, ForwardKind, Limit, Refusal, Served, Source,
     UpstreamErrorReason,
 };
 use super::names::*;
@@ -93,6 +93,11 @@ impl Metrics {
         self.counter(LIMIT_REJECTIONS_TOTAL, vec![label("limit", limit.as_str())]).increment(1);
     }
 
+    /// A read kache refused itself (429 or 504), by reason.
+    pub(crate) fn refused(&self, why: Refusal) {
+        self.counter(REFUSALS_TOTAL, vec![label("reason", why.as_str())]).increment(1);
+    }
+
     /// A response's encoding and where it came from.
     pub fn encoding(&self, encoding: Encoding, served: Served) {
         let labels = vec![label("encoding", encoding.as_str()), label("served", served.as_str())];
@@ -151,6 +156,9 @@ impl Metrics {
         }
         for l in Limit::ALL {
             self.counter(LIMIT_REJECTIONS_TOTAL, vec![label("limit", l.as_str())]).increment(0);
+        }
+        for r in Refusal::ALL {
+            self.counter(REFUSALS_TOTAL, vec![label("reason", r.as_str())]).increment(0);
         }
         for e in Encoding::ALL {
             for s in Served::ALL {

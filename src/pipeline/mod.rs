@@ -41,7 +41,7 @@ use crate::front::body::{self, Body};
 use crate::front::respond;
 use crate::front::route::{ResourceRequest, Route, Verb};
 use crate::front::server::{BoxFuture, ConnInfo, Handler};
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, Metrics, Refusal};
 use crate::reflector::Registry;
 use crate::serve::admit;
 use crate::serve::list::NotServed;
@@ -317,18 +317,14 @@ impl KacheHandler {
             Err(NotServed::NotFresh) => {
                 self.stats.not_fresh.fetch_add(1, Relaxed);
                 self.metrics.consistent_read(&r.gvr, false, true);
-                // A forwarded list counts as a read in flight until its answer is sent (proofs count the
-                // readers they would serve).
-                let resp = self.fallback(req, id).await;
-                if r.verb == Verb::List {
-                    let forwarding = self.reads.freshness().forwarding(&r.gvr, arrived);
-                    resp.map(|b| body::guarded(b, forwarding))
-                } else {
-                    resp
-                }
+                self.fallback(req, id).await
             }
-            Err(NotServed::Overloaded) => admit::too_many_requests(),
+            Err(NotServed::Overloaded) => {
+                self.metrics.refused(Refusal::ReadBytes);
+                admit::too_many_requests()
+            }
             Err(NotServed::TooLarge { requested, current }) => {
+                self.metrics.refused(Refusal::TooLargeResourceVersion);
                 let err = ApiError::TooLargeResourceVersion { requested, current, retry_after: Some(1) };
                 respond::error(&err, req.headers(), false)
             }
@@ -351,14 +347,13 @@ impl KacheHandler {
         }
     }
 
-    /// A consistent read that could not be proven fresh: forward (bounded) or 429.
+    /// A consistent read that could not be proven fresh: forwarded (it costs the upstream what it would
+    /// direct), or 429 where the operator chose so ([`Fallback::TooManyRequests`]).
     async fn fallback(&self, req: Request<Body>, id: &Identity) -> Response<Body> {
-        let freshness = self.reads.freshness();
-        if freshness.config().fallback == Fallback::Forward
-            && let Some(_permit) = freshness.try_fallback()
-        {
+        if self.reads.freshness().config().fallback == Fallback::Forward {
             return self.forward(req, id).await;
         }
+        self.metrics.refused(Refusal::ConsistentReadFallback);
         let err = ApiError::TooManyRequests {
             message: "Too large resource version: consistent read not served from cache".to_owned(),
             retry_after: 1,

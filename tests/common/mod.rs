@@ -43,7 +43,7 @@ pub async fn start_kache(upstream: &str, tweak: impl FnOnce(&mut Config)) -> Kac
     let mut config = Config::for_url(upstream);
     config.handler.block_timeout = TEST_BLOCK_TIMEOUT;
     config.handler.watch.wait_timeout = TEST_BLOCK_TIMEOUT;
-    config.freshness.wait = Duration::from_secs(2);
+    config.freshness.latency_bound = Duration::from_secs(2);
     // Tests of the serving paths read small objects; a probe would not pay off for them, so by default
     // kache forwards them. Probe anyway so the memory path is what they exercise (tests/it/foreign.rs tests
     // the default decision).

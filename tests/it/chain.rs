@@ -43,14 +43,14 @@ async fn chain() -> (SimHandle, Kache, Kache) {
         c.selection =
             Selection { include: Some(parse_resource_specs("pods").expect("specs")), exclude: Vec::new() };
         c.lazy = false;
-        c.freshness.wait = Duration::from_millis(500);
     };
     let a = start_kache(&sim.url(), pods_only).await;
     let b = start_kache(&a.url(), |c| {
         pods_only(c);
-        // The test's reads are small; a proof (which waits for A's next bookmark) is made to pay off for
-        // them as it does for big reads and WatchLists, so that every consistent read through B tries it.
-        c.freshness.proof_cost = Duration::from_millis(1);
+        // The test's reads are small; requests are made free against their bytes, so that a proof (which
+        // waits for A's next bookmark) pays off for them as it does for big reads and WatchLists, and every
+        // consistent read through B tries it.
+        c.freshness.request_bytes = 1;
     })
     .await;
     sim.set_foreign_writes(FOREIGN_RATE);

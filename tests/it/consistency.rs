@@ -64,7 +64,8 @@ async fn run(bookmark_interval: Duration, foreign_writes: f64) -> (u64, u64) {
     for w in 0..WRITERS {
         sim.create("configmaps", Some("lin"), configmap(&format!("w{w}"), 0)).expect("cm");
     }
-    let kache = Arc::new(start_kache(&sim.url(), |c| c.freshness.wait = Duration::from_millis(300)).await);
+    let kache =
+        Arc::new(start_kache(&sim.url(), |c| c.freshness.latency_bound = Duration::from_millis(300)).await);
     let sim = Arc::new(sim);
     let acked: Arc<Vec<AtomicU64>> = Arc::new((0..WRITERS).map(|_| AtomicU64::new(0)).collect());
     let stop = Arc::new(AtomicBool::new(false));

@@ -52,7 +52,7 @@ async fn node_local_with(sim: SimHandle, selectors: &[&str], census: bool) -> (S
     let mut config = Config::for_url(sim.url());
     config.handler.block_timeout = TEST_BLOCK_TIMEOUT;
     config.handler.watch.wait_timeout = TEST_BLOCK_TIMEOUT;
-    config.freshness.wait = Duration::from_secs(2);
+    config.freshness.latency_bound = Duration::from_secs(2);
     config.freshness.probe_small_reads = true;
     config.freshness.census = census;
     config.selection =

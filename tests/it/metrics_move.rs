@@ -84,6 +84,10 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
     ("kache_freshness_ahead_reads_total", "tests/it/foreign.rs (reads at a revision the upstream reached)"),
     ("apiserver_watch_cache_read_wait_seconds", "tests/it/consistency.rs (consistent reads that wait)"),
     (
+        "kache_refusals_total",
+        "tests/it/foreign.rs (a read at a revision neither kache nor the upstream reached: too_large_resource_version)",
+    ),
+    (
         "kache_too_large_resource_version_total",
         "tests/it/foreign.rs (the 504 counter stays 0 under foreign writes, counts a read at an unreachable revision)",
     ),

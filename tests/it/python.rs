@@ -52,7 +52,7 @@ async fn start_kache_on(upstream: &str, addr: SocketAddr) -> Kache {
     let mut config = Config::for_url(upstream);
     config.handler.block_timeout = TEST_BLOCK_TIMEOUT;
     config.handler.watch.wait_timeout = TEST_BLOCK_TIMEOUT;
-    config.freshness.wait = Duration::from_secs(2);
+    config.freshness.latency_bound = Duration::from_secs(2);
     // Small consistent reads are forwarded by default; probe so these clients exercise the memory path.
     config.freshness.probe_small_reads = true;
     let mut attempt = 0;

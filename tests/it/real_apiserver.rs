@@ -1373,8 +1373,9 @@ fn big_consistent_lists_under_foreign_writes_are_served_after_a_census_and_equal
             // What serves these reads from memory is the census alone (or a probe, when the store is fresh:
             // the apiserver's once-a-minute bookmark to kache's watch may move it past a foreign write).
             config.freshness.prove = false;
-            // The census path whatever its measured cost (a debug build's own list is slow).
-            config.freshness.census_always = true;
+            // The census path whatever its measured time (a debug build's own list is slow): the bound is far
+            // beyond it.
+            config.freshness.latency_bound = Duration::from_secs(60);
         })
         .await;
         let f = &kache.freshness().stats;
@@ -1455,30 +1456,6 @@ fn big_consistent_lists_under_foreign_writes_are_served_after_a_census_and_equal
             assert_eq!(items(&through), items(&answer), "write {round} is reflected");
         }
 
-        // The foreign writes pause (a quiet cluster): once two censuses in a row agree on the store's snapshot
-        // at one revision, lists are served from it at that revision without a census of their own. (Anything
-        // writing meanwhile only delays it: the lists go on until one is held.)
-        let global = foreign_write(&direct, "fischer-census-quiet").await;
-        let held = || f.census_held.load(std::sync::atomic::Ordering::Relaxed);
-        let mut lists = 0;
-        while held() == 0 && lists < 10 {
-            let (through, answer) = from_memory(FLUNDERS.to_owned()).await;
-            assert!(rv_of(&through) >= global && rv_of(&answer) >= global);
-            lists += 1;
-        }
-        assert!(held() >= 1, "a list held by the censuses' snapshot within {lists} lists: {f:?}");
-        let censuses = f.censuses.load(std::sync::atomic::Ordering::Relaxed);
-        let (through, _) = from_memory(format!("{FLUNDERS}?labelSelector=census%3Dnone")).await;
-        assert_eq!(
-            through["items"].as_array().map_or(0, Vec::len),
-            0,
-            "a selector's list from the held snapshot"
-        );
-        assert_eq!(
-            f.censuses.load(std::sync::atomic::Ordering::Relaxed),
-            censuses,
-            "without a census: {f:?}"
-        );
         kache.shutdown().await;
     });
 }

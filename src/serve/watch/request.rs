@@ -68,6 +68,7 @@ pub fn try_serve_watch(
         Err(e) => return Ok(error_response(&e, req.proto_errors)),
     };
     if over_limit(&req.store, cfg, &req.metrics) {
+        req.metrics.refused(crate::metrics::Refusal::Watchers);
         let e = ApiError::TooManyRequests {
             message: format!("too many watchers of {}, please try again later", req.store.info().gvr),
             retry_after: OVER_LIMIT_RETRY_AFTER,
