@@ -3,7 +3,6 @@
 
 #[path = "../../src/codec"]
 pub mod codec {
-    pub mod gojson;
     pub mod proto;
     pub mod status;
     pub mod token;

@@ -29,9 +29,9 @@ use std::collections::BTreeMap;
 use http::HeaderMap;
 
 use super::{AUTHENTICATED_GROUP, Attributes, Credential, Identity};
-use crate::codec::gojson::go_quote;
 use crate::codec::status::ApiError;
 use crate::options::selector::is_dns1123_subdomain_syntax;
+use kache_k8s::json::go_quote;
 
 const USER: &str = "impersonate-user";
 const GROUP: &str = "impersonate-group";

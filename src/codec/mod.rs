@@ -2,7 +2,6 @@
 //! Pure functions over bytes; no I/O.
 
 pub mod extract;
-pub mod gojson;
 pub mod gzip;
 pub mod list;
 pub mod meta_view;

@@ -15,7 +15,7 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use super::gojson::{go_quote, write_json_str};
+use kache_k8s::json::{self, go_quote};
 
 /// The 410 message for an Exact/legacy-exact list at a compacted revision (`etcd3/errors.go`).
 pub(crate) const EXPIRED_LIST_MESSAGE: &str = "The resourceVersion for the provided list is too old.";
@@ -410,25 +410,20 @@ impl ApiError {
 
     /// The Status body exactly as the apiserver writes it by default: compact JSON plus a newline.
     pub fn to_json(&self) -> Bytes {
-        let mut out = String::with_capacity(256);
-        self.status_value().write_compact(&mut out);
-        out.push('\n');
-        Bytes::from(out)
+        Bytes::from(json::body(&self.status_value(), false))
     }
 
     /// The Status body pretty-printed as the apiserver does for `?pretty=true` or curl/browser agents.
     pub fn to_json_pretty(&self) -> Bytes {
-        let mut out = String::with_capacity(512);
-        self.status_value().write_pretty(&mut out, 0);
-        Bytes::from(out)
+        Bytes::from(json::body(&self.status_value(), true))
     }
 
     /// The watch-stream form: `{"type":"ERROR","object":<status>}` and a newline. The stream ends after it.
     pub(crate) fn watch_error_event(&self) -> Bytes {
-        let mut out = String::with_capacity(256);
-        out.push_str("{\"type\":\"ERROR\",\"object\":");
-        self.status_value().write_compact(&mut out);
-        out.push_str("}\n");
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(b"{\"type\":\"ERROR\",\"object\":");
+        out.extend_from_slice(&json::to_vec(&self.status_value()));
+        out.extend_from_slice(b"}\n");
         Bytes::from(out)
     }
 
@@ -562,7 +557,8 @@ impl Details {
     }
 }
 
-/// A minimal ordered JSON value, rendered like Go's encoder (compact) and `MarshalIndent` (pretty).
+/// A minimal ordered JSON value (the field order of Go's `metav1.Status` struct), serialised through the Go
+/// formatter, compact or indented.
 enum J {
     Str(String),
     Num(u64),
@@ -570,68 +566,26 @@ enum J {
     Arr(Vec<J>),
 }
 
-impl J {
-    fn write_compact(&self, out: &mut String) {
+impl serde::Serialize for J {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
         match self {
-            J::Str(s) => write_json_str(out, s),
-            J::Num(n) => out.push_str(&n.to_string()),
+            J::Str(v) => s.serialize_str(v),
+            J::Num(n) => s.serialize_u64(*n),
             J::Obj(fields) => {
-                out.push('{');
-                for (i, (k, v)) in fields.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write_json_str(out, k);
-                    out.push(':');
-                    v.write_compact(out);
+                let mut m = s.serialize_map(Some(fields.len()))?;
+                for (k, v) in fields {
+                    m.serialize_entry(k, v)?;
                 }
-                out.push('}');
+                m.end()
             }
             J::Arr(items) => {
-                out.push('[');
-                for (i, v) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    v.write_compact(out);
+                let mut a = s.serialize_seq(Some(items.len()))?;
+                for v in items {
+                    a.serialize_element(v)?;
                 }
-                out.push(']');
+                a.end()
             }
-        }
-    }
-
-    fn write_pretty(&self, out: &mut String, depth: usize) {
-        const INDENT: &str = "  ";
-        match self {
-            J::Obj(fields) if !fields.is_empty() => {
-                out.push_str("{\n");
-                for (i, (k, v)) in fields.iter().enumerate() {
-                    out.push_str(&INDENT.repeat(depth + 1));
-                    write_json_str(out, k);
-                    out.push_str(": ");
-                    v.write_pretty(out, depth + 1);
-                    if i + 1 < fields.len() {
-                        out.push(',');
-                    }
-                    out.push('\n');
-                }
-                out.push_str(&INDENT.repeat(depth));
-                out.push('}');
-            }
-            J::Arr(items) if !items.is_empty() => {
-                out.push_str("[\n");
-                for (i, v) in items.iter().enumerate() {
-                    out.push_str(&INDENT.repeat(depth + 1));
-                    v.write_pretty(out, depth + 1);
-                    if i + 1 < items.len() {
-                        out.push(',');
-                    }
-                    out.push('\n');
-                }
-                out.push_str(&INDENT.repeat(depth));
-                out.push(']');
-            }
-            other => other.write_compact(out),
         }
     }
 }

@@ -13,7 +13,7 @@
 
 use base64::Engine as _;
 
-use super::gojson::write_json_str;
+use kache_k8s::json;
 
 /// The only token version the apiserver understands.
 pub const TOKEN_VERSION: &str = "meta.k8s.io/v1";
@@ -92,7 +92,7 @@ pub fn encode_start(rv: i64, start: &str) -> String {
     json.push_str("{\"v\":\"meta.k8s.io/v1\",\"rv\":");
     json.push_str(&rv.to_string());
     json.push_str(",\"start\":");
-    write_json_str(&mut json, start);
+    json::write_str(&mut json, start);
     json.push('}');
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json.as_bytes())
 }

@@ -1,7 +1,7 @@
 //! Query-string decoding exactly as Go's `url.ParseQuery` / `req.URL.Query()` does it, and Go's number
 //! parsing with its error texts (`strconv.ParseInt` / `ParseUint`), which reach clients in 400 messages.
 
-use crate::codec::gojson::go_quote;
+use kache_k8s::json::go_quote;
 
 /// Upper bound on decoded parameters kept from one query (Go ≥ 1.24 rejects more than 10,000 by default;
 /// kache keeps the first ones and drops the rest, bounding memory on hostile URLs).

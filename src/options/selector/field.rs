@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use std::fmt;
 
 use super::custom::{self, SelectableFields};
-use crate::codec::gojson::go_quote;
 use crate::resource::FieldKind;
 use crate::store::Object;
+use kache_k8s::json::go_quote;
 
 /// `=`/`==` (`hasTerm`) or `!=` (`notHasTerm`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
