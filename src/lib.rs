@@ -53,7 +53,7 @@ pub mod metrics;
 pub mod options;
 pub mod pipeline;
 pub mod reflector;
-pub mod resource;
+pub use kache_k8s::resource;
 pub mod serve;
 pub mod store;
 pub mod upstream;

@@ -13,7 +13,7 @@
 
 use base64::Engine as _;
 
-use kache_k8s::json;
+use crate::json;
 
 /// The only token version the apiserver understands.
 pub const TOKEN_VERSION: &str = "meta.k8s.io/v1";
@@ -72,7 +72,7 @@ pub fn scan_start(relative: &str, namespace: Option<&str>) -> String {
 
 /// The key of the last returned object relative to the request's prefix: `name` for a list in one
 /// namespace, the store key itself otherwise. Feed it to [`encode`].
-pub(crate) fn relative_key<'a>(store_key: &'a str, namespace: Option<&str>) -> &'a str {
+pub fn relative_key<'a>(store_key: &'a str, namespace: Option<&str>) -> &'a str {
     match namespace {
         Some(ns) if !ns.is_empty() => {
             store_key.strip_prefix(ns).and_then(|rest| rest.strip_prefix('/')).unwrap_or(store_key)
