@@ -93,16 +93,20 @@ const SUPPORTED: &[(&str, &str, Encoding, bool)] = &[
 
 /// One parsed Accept clause (`goautoneg.Accept`).
 #[derive(Clone, Debug, PartialEq)]
-struct Clause {
-    typ: String,
-    sub: String,
-    q: f64,
-    params: Vec<(String, String)>,
+pub struct Clause {
+    /// The media type's type (`application`, `*`).
+    pub typ: String,
+    /// The media type's subtype (`json`, `*`).
+    pub sub: String,
+    /// The quality, 1 when absent, 0 when unparsable.
+    pub q: f64,
+    /// The parameters other than `q`, in header order.
+    pub params: Vec<(String, String)>,
 }
 
 impl Clause {
     /// The last value of a parameter (Go stores params in a map: later duplicates win).
-    fn param(&self, key: &str) -> Option<&str> {
+    pub fn param(&self, key: &str) -> Option<&str> {
         self.params.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 }
@@ -110,7 +114,7 @@ impl Clause {
 /// `goautoneg.ParseAccept`: split on `,` and `;`, trim spaces only, `q` parsed untrimmed (a bad q is 0),
 /// then sorted with goautoneg's comparator using Go's insertion sort (what `sort.Sort` does for the short
 /// lists real headers are), so ties keep header order.
-fn parse_accept(header: &str) -> Vec<Clause> {
+pub fn parse_accept(header: &str) -> Vec<Clause> {
     let mut out: Vec<Clause> = Vec::new();
     for part in header.split(',').take(MAX_ACCEPT_CLAUSES) {
         let mut mrp = part.split(';');
