@@ -9,6 +9,7 @@
 //! - [`options`]: query decoding with Go's parsers, list/get/watch options, label and field selectors.
 //! - [`token`]: continue tokens in the apiserver's format.
 //! - [`status`]: errors as `metav1.Status` bodies, byte for byte.
+//! - [`gofmt`]: values as Go's `fmt` prints them in the apiserver's messages.
 //! - [`json`]: the bytes of Go's `encoding/json` (string escaping, compact and indented encoding, floats)
 //!   and Go's `strconv.Quote`.
 //! - [`proto`]: JSON ↔ protobuf transcoding of built-in kinds (schema data from `kache-k8s-schema`).
@@ -17,6 +18,7 @@
 //! a rule of the apiserver is written once. The sim keeps its own model of storage, the watch cache,
 //! revisions and timing: where independence is the point, it does not come from here.
 
+pub mod gofmt;
 pub mod json;
 pub mod negotiate;
 pub mod options;
