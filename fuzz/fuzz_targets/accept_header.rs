@@ -1,7 +1,7 @@
 #![no_main]
 //! Accept / Accept-Encoding headers: negotiation never panics.
 
-use kache_fuzz::front::negotiate;
+use kache_k8s::negotiate;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

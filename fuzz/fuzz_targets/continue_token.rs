@@ -2,7 +2,7 @@
 //! Continue tokens: decoding arbitrary input never panics; a valid token re-encodes to one that decodes
 //! to the same position.
 
-use kache_fuzz::codec::token;
+use kache_k8s::token;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,8 +2,7 @@
 //! Label selectors: parsing never panics; whatever parses renders to a string that parses to the same
 //! selector, and matching never panics.
 
-use kache_fuzz::options::selector::LabelSelector;
-use kache_fuzz::store::Object;
+use kache_k8s::options::selector::LabelSelector;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -11,19 +10,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(sel) = LabelSelector::parse(s) {
         let again = LabelSelector::parse(&sel.to_string()).expect("rendered selector parses");
         assert_eq!(again, sel, "round trip of {s:?}");
-        let (key, ns_len) = kache_fuzz::store::make_key(Some("ns"), "o");
-        let obj = Object {
-            key,
-            ns_len,
-            uid: "u".into(),
-            resource_version: 1,
-            labels: vec![("app".into(), "web".into()), ("n".into(), "7".into())].into_boxed_slice(),
-            fields: Box::new([]),
-            raw: bytes::Bytes::new(),
-            body_offset: 1,
-            metadata_range: 0..0,
-            proto: Default::default(),
+        let labels = |key: &str| match key {
+            "app" => Some("web"),
+            "n" => Some("7"),
+            _ => None,
         };
-        let _ = sel.matches(&obj);
+        let _ = sel.matches_with(labels);
     }
 });

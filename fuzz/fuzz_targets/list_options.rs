@@ -2,8 +2,8 @@
 //! Query strings: list/watch/get option parsing, validation and storage validation never panic, and
 //! every error becomes a Status body.
 
-use kache_fuzz::resource::FieldKind;
-use kache_fuzz::options::params;
+use kache_k8s::resource::FieldKind;
+use kache_k8s::options::params;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,7 +3,7 @@
 //! reached.
 #![no_main]
 
-use kache_fuzz::codec::proto::{encode_object_meta, proto_kind};
+use kache_k8s::proto::{encode_object_meta, proto_kind};
 use libfuzzer_sys::fuzz_target;
 
 const KINDS: &[(&str, &str, &str)] = &[

@@ -2,115 +2,27 @@
 //!
 //! The apiserver encodes with `encoding/json`: compact output from `json.Encoder.Encode` (which appends
 //! a `\n`), pretty output from `json.MarshalIndent(obj, "", "  ")` (no trailing newline). Go escapes
-//! `<`, `>`, `&`, U+2028 and U+2029 as `\u003c`-style sequences; serde_json does not, so a formatter
-//! wrapper does it here. Field order is kept as stored (serde_json's `preserve_order`).
-
-use std::io::{self, Write};
+//! `<`, `>`, `&`, U+2028 and U+2029 as `\u003c`-style sequences; serde_json does not, so the bytes come
+//! from `kache_k8s::json` (Go's formatting is shared; the sim's model of objects is its own). Field order
+//! is kept as stored (serde_json's `preserve_order`).
 
 use serde::Serialize;
-use serde_json::ser::{CompactFormatter, Formatter, PrettyFormatter};
 use serde_json::{Map, Value};
-
-/// A formatter that escapes like Go's `encoding/json` with HTML escaping on (its default).
-struct GoFormatter<F> {
-    inner: F,
-}
-
-impl<F: Formatter> Formatter for GoFormatter<F> {
-    fn write_null<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.inner.write_null(w)
-    }
-    fn write_bool<W: ?Sized + Write>(&mut self, w: &mut W, v: bool) -> io::Result<()> {
-        self.inner.write_bool(w, v)
-    }
-    fn write_i64<W: ?Sized + Write>(&mut self, w: &mut W, v: i64) -> io::Result<()> {
-        self.inner.write_i64(w, v)
-    }
-    fn write_u64<W: ?Sized + Write>(&mut self, w: &mut W, v: u64) -> io::Result<()> {
-        self.inner.write_u64(w, v)
-    }
-    fn write_f64<W: ?Sized + Write>(&mut self, w: &mut W, v: f64) -> io::Result<()> {
-        self.inner.write_f64(w, v)
-    }
-    fn write_number_str<W: ?Sized + Write>(&mut self, w: &mut W, v: &str) -> io::Result<()> {
-        self.inner.write_number_str(w, v)
-    }
-    fn write_string_fragment<W: ?Sized + Write>(&mut self, w: &mut W, fragment: &str) -> io::Result<()> {
-        let mut start = 0;
-        for (i, c) in fragment.char_indices() {
-            let esc = match c {
-                '<' => "\\u003c",
-                '>' => "\\u003e",
-                '&' => "\\u0026",
-                '\u{2028}' => "\\u2028",
-                '\u{2029}' => "\\u2029",
-                _ => continue,
-            };
-            w.write_all(&fragment.as_bytes()[start..i])?;
-            w.write_all(esc.as_bytes())?;
-            start = i + c.len_utf8();
-        }
-        w.write_all(&fragment.as_bytes()[start..])
-    }
-    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.inner.begin_array(w)
-    }
-    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.inner.end_array(w)
-    }
-    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        self.inner.begin_array_value(w, first)
-    }
-    fn end_array_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.inner.end_array_value(w)
-    }
-    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.inner.begin_object(w)
-    }
-    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.inner.end_object(w)
-    }
-    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        self.inner.begin_object_key(w, first)
-    }
-    fn end_object_key<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.inner.end_object_key(w)
-    }
-    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.inner.begin_object_value(w)
-    }
-    fn end_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.inner.end_object_value(w)
-    }
-}
 
 /// Compact encoding without the trailing newline (used for watch event framing and embedding).
 pub fn compact<T: Serialize + ?Sized>(v: &T) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, GoFormatter { inner: CompactFormatter });
-    v.serialize(&mut ser).expect("serialising a serde_json value into a Vec cannot fail");
-    out
+    kache_k8s::json::to_vec(v)
 }
 
 /// Pretty encoding, two-space indent, like `json.MarshalIndent(obj, "", "  ")`.
 pub fn pretty<T: Serialize + ?Sized>(v: &T) -> Vec<u8> {
-    let mut out = Vec::with_capacity(512);
-    let fmt = GoFormatter { inner: PrettyFormatter::with_indent(b"  ") };
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-    v.serialize(&mut ser).expect("serialising a serde_json value into a Vec cannot fail");
-    out
+    kache_k8s::json::to_vec_pretty(v)
 }
 
 /// A response body as the apiserver's serializer writes it: pretty without newline, or compact with
 /// the `\n` that `json.Encoder.Encode` appends.
 pub fn body<T: Serialize + ?Sized>(v: &T, pretty_print: bool) -> Vec<u8> {
-    if pretty_print {
-        pretty(v)
-    } else {
-        let mut out = compact(v);
-        out.push(b'\n');
-        out
-    }
+    kache_k8s::json::body(v, pretty_print)
 }
 
 /// Serialises a map without its `kind` and `apiVersion` keys: list items of built-in types carry no

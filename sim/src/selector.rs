@@ -1,7 +1,7 @@
-//! Label and field selectors, implemented independently of kache from apimachinery's behaviour
-//! (staging/src/k8s.io/apimachinery/pkg/labels/selector.go: Parse, pkg/fields/selector.go: ParseSelector):
-//! parsing with the apiserver's error texts, matching, and the per-kind
-//! field-selector support and field sets.
+//! Label and field selectors. Parsing, validation and the apiserver's error texts
+//! (staging/src/k8s.io/apimachinery/pkg/labels/selector.go: Parse, pkg/fields/selector.go: ParseSelector)
+//! come from `kache_k8s`, written once; matching against the sim's objects, the per-kind field-selector
+//! support and the field sets each registry computes are the sim's own model.
 //!
 //! - [`LabelSelector`]: the full label grammar (`=`, `==`, `!=`, `in`, `notin`, exists, `!`, `>`, `<`).
 //! - [`FieldSelector`]: `field=value`, `field==value`, `field!=value` with `\` escapes.
@@ -11,7 +11,6 @@
 mod fields;
 mod kinds;
 mod labels;
-mod lexer;
 mod validation;
 
 pub use fields::FieldSelector;

@@ -29,9 +29,9 @@ use std::collections::BTreeMap;
 use http::HeaderMap;
 
 use super::{AUTHENTICATED_GROUP, Attributes, Credential, Identity};
-use crate::codec::gojson::go_quote;
 use crate::codec::status::ApiError;
 use crate::options::selector::is_dns1123_subdomain_syntax;
+use kache_k8s::json::go_quote;
 
 const USER: &str = "impersonate-user";
 const GROUP: &str = "impersonate-group";
@@ -139,23 +139,11 @@ impl Requested {
 
     /// Go's `%#v` of the `*user.DefaultInfo` the apiserver prints in its 400.
     fn go_sharp_v(&self) -> String {
-        let list = |v: &[String]| v.iter().map(|s| go_quote(s)).collect::<Vec<_>>().join(", ");
-        let groups = match &self.groups {
-            None => "[]string(nil)".to_owned(),
-            Some(g) => format!("[]string{{{}}}", list(g)),
-        };
-        let extra = match &self.extra {
-            None => "map[string][]string(nil)".to_owned(),
-            Some(m) => {
-                let entries: Vec<String> =
-                    m.iter().map(|(k, v)| format!("{}:[]string{{{}}}", go_quote(k), list(v))).collect();
-                format!("map[string][]string{{{}}}", entries.join(", "))
-            }
-        };
-        format!(
-            "&user.DefaultInfo{{Name:{}, UID:{}, Groups:{groups}, Extra:{extra}}}",
-            go_quote(&self.name),
-            go_quote(&self.uid)
+        kache_k8s::gofmt::user_info_sharp_v(
+            &self.name,
+            &self.uid,
+            self.groups.as_deref(),
+            self.extra.as_ref(),
         )
     }
 

@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use kache_k8s::json;
+
 use crate::resource::ResourceInfo;
 use crate::store::Object;
 
@@ -28,15 +30,15 @@ pub struct ListMeta {
 pub(crate) fn list_header(kind: &str, api_version: &str, meta: &ListMeta) -> BytesMut {
     let mut out = BytesMut::with_capacity(256);
     out.put_slice(b"{\"kind\":");
-    write_json_string(&mut out, kind);
+    json::write_str(&mut out, kind);
     out.put_slice(b",\"apiVersion\":");
-    write_json_string(&mut out, api_version);
+    json::write_str(&mut out, api_version);
     out.put_slice(b",\"metadata\":{\"resourceVersion\":\"");
     let _ = write!((&mut out).writer(), "{}", meta.resource_version);
     out.put_slice(b"\"");
     if let Some(token) = &meta.continue_token {
         out.put_slice(b",\"continue\":");
-        write_json_string(&mut out, token);
+        json::write_str(&mut out, token);
     }
     if let Some(remaining) = meta.remaining_item_count {
         let _ = write!((&mut out).writer(), ",\"remainingItemCount\":{remaining}");
@@ -119,7 +121,7 @@ pub fn assemble_list<'a>(
 fn unstructured_header(api_version: &str) -> BytesMut {
     let mut out = BytesMut::with_capacity(64);
     out.put_slice(b"{\"apiVersion\":");
-    write_json_string(&mut out, api_version);
+    json::write_str(&mut out, api_version);
     out.put_slice(b",\"items\":[");
     out
 }
@@ -129,9 +131,9 @@ fn unstructured_header(api_version: &str) -> BytesMut {
 fn unstructured_trailer(kind: &str, meta: &ListMeta) -> Bytes {
     let mut out = BytesMut::with_capacity(128);
     out.put_slice(b"],\"kind\":");
-    write_json_string(&mut out, kind);
+    json::write_str(&mut out, kind);
     out.put_slice(b",\"metadata\":{\"continue\":");
-    write_json_string(&mut out, meta.continue_token.as_deref().unwrap_or(""));
+    json::write_str(&mut out, meta.continue_token.as_deref().unwrap_or(""));
     if let Some(remaining) = meta.remaining_item_count {
         let _ = write!((&mut out).writer(), ",\"remainingItemCount\":{remaining}");
     }
@@ -259,34 +261,6 @@ fn item_len(object: &Object, with_type_meta: bool) -> usize {
     }
 }
 
-/// Writes `s` as a JSON string with Go's escaping (`<`, `>`, `&` as `\u003c`… like encoding/json).
-pub(crate) fn write_json_string(out: &mut BytesMut, s: &str) {
-    out.put_u8(b'"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: Option<&[u8]> = match b {
-            b'"' => Some(b"\\\""),
-            b'\\' => Some(b"\\\\"),
-            b'\n' => Some(b"\\n"),
-            b'\r' => Some(b"\\r"),
-            b'\t' => Some(b"\\t"),
-            b'<' | b'>' | b'&' | 0..=0x1f => None,
-            _ => continue,
-        };
-        out.put_slice(&bytes[start..i]);
-        match escape {
-            Some(e) => out.put_slice(e),
-            None => {
-                let _ = write!((&mut *out).writer(), "\\u{b:04x}");
-            }
-        }
-        start = i + 1;
-    }
-    out.put_slice(&bytes[start..]);
-    out.put_u8(b'"');
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,12 +383,5 @@ mod tests {
             "{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"4\"},\"items\":[{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"name\":\"w\",\"uid\":\"u\",\"resourceVersion\":\"4\",\"labels\":{\"a\":\"b\"}}}]}\n"
         );
         assert_eq!(len, body.len());
-    }
-
-    #[test]
-    fn go_string_escaping() {
-        let mut out = BytesMut::new();
-        write_json_string(&mut out, "a<b>&\"\\\n\u{1}");
-        assert_eq!(&out[..], br#""a\u003cb\u003e\u0026\"\\\n\u0001""#);
     }
 }

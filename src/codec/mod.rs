@@ -2,12 +2,14 @@
 //! Pure functions over bytes; no I/O.
 
 pub mod extract;
-pub mod gojson;
 pub mod gzip;
 pub mod list;
 pub mod meta_view;
 pub mod pretty;
-pub mod proto;
-pub mod status;
 pub mod table;
-pub mod token;
+
+// Pure Kubernetes semantics, at the paths kache's modules have always named them.
+pub use kache_k8s::{proto, status, token};
+
+#[cfg(test)]
+mod proto_tests;

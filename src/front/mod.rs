@@ -5,7 +5,7 @@
 
 pub mod body;
 pub mod metrics_server;
-pub mod negotiate;
+pub use kache_k8s::negotiate;
 pub mod respond;
 pub mod route;
 pub mod server;

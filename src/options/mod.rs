@@ -1,8 +1,7 @@
-//! The apiserver's request options: query-string decoding (Go's parsers), list/get/watch options with their
-//! defaulting and validation, label and field selectors, and which reads a filtered mirror's selection
-//! covers (`coverage`). Pure functions over the request's text: no I/O, no store access.
+//! The apiserver's request options. Query decoding, list/get/watch options and selectors are pure
+//! Kubernetes semantics (`kache_k8s::options`, re-exported here); which reads a filtered mirror's selection
+//! covers (`coverage`) is kache's own.
 
 pub mod coverage;
-pub mod params;
-pub mod query;
-pub mod selector;
+
+pub use kache_k8s::options::{params, query, selector};

@@ -75,6 +75,26 @@ impl Object {
     }
 }
 
+// === impl Selectable ===
+
+impl kache_k8s::options::selector::Selectable for Object {
+    fn name(&self) -> &str {
+        Object::name(self)
+    }
+    fn namespace(&self) -> Option<&str> {
+        Object::namespace(self)
+    }
+    fn label(&self, key: &str) -> Option<&str> {
+        Object::label(self, key)
+    }
+    fn extra_field(&self, i: usize) -> Option<&str> {
+        self.fields.get(i).and_then(|v| v.as_deref())
+    }
+    fn raw_json(&self) -> &[u8] {
+        &self.raw
+    }
+}
+
 /// Protobuf message bytes held by all [`ProtoCells`] of the process (`kache_protobuf_bytes`).
 static PROTO_BYTES_HELD: AtomicU64 = AtomicU64::new(0);
 

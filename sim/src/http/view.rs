@@ -12,11 +12,12 @@
 use serde_json::{Map, Value, json};
 
 use crate::kinds::{META_ORDER, ResourceDef};
+// `goautoneg.ParseAccept` is written once, in kache_k8s (at most 64 clauses); which view a clause asks for
+// is the sim's own.
+use kache_k8s::negotiate::{Clause, parse_accept};
+
 use crate::status::ApiError;
 use crate::store::Obj;
-
-/// Accept clauses examined at most (bounds work on hostile headers; real clients send a handful).
-const MAX_CLAUSES: usize = 64;
 
 /// Field order of a typed `OwnerReference`.
 const OWNER_REFERENCE_ORDER: &[&str] =
@@ -71,51 +72,6 @@ const OFFERED: &[(&str, &str, Encoding)] = &[
     ("application", "yaml", Encoding::Yaml),
     ("application", "vnd.kubernetes.protobuf", Encoding::Protobuf),
 ];
-
-struct Clause {
-    typ: String,
-    sub: String,
-    q: f64,
-    params: Vec<(String, String)>,
-}
-
-impl Clause {
-    fn param(&self, k: &str) -> Option<&str> {
-        self.params.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str())
-    }
-}
-
-/// `goautoneg.ParseAccept`: clauses with their parameters, by quality then specificity.
-fn parse_accept(header: &str) -> Vec<Clause> {
-    let mut out: Vec<Clause> = Vec::new();
-    for part in header.split(',').take(MAX_CLAUSES) {
-        let mut pieces = part.split(';');
-        let mt = pieces.next().unwrap_or("").trim();
-        let (typ, sub) = match mt.split_once('/') {
-            Some((t, s)) => (t.trim(), s.trim()),
-            None if mt == "*" => ("*", "*"),
-            None => continue,
-        };
-        let mut clause = Clause { typ: typ.to_string(), sub: sub.to_string(), q: 1.0, params: Vec::new() };
-        for p in pieces {
-            let Some((k, v)) = p.split_once('=') else { continue };
-            let (k, v) = (k.trim(), v.trim());
-            if k == "q" {
-                clause.q = v.parse().unwrap_or(0.0);
-            } else {
-                clause.params.push((k.to_string(), v.to_string()));
-            }
-        }
-        out.push(clause);
-    }
-    out.sort_by(|a, b| {
-        b.q.partial_cmp(&a.q)
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then((a.typ == "*").cmp(&(b.typ == "*")))
-            .then((a.sub == "*").cmp(&(b.sub == "*")))
-    });
-    out
-}
 
 /// `acceptMediaTypeOptions` with the endpoint's restrictions: the view, or None when the clause is skipped.
 /// `Err(())` marks a clause the apiserver would serve in a form the sim cannot produce (YAML/protobuf views).

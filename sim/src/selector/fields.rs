@@ -1,14 +1,10 @@
-//! Field selectors: an independent port of apimachinery `fields/selector.go`.
-//!
-//! Terms are split on unescaped `,` (a `\,` stays inside the term), sorted as raw strings, empty terms are
-//! skipped, each term is split at the first `!=`, `==` or `=` (the field part has no escaping), and the value
-//! is unescaped: `\\`, `\,`, `\=` are the only escapes, and a bare `,` or `=` in a value is an error.
+//! Field selectors: parsing (apimachinery `fields/selector.go`: terms split on unescaped `,`, sorted as raw
+//! strings, split at the first `!=`, `==` or `=`, values unescaped) comes from `kache_k8s`, written once for
+//! kache and the sim; matching against the field sets the sim's registries compute is here.
 
 use std::collections::BTreeMap;
 
-/// Operators in the order `splitTerm` tries them at each position (`==` before `=` so that `a==b` does not
-/// leave `=b` as the value).
-const TERM_OPERATORS: [&str; 3] = ["!=", "==", "="];
+use kache_k8s::options::selector as k8s;
 
 /// The legacy pod field that the Pod conversion function rewrites to `spec.nodeName`.
 pub(crate) const LEGACY_POD_HOST_FIELD: &str = "spec.host";
@@ -27,16 +23,12 @@ pub struct FieldSelector {
 impl FieldSelector {
     /// Parses a selector string. `Err` carries the message the apiserver puts in its 400 Status.
     pub fn parse(s: &str) -> Result<Self, String> {
-        let mut parts = split_terms(s);
-        parts.sort_unstable();
-        let mut terms = Vec::with_capacity(parts.len());
-        for part in parts.into_iter().filter(|p| !p.is_empty()) {
-            let Some((field, op, raw_value)) = split_term(part) else {
-                return Err(format!("invalid selector: '{s}'; can't understand '{part}'"));
-            };
-            let value = unescape_value(raw_value)?;
-            terms.push((field.to_string(), op != "!=", value));
-        }
+        let parsed = k8s::FieldSelector::parse(s).map_err(|e| e.0)?;
+        let terms = parsed
+            .terms()
+            .iter()
+            .map(|t| (t.field.clone(), t.op == k8s::FieldOp::Equals, t.value.clone()))
+            .collect();
         Ok(FieldSelector { terms })
     }
 
@@ -84,88 +76,8 @@ impl std::fmt::Display for FieldSelector {
             if i > 0 {
                 f.write_str(",")?;
             }
-            write!(f, "{field}{}{}", if *eq { "=" } else { "!=" }, escape_value(value))?;
+            write!(f, "{field}{}{}", if *eq { "=" } else { "!=" }, k8s::field::escape_value(value))?;
         }
         Ok(())
     }
-}
-
-// === parsing helpers ===
-
-/// `splitTerms`: splits on `,` not preceded by an escaping `\`; escapes stay in the terms.
-fn split_terms(s: &str) -> Vec<&str> {
-    if s.is_empty() {
-        return Vec::new();
-    }
-    let mut terms = Vec::new();
-    let mut start = 0;
-    let mut in_slash = false;
-    for (i, c) in s.char_indices() {
-        if in_slash {
-            in_slash = false;
-        } else if c == '\\' {
-            in_slash = true;
-        } else if c == ',' {
-            terms.push(&s[start..i]);
-            start = i + 1;
-        }
-    }
-    terms.push(&s[start..]);
-    terms
-}
-
-/// `splitTerm`: the first position where an operator starts splits the term.
-fn split_term(term: &str) -> Option<(&str, &'static str, &str)> {
-    for (i, _) in term.char_indices() {
-        let rest = &term[i..];
-        for op in TERM_OPERATORS {
-            if let Some(value) = rest.strip_prefix(op) {
-                return Some((&term[..i], op, value));
-            }
-        }
-    }
-    None
-}
-
-/// `UnescapeValue`.
-fn unescape_value(s: &str) -> Result<String, String> {
-    if !s.contains(['\\', ',', '=']) {
-        return Ok(s.to_string());
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut in_slash = false;
-    for c in s.chars() {
-        if in_slash {
-            match c {
-                '\\' | ',' | '=' => out.push(c),
-                _ => return Err(format!("invalid field selector: invalid escape sequence: \\{c}")),
-            }
-            in_slash = false;
-            continue;
-        }
-        match c {
-            '\\' => in_slash = true,
-            // The rune is printed with %v: its decimal code point.
-            ',' | '=' => {
-                return Err(format!("invalid field selector: unescaped character in value: {}", c as u32));
-            }
-            _ => out.push(c),
-        }
-    }
-    if in_slash {
-        return Err("invalid field selector: invalid escape sequence: \\".to_string());
-    }
-    Ok(out)
-}
-
-/// `EscapeValue`.
-pub(crate) fn escape_value(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if matches!(c, '\\' | ',' | '=') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }

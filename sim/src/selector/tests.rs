@@ -338,7 +338,7 @@ fn field_selector_property_loop() {
             assert_eq!(sorted(&again), sorted(&sel), "{s:?} -> {printed:?}");
         }
         let value: String = (0..len).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())]).collect();
-        let term = format!("spec.x={}", super::fields::escape_value(&value));
+        let term = format!("spec.x={}", kache_k8s::options::selector::field::escape_value(&value));
         let parsed = FieldSelector::parse(&term).unwrap_or_else(|e| panic!("{term:?}: {e}"));
         assert_eq!(parsed.terms(), &[("spec.x".to_string(), true, value.clone())], "{term:?}");
     }

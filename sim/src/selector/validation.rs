@@ -1,29 +1,18 @@
-//! Name and value validation with apimachinery's wording (`util/validation/validation.go` and
-//! `util/validation/field/errors.go`): qualified names (label keys), label values, DNS-1123 subdomains,
-//! and the `field.Error` / aggregate message formats built on top of them.
+//! Name validation with apimachinery's wording (`util/validation/validation.go` and
+//! `util/validation/field/errors.go`) for what the sim validates itself (DNS-1123 names, prefixed paths in
+//! impersonation), and the `field.Error` / aggregate message formats. Label keys and values are validated
+//! by the selector parser of `kache_k8s`.
 //!
 //! The regular expressions are checked by hand (no regex crate in the sim); the expressions themselves are
 //! quoted verbatim in the messages because clients see them.
 
 // === messages (apimachinery constants) ===
 
-/// `qualifiedNameFmt`, printed in messages.
-const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-/// `qualifiedNameErrMsg`.
-const QUALIFIED_NAME_ERR_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-/// `labelValueFmt`.
-const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-/// `labelValueErrMsg`.
-const LABEL_VALUE_ERR_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 /// `dns1123SubdomainFmt`.
 const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 /// `dns1123SubdomainErrorMsg`.
 const DNS1123_SUBDOMAIN_ERR_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 
-/// Maximum length of the name part of a qualified name (`qualifiedNameMaxLength`).
-pub(crate) const QUALIFIED_NAME_MAX_LENGTH: usize = 63;
-/// Maximum length of a label value (`LabelValueMaxLength`).
-pub(crate) const LABEL_VALUE_MAX_LENGTH: usize = 63;
 /// Maximum length of a DNS-1123 subdomain (`DNS1123SubdomainMaxLength`).
 pub(crate) const DNS1123_SUBDOMAIN_MAX_LENGTH: usize = 253;
 
@@ -54,23 +43,6 @@ fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
 }
 
 // === character classes ===
-
-fn is_alnum(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-}
-
-/// `^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`
-fn matches_qualified_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    match (b.first(), b.last()) {
-        (Some(&first), Some(&last)) => {
-            is_alnum(first)
-                && is_alnum(last)
-                && b.iter().all(|&c| is_alnum(c) || c == b'-' || c == b'_' || c == b'.')
-        }
-        _ => false,
-    }
-}
 
 /// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 fn matches_dns1123_label(s: &str) -> bool {
@@ -126,54 +98,6 @@ pub(crate) fn domain_prefixed_path_errors(path: &str, value: &str) -> Vec<String
     errs
 }
 
-/// `IsQualifiedName`: an optional DNS subdomain prefix and `/`, then a name of at most 63 characters.
-pub(crate) fn qualified_name_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                errs.extend(dns1123_subdomain_errors(prefix).into_iter().map(|m| format!("prefix part {m}")));
-            }
-            *name
-        }
-        _ => {
-            errs.push(format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(QUALIFIED_NAME_ERR_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
-            ));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > QUALIFIED_NAME_MAX_LENGTH {
-        errs.push(format!("name part {}", max_len_error(QUALIFIED_NAME_MAX_LENGTH)));
-    }
-    if !matches_qualified_name(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(QUALIFIED_NAME_ERR_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
-        ));
-    }
-    errs
-}
-
-/// `IsValidLabelValue`.
-pub(crate) fn label_value_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > LABEL_VALUE_MAX_LENGTH {
-        errs.push(max_len_error(LABEL_VALUE_MAX_LENGTH));
-    }
-    if !value.is_empty() && !matches_qualified_name(value) {
-        errs.push(regex_error(LABEL_VALUE_ERR_MSG, LABEL_VALUE_FMT, &["MyValue", "my_value", "12345"]));
-    }
-    errs
-}
-
 // === field.Error formatting ===
 
 /// `field.Invalid(path, value, detail).Error()` for a string value: `<path>: Invalid value: "<value>": <detail>`.
@@ -198,27 +122,4 @@ pub(crate) fn aggregate(messages: &[String]) -> Option<String> {
     }
 }
 
-/// Go's `%q` / `strconv.Quote` for the characters that can reach it: `"` and `\` escaped, the usual
-/// short escapes, other control characters as `\xHH` (ASCII) or `\uHHHH`, printable text as is.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+pub(crate) use kache_k8s::json::go_quote;

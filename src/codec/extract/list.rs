@@ -94,17 +94,12 @@ pub fn with_type_meta(item: &Bytes, kind: &str, api_version: &str) -> Bytes {
     let empty = rest.get(json::skip_ws(rest, 0)) == Some(&b'}');
     let mut out = BytesMut::with_capacity(item.len() + kind.len() + api_version.len() + 32);
     out.put_slice(b"{\"kind\":");
-    put_json_str(&mut out, kind);
+    kache_k8s::json::write_str(&mut out, kind);
     out.put_slice(b",\"apiVersion\":");
-    put_json_str(&mut out, api_version);
+    kache_k8s::json::write_str(&mut out, api_version);
     if !empty {
         out.put_u8(b',');
     }
     out.put_slice(rest);
     out.freeze()
-}
-
-fn put_json_str(out: &mut BytesMut, text: &str) {
-    // `&mut BytesMut` is itself a `BufMut`, so its writer appends in place.
-    serde_json::to_writer(out.writer(), text).expect("writing a JSON string into memory cannot fail");
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::age;
 use super::docs as d;
 use super::row::{Cell, Row};
-use crate::codec::list::write_json_string;
+use kache_k8s::json;
 
 /// Distinct column sets kept at most: a bound on what CRD edits can make this registry hold.
 const MAX_COLUMN_SETS: usize = 4096;
@@ -116,17 +116,17 @@ impl CrdColumns {
         }
         let mut out = BytesMut::new();
         out.put_slice(br#"[{"name":"Name","type":"string","format":"name","description":"#);
-        write_json_string(&mut out, d::NAME);
+        json::write_str(&mut out, d::NAME);
         out.put_slice(br#","priority":0}"#);
         for c in &columns {
             out.put_slice(b",{\"name\":");
-            write_json_string(&mut out, &c.name);
+            json::write_str(&mut out, &c.name);
             out.put_slice(b",\"type\":");
-            write_json_string(&mut out, &c.ty);
+            json::write_str(&mut out, &c.ty);
             out.put_slice(b",\"format\":");
-            write_json_string(&mut out, &c.format);
+            json::write_str(&mut out, &c.format);
             out.put_slice(b",\"description\":");
-            write_json_string(&mut out, &c.description);
+            json::write_str(&mut out, &c.description);
             out.put_slice(format!(",\"priority\":{}}}", c.priority).as_bytes());
         }
         out.put_u8(b']');
@@ -163,11 +163,6 @@ fn eval<'a>(path: &[Step], o: &'a Value) -> Option<&'a Value> {
     })
 }
 
-/// A float64 as Go encodes it: integral values without a fraction.
-fn go_number(f: f64) -> String {
-    if f.fract() == 0.0 && f.abs() < 1e15 { format!("{}", f as i64) } else { format!("{f}") }
-}
-
 /// `jsonpath.PrintResults` of one value: scalars as text, maps and lists as compact JSON (Go's: keys sorted).
 fn text(v: &Value) -> String {
     match v {
@@ -175,44 +170,12 @@ fn text(v: &Value) -> String {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => {
-            n.as_i64().map_or_else(|| go_number(n.as_f64().unwrap_or_default()), |i| i.to_string())
+            n.as_i64().map_or_else(|| json::go_float(n.as_f64().unwrap_or_default()), |i| i.to_string())
         }
         _ => {
-            let mut out = BytesMut::new();
-            put_go_json(&mut out, v);
-            String::from_utf8_lossy(&out).into_owned()
-        }
-    }
-}
-
-fn put_go_json(out: &mut BytesMut, v: &Value) {
-    match v {
-        Value::Null => out.put_slice(b"null"),
-        Value::Bool(b) => out.put_slice(if *b { b"true" } else { b"false" }),
-        Value::Number(n) => out.put_slice(text(&Value::Number(n.clone())).as_bytes()),
-        Value::String(s) => write_json_string(out, s),
-        Value::Array(a) => {
-            out.put_u8(b'[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.put_u8(b',');
-                }
-                put_go_json(out, x);
-            }
-            out.put_u8(b']');
-        }
-        Value::Object(m) => {
-            // serde_json's map here is ordered by key, as Go marshals maps.
-            out.put_u8(b'{');
-            for (i, (k, x)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.put_u8(b',');
-                }
-                write_json_string(out, k);
-                out.put_u8(b':');
-                put_go_json(out, x);
-            }
-            out.put_u8(b'}');
+            let mut out = String::new();
+            json::write_unstructured(&mut out, v);
+            out
         }
     }
 }
@@ -223,7 +186,7 @@ fn typed(ty: &str, v: &Value) -> Cell {
         ("integer", Value::Number(n)) => {
             Cell::Json(n.as_i64().unwrap_or_else(|| n.as_f64().unwrap_or_default() as i64).to_string().into())
         }
-        ("number", Value::Number(n)) => Cell::Json(go_number(n.as_f64().unwrap_or_default()).into()),
+        ("number", Value::Number(n)) => Cell::Json(json::go_float(n.as_f64().unwrap_or_default()).into()),
         ("boolean", Value::Bool(b)) => Cell::Json(b.to_string().into()),
         ("date", Value::String(s)) if s.is_empty() || s == "null" => Cell::Age(None),
         ("date", Value::String(s)) => match age::parse(s) {

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::age;
 use super::row::{Cell, Row};
-use crate::codec::list::write_json_string;
+use kache_k8s::json;
 
 /// Resources (group/version/resource) whose learned columns are kept at most: a bound on what an upstream
 /// with very many aggregated kinds can make this registry hold. Past it, further resources stay forwarded.
@@ -110,13 +110,13 @@ fn generic_columns(body: &[u8]) -> Option<Vec<u8>> {
             out.put_u8(b',');
         }
         out.put_slice(b"{\"name\":");
-        write_json_string(&mut out, name);
+        json::write_str(&mut out, name);
         out.put_slice(b",\"type\":");
-        write_json_string(&mut out, ty);
+        json::write_str(&mut out, ty);
         out.put_slice(b",\"format\":");
-        write_json_string(&mut out, format);
+        json::write_str(&mut out, format);
         out.put_slice(b",\"description\":");
-        write_json_string(&mut out, description);
+        json::write_str(&mut out, description);
         out.put_slice(b",\"priority\":0}");
     }
     out.put_u8(b']');

@@ -20,7 +20,9 @@ use std::sync::OnceLock;
 
 use bytes::{BufMut, BytesMut};
 
-use crate::codec::list::{ListMeta, write_json_string};
+use kache_k8s::json;
+
+use crate::codec::list::ListMeta;
 use crate::codec::status::ApiError;
 use crate::store::Object;
 pub use printers::Printer;
@@ -43,7 +45,7 @@ impl Include {
             "None" => Ok(Include::None),
             other => Err(ApiError::BadRequest(format!(
                 "Unable to convert to Table as requested: includeObject: Invalid value: {}: must be 'Metadata', 'Object', 'None', or empty",
-                crate::codec::gojson::go_quote(other)
+                kache_k8s::json::go_quote(other)
             ))),
         }
     }
@@ -74,7 +76,7 @@ impl TableView {
         }
         if let Some(token) = &meta.continue_token {
             out.put_slice(b",\"continue\":");
-            write_json_string(&mut out, token);
+            json::write_str(&mut out, token);
         }
         if let Some(remaining) = meta.remaining_item_count {
             let _ = write!((&mut out).writer(), ",\"remainingItemCount\":{remaining}");
@@ -168,12 +170,12 @@ fn columns_json(printer: Printer) -> &'static [u8] {
                         out.put_u8(b',');
                     }
                     out.put_slice(b"{\"name\":");
-                    write_json_string(&mut out, name);
+                    json::write_str(&mut out, name);
                     out.put_slice(b",\"type\":");
-                    write_json_string(&mut out, ty);
+                    json::write_str(&mut out, ty);
                     out.put_slice(if name == "Name" { b",\"format\":\"name\"" } else { b",\"format\":\"\"" });
                     out.put_slice(b",\"description\":");
-                    write_json_string(&mut out, description);
+                    json::write_str(&mut out, description);
                     let _ = write!((&mut out).writer(), ",\"priority\":{priority}}}");
                 }
                 out.put_u8(b']');

@@ -29,7 +29,7 @@ pub struct Row {
 impl Cell {
     pub fn str(s: &str) -> Cell {
         let mut out = BytesMut::with_capacity(s.len() + 2);
-        crate::codec::list::write_json_string(&mut out, s);
+        kache_k8s::json::write_str(&mut out, s);
         Cell::Json(String::from_utf8(out.to_vec()).unwrap_or_default().into_boxed_str())
     }
 
@@ -40,11 +40,11 @@ impl Cell {
     fn put(&self, out: &mut BytesMut, now: i64) {
         match self {
             Cell::Json(j) => out.put_slice(j.as_bytes()),
-            Cell::Age(t) => crate::codec::list::write_json_string(out, &age::since(*t, now)),
+            Cell::Age(t) => kache_k8s::json::write_str(out, &age::since(*t, now)),
             Cell::RestartsAgo { count, at } => {
                 let mut s = String::new();
                 let _ = write!(s, "{count} ({} ago)", age::since(Some(*at), now));
-                crate::codec::list::write_json_string(out, &s);
+                kache_k8s::json::write_str(out, &s);
             }
         }
     }

@@ -14,7 +14,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use tokio::time::Instant;
 
 use super::frame::WatchView;
-use crate::codec::list::{ListMeta, write_json_string};
+use kache_k8s::json;
+
+use crate::codec::list::ListMeta;
 use crate::codec::table::Include;
 use crate::resource::ResourceInfo;
 
@@ -104,16 +106,16 @@ impl BookmarkShape {
         let tail = match object_view {
             WatchView::Full if unstructured => {
                 head.put_slice(b"\"apiVersion\":");
-                write_json_string(&mut head, &info.api_version());
+                json::write_str(&mut head, &info.api_version());
                 head.put_slice(b",\"kind\":");
-                write_json_string(&mut head, &info.kind);
+                json::write_str(&mut head, &info.kind);
                 Bytes::new()
             }
             WatchView::Full | WatchView::Table(_) => {
                 head.put_slice(b"\"kind\":");
-                write_json_string(&mut head, &info.kind);
+                json::write_str(&mut head, &info.kind);
                 head.put_slice(b",\"apiVersion\":");
-                write_json_string(&mut head, &info.api_version());
+                json::write_str(&mut head, &info.api_version());
                 learned.unwrap_or_else(|| {
                     Bytes::from_static(zero_value_tail(&info.gvr.group, &info.kind).as_bytes())
                 })

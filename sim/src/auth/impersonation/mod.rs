@@ -189,24 +189,7 @@ pub fn unescape_extra_key(raw: &str) -> Result<String, ImpersonationError> {
 
 /// Go's `%#v` of a `*user.DefaultInfo`, which the 400 message prints.
 fn go_sharp_v(w: &Wanted) -> String {
-    let list = |v: &[String]| v.iter().map(|s| go_quote(s)).collect::<Vec<_>>().join(", ");
-    let groups = match &w.groups {
-        None => "[]string(nil)".to_string(),
-        Some(g) => format!("[]string{{{}}}", list(g)),
-    };
-    let extra = match &w.extra {
-        None => "map[string][]string(nil)".to_string(),
-        Some(m) => {
-            let entries: Vec<String> =
-                m.iter().map(|(k, v)| format!("{}:[]string{{{}}}", go_quote(k), list(v))).collect();
-            format!("map[string][]string{{{}}}", entries.join(", "))
-        }
-    };
-    format!(
-        "&user.DefaultInfo{{Name:{}, UID:{}, Groups:{groups}, Extra:{extra}}}",
-        go_quote(&w.name),
-        go_quote(&w.uid)
-    )
+    kache_k8s::gofmt::user_info_sharp_v(&w.name, &w.uid, w.groups.as_deref(), w.extra.as_ref())
 }
 
 // === usernames ===

@@ -4,10 +4,10 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use super::Selectable;
 use super::custom::{self, SelectableFields};
-use crate::codec::gojson::go_quote;
+use crate::json::go_quote;
 use crate::resource::FieldKind;
-use crate::store::Object;
 
 /// `=`/`==` (`hasTerm`) or `!=` (`notHasTerm`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -44,7 +44,7 @@ pub struct FieldSelectorError(pub String);
 enum FieldRef {
     Name,
     Namespace,
-    /// Index into [`Object::fields`] (aligned with [`FieldKind::extra_fields`]).
+    /// Index into [`Selectable::extra_field`] (aligned with [`FieldKind::extra_fields`]).
     Extra(usize),
     /// Index into the selector's custom resource [`SelectableFields`]: read from the object's bytes.
     Custom(usize),
@@ -125,7 +125,7 @@ impl FieldSelector {
 
     /// The field label conversion of a custom resource whose CRD declares `fields` for the requested
     /// version ([`custom_resource_field_label`]); terms on them then match on the objects' bytes.
-    pub(crate) fn convert_custom(
+    pub fn convert_custom(
         self,
         namespaced: bool,
         fields: SelectableFields,
@@ -138,7 +138,7 @@ impl FieldSelector {
 
     /// Whether an object's fields satisfy every term. A field missing from the object reads as `""`, so
     /// `!=` matches it. Call [`FieldSelector::convert`] first; unknown fields read as `""`.
-    pub fn matches(&self, obj: &Object, kind: FieldKind) -> bool {
+    pub fn matches<O: Selectable + ?Sized>(&self, obj: &O, kind: FieldKind) -> bool {
         let custom = self.custom.as_deref().unwrap_or_default();
         self.terms.iter().all(|t| term_matches(t, &field_value(obj, resolve(kind, custom, &t.field), custom)))
     }
@@ -174,7 +174,7 @@ pub struct FieldMatcher<'a> {
 }
 
 impl FieldMatcher<'_> {
-    pub fn matches(&self, obj: &Object) -> bool {
+    pub fn matches<O: Selectable + ?Sized>(&self, obj: &O) -> bool {
         self.terms.iter().all(|(r, t)| term_matches(t, &field_value(obj, *r, self.custom)))
     }
 }
@@ -199,14 +199,18 @@ fn resolve(kind: FieldKind, custom: &[custom::SelectableField], field: &str) -> 
     }
 }
 
-fn field_value<'a>(obj: &'a Object, r: FieldRef, custom: &[custom::SelectableField]) -> Cow<'a, str> {
+fn field_value<'a, O: Selectable + ?Sized>(
+    obj: &'a O,
+    r: FieldRef,
+    custom: &[custom::SelectableField],
+) -> Cow<'a, str> {
     match r {
         FieldRef::Name => Cow::Borrowed(obj.name()),
         // Cluster-scoped objects have no metadata.namespace in their field set: reads as "".
         FieldRef::Namespace => Cow::Borrowed(obj.namespace().unwrap_or("")),
-        FieldRef::Extra(i) => Cow::Borrowed(obj.fields.get(i).and_then(|v| v.as_deref()).unwrap_or("")),
+        FieldRef::Extra(i) => Cow::Borrowed(obj.extra_field(i).unwrap_or("")),
         FieldRef::Custom(i) => {
-            Cow::Owned(custom.get(i).map_or_else(String::new, |f| custom::value_at(&obj.raw, &f.path)))
+            Cow::Owned(custom.get(i).map_or_else(String::new, |f| custom::value_at(obj.raw_json(), &f.path)))
         }
         FieldRef::Absent => Cow::Borrowed(""),
     }

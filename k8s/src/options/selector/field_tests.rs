@@ -3,7 +3,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
-use crate::options::selector::test_support::object;
+use crate::options::selector::test_support::{TestObject, object};
 
 fn ok(s: &str) -> FieldSelector {
     FieldSelector::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
@@ -97,7 +97,7 @@ fn custom_resource_fields_match_the_stored_bytes() {
     let mut bare = object(Some("ns"), "w2", &[], &[]);
     bare.raw = bytes::Bytes::from_static(br#"{"apiVersion":"example.com/v1","kind":"Widget","spec":{}}"#);
     let sel = |s: &str| ok(s).convert_custom(true, fields.clone()).expect("supported");
-    let m = |s: &str, o: &Object| {
+    let m = |s: &str, o: &TestObject| {
         sel(s).matches(o, FieldKind::Generic) && sel(s).matcher(FieldKind::Generic).matches(o)
     };
     assert!(m("spec.color=red", &red) && !m("spec.color=red", &bare));

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::*;
+use crate::codec::proto::*;
 use crate::codec::status::ApiError;
 use kache_sim::proto::envelope as sim;
 
@@ -171,18 +171,6 @@ fn what_the_schema_cannot_express_exactly_is_refused() {
     }
     let s = proto_kind("", "v1", "Secret").expect("secrets");
     assert!(s.encode_object(br#"{"data":{"a":"not base64!"}}"#).is_err());
-}
-
-#[test]
-fn canonical_quantities_are_recognised() {
-    for q in ["0", "1", "2", "100m", "1500m", "128Mi", "1Gi", "1500", "10n", "999E", "3Ki", "1073741824"] {
-        assert!(special::canonical_quantity(q), "{q}");
-    }
-    for q in
-        ["", "00", "01", "0.5", "1e3", "-1", "1000", "2000m", "1024Mi", "0Ki", "1Ei", "1.5Gi", "1 ", "1KI"]
-    {
-        assert!(!special::canonical_quantity(q), "{q}");
-    }
 }
 
 #[test]

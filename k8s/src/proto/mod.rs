@@ -15,15 +15,11 @@ mod json;
 mod special;
 mod wire;
 
-#[cfg(test)]
-mod tests;
-
 use kache_k8s_schema::{Message, Ty, schema};
 
 pub use frame::{ListMeta, MAGIC, envelope, list, list_item_header, list_parts, watch_frame};
-#[cfg(test)]
-pub(crate) use wire::put_bytes;
-pub(crate) use wire::{Malformed, Value, fields, last_len_field, len_fields};
+pub use wire::put_bytes;
+pub use wire::{Malformed, Value, fields, last_len_field, len_fields};
 
 /// `runtime.ContentTypeProtobuf`.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -31,8 +27,8 @@ pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 pub const STREAM_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
 
 /// The metadata views' group (`PartialObjectMetadata`, `PartialObjectMetadataList`).
-pub(crate) const META_GROUP: &str = "meta.k8s.io";
-pub(crate) const PARTIAL_OBJECT_METADATA: &str = "PartialObjectMetadata";
+pub const META_GROUP: &str = "meta.k8s.io";
+pub const PARTIAL_OBJECT_METADATA: &str = "PartialObjectMetadata";
 pub const PARTIAL_OBJECT_METADATA_LIST: &str = "PartialObjectMetadataList";
 
 /// Why an object's JSON could not be transcoded (the caller forwards the request).
@@ -155,18 +151,18 @@ fn object_meta() -> &'static Message {
 }
 
 /// A Status error as the apiserver writes it in protobuf (enveloped, `v1` `Status`).
-pub fn status_body(err: &crate::codec::status::ApiError) -> Vec<u8> {
+pub fn status_body(err: &crate::status::ApiError) -> Vec<u8> {
     envelope("v1", "Status", &status_message(err))
 }
 
 /// The watch stream's ERROR frame for `err`.
-pub fn status_watch_frame(err: &crate::codec::status::ApiError) -> Vec<u8> {
+pub fn status_watch_frame(err: &crate::status::ApiError) -> Vec<u8> {
     watch_frame("ERROR", "v1", "Status", &status_message(err))
 }
 
 /// The Status message of `err`, transcoded from the JSON kache writes for it (one source of truth for
 /// its fields).
-fn status_message(err: &crate::codec::status::ApiError) -> Vec<u8> {
+fn status_message(err: &crate::status::ApiError) -> Vec<u8> {
     let (_, _, status) =
         schema::KINDS.iter().find(|(a, k, _)| *a == "v1" && *k == "Status").expect("the schema has Status");
     let json = err.to_json();

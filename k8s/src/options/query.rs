@@ -1,11 +1,11 @@
 //! Query-string decoding exactly as Go's `url.ParseQuery` / `req.URL.Query()` does it, and Go's number
 //! parsing with its error texts (`strconv.ParseInt` / `ParseUint`), which reach clients in 400 messages.
 
-use crate::codec::gojson::go_quote;
+use crate::json::go_quote;
 
 /// Upper bound on decoded parameters kept from one query (Go ≥ 1.24 rejects more than 10,000 by default;
 /// kache keeps the first ones and drops the rest, bounding memory on hostile URLs).
-pub(crate) const MAX_QUERY_PARAMS: usize = 10_000;
+pub const MAX_QUERY_PARAMS: usize = 10_000;
 
 /// The decoded query: `(key, value)` pairs in order; repeated keys are kept (the first one wins on lookup,
 /// like `url.Values.Get` and the apiserver's `Convert_Slice_string_To_*`).
@@ -77,7 +77,7 @@ fn query_unescape(s: &str) -> Option<String> {
 }
 
 /// `strconv.ParseInt(s, 10, 64)` with Go's error text.
-pub(crate) fn go_parse_int(s: &str) -> Result<i64, String> {
+pub fn go_parse_int(s: &str) -> Result<i64, String> {
     let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("strconv.ParseInt: parsing {}: invalid syntax", go_quote(s)));
@@ -86,7 +86,7 @@ pub(crate) fn go_parse_int(s: &str) -> Result<i64, String> {
 }
 
 /// `strconv.ParseUint(s, 10, 64)` with Go's error text (no sign accepted).
-pub(crate) fn go_parse_uint(s: &str) -> Result<u64, String> {
+pub fn go_parse_uint(s: &str) -> Result<u64, String> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("strconv.ParseUint: parsing {}: invalid syntax", go_quote(s)));
     }
@@ -95,12 +95,12 @@ pub(crate) fn go_parse_uint(s: &str) -> Result<u64, String> {
 
 /// `Convert_Slice_string_To_bool`: only `0` and (case-insensitive) `false` are false; anything else,
 /// including the empty string, is true.
-pub(crate) fn query_bool(v: &str) -> bool {
+pub fn query_bool(v: &str) -> bool {
     !(v == "0" || v.eq_ignore_ascii_case("false"))
 }
 
 /// `strconv.ParseBool`; `None` when it would fail.
-pub(crate) fn go_parse_bool(v: &str) -> Option<bool> {
+pub fn go_parse_bool(v: &str) -> Option<bool> {
     match v {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
@@ -111,7 +111,7 @@ pub(crate) fn go_parse_bool(v: &str) -> Option<bool> {
 /// Go's `time.ParseDuration` with its error texts (`time: invalid duration "x"`, `time: missing unit in
 /// duration "x"`, `time: unknown unit "u" in duration "x"`); returns nanoseconds, negative for negative
 /// durations.
-pub(crate) fn go_parse_duration_nanos(orig: &str) -> Result<i128, String> {
+pub fn go_parse_duration_nanos(orig: &str) -> Result<i128, String> {
     const MAX: u128 = 1 << 63;
     let invalid = || format!("time: invalid duration {}", time_quote(orig));
     let mut s = orig;

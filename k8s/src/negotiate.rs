@@ -6,10 +6,10 @@
 //! v1beta1 metadata views, protobuf without a schema) is forwarded so the upstream produces it. A 406 is answered
 //! locally only when no clause of the Accept header can match anything the apiserver offers.
 
-use crate::codec::status::ApiError;
+use crate::status::ApiError;
 
 /// Maximum Accept clauses examined; real clients send a handful. Bounds work on hostile headers.
-pub(crate) const MAX_ACCEPT_CLAUSES: usize = 64;
+pub const MAX_ACCEPT_CLAUSES: usize = 64;
 
 /// The outcome of negotiation for one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,16 +93,20 @@ const SUPPORTED: &[(&str, &str, Encoding, bool)] = &[
 
 /// One parsed Accept clause (`goautoneg.Accept`).
 #[derive(Clone, Debug, PartialEq)]
-struct Clause {
-    typ: String,
-    sub: String,
-    q: f64,
-    params: Vec<(String, String)>,
+pub struct Clause {
+    /// The media type's type (`application`, `*`).
+    pub typ: String,
+    /// The media type's subtype (`json`, `*`).
+    pub sub: String,
+    /// The quality, 1 when absent, 0 when unparsable.
+    pub q: f64,
+    /// The parameters other than `q`, in header order.
+    pub params: Vec<(String, String)>,
 }
 
 impl Clause {
     /// The last value of a parameter (Go stores params in a map: later duplicates win).
-    fn param(&self, key: &str) -> Option<&str> {
+    pub fn param(&self, key: &str) -> Option<&str> {
         self.params.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 }
@@ -110,7 +114,7 @@ impl Clause {
 /// `goautoneg.ParseAccept`: split on `,` and `;`, trim spaces only, `q` parsed untrimmed (a bad q is 0),
 /// then sorted with goautoneg's comparator using Go's insertion sort (what `sort.Sort` does for the short
 /// lists real headers are), so ties keep header order.
-fn parse_accept(header: &str) -> Vec<Clause> {
+pub fn parse_accept(header: &str) -> Vec<Clause> {
     let mut out: Vec<Clause> = Vec::new();
     for part in header.split(',').take(MAX_ACCEPT_CLAUSES) {
         let mut mrp = part.split(';');
@@ -249,7 +253,7 @@ fn negotiate_inner(accept: Option<&str>) -> Option<(Negotiated, bool)> {
 /// `DefaultEndpointRestrictions`: no `as=`/`g=`/`v=` transformation, no `sv=`). When it cannot — a header
 /// asking only for a Table or a metadata view — the apiserver writes the error with `WriteRawJSON`
 /// (indented, no trailing newline) and its own status code.
-pub(crate) fn error_negotiable(accept: Option<&str>) -> bool {
+pub fn error_negotiable(accept: Option<&str>) -> bool {
     let header = accept.unwrap_or("");
     if header.is_empty() {
         return true;
@@ -313,7 +317,7 @@ pub fn accepts_gzip(accept_encoding: &str) -> bool {
 
 /// `isPrettyPrint`: a non-empty `pretty` query parameter decides (`strconv.ParseBool`, invalid is
 /// false); otherwise User-Agents of humans (curl, Wget, browsers) get indented JSON.
-pub(crate) fn wants_pretty(pretty_param: Option<bool>, user_agent: Option<&str>) -> bool {
+pub fn wants_pretty(pretty_param: Option<bool>, user_agent: Option<&str>) -> bool {
     if let Some(p) = pretty_param {
         return p;
     }
@@ -474,7 +478,7 @@ mod tests {
 
     #[test]
     fn route_selection_is_go_restful() {
-        use crate::codec::status::{ROUTE_GET_PRODUCES, ROUTE_LIST_PRODUCES};
+        use crate::status::{ROUTE_GET_PRODUCES, ROUTE_LIST_PRODUCES};
         let get = |a: &str| route_accepts(Some(a), ROUTE_GET_PRODUCES);
         assert!(route_accepts(None, ROUTE_GET_PRODUCES));
         assert!(route_accepts(Some(""), ROUTE_GET_PRODUCES));
@@ -488,7 +492,7 @@ mod tests {
         // The stream types never match: a clause is cut at its first `;`.
         assert!(!route_accepts(Some("application/json;stream=watch"), &ROUTE_LIST_PRODUCES[3..]));
         assert_eq!(
-            crate::codec::status::ApiError::route_not_acceptable(false).to_raw_json(),
+            crate::status::ApiError::route_not_acceptable(false).to_raw_json(),
             "{\n  \"kind\": \"Status\",\n  \"apiVersion\": \"v1\",\n  \"metadata\": {},\n  \"status\": \"Failure\",\n  \"message\": \"406: Not Acceptable\\n\\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf\",\n  \"reason\": \"NotAcceptable\",\n  \"details\": {},\n  \"code\": 406\n}"
         );
     }

@@ -11,7 +11,10 @@
 //! The values are not extracted at ingest: a CRD update that changes `selectableFields` then takes effect
 //! on the next request, with no relist, and resources nobody selects on pay nothing.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use serde_json::value::RawValue;
 
 /// One selectable field: the label clients select on and the member path it reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,17 +26,17 @@ pub struct SelectableField {
 }
 
 /// A version's selectable fields, shared by every request that selects on them.
-pub(crate) type SelectableFields = Arc<[SelectableField]>;
+pub type SelectableFields = Arc<[SelectableField]>;
 
 /// The CRD's object name for a resource: `<plural>.<group>`.
-pub(crate) fn crd_name(group: &str, resource: &str) -> String {
+pub fn crd_name(group: &str, resource: &str) -> String {
     format!("{resource}.{group}")
 }
 
 /// The selectable fields the CRD (`apiextensions.k8s.io/v1` JSON) declares for `version`. `None` when the
 /// CRD does not serve that version or declares a path kache cannot read exactly (then the upstream
 /// answers the request).
-pub(crate) fn from_crd(crd: &[u8], version: &str) -> Option<SelectableFields> {
+pub fn from_crd(crd: &[u8], version: &str) -> Option<SelectableFields> {
     #[derive(serde::Deserialize)]
     struct Crd {
         spec: Spec,
@@ -71,7 +74,7 @@ pub(crate) fn from_crd(crd: &[u8], version: &str) -> Option<SelectableFields> {
 
 /// A simple JSON path (`.spec.color`, `.spec['a.b']`, `.spec["x"]`) as member names; `None` for anything
 /// else (array indexing, wildcards, filters — which the CRD's validation refuses anyway).
-pub(crate) fn parse_json_path(s: &str) -> Option<Vec<String>> {
+pub fn parse_json_path(s: &str) -> Option<Vec<String>> {
     let mut path = Vec::new();
     let mut rest = s;
     while !rest.is_empty() {
@@ -105,7 +108,7 @@ pub(crate) fn parse_json_path(s: &str) -> Option<Vec<String>> {
 /// null.
 pub fn value_at(raw: &[u8], path: &[String]) -> String {
     let Ok(text) = std::str::from_utf8(raw) else { return String::new() };
-    let Some(value) = crate::codec::extract::value_at(text, path) else { return String::new() };
+    let Some(value) = raw_value_at(text, path) else { return String::new() };
     match value.get().as_bytes().first() {
         Some(b'"') => serde_json::from_str::<String>(value.get()).unwrap_or_default(),
         Some(b't' | b'f') => value.get().to_owned(),
@@ -113,6 +116,21 @@ pub fn value_at(raw: &[u8], path: &[String]) -> String {
         // Null, and (unreachable under the CRD's schema) objects and arrays.
         _ => String::new(),
     }
+}
+
+/// The raw value at `path` (member names from the root) in the JSON object `text`: the last member of each
+/// name wins, like Go's decoder (a map insert overwrites); `None` when a segment is missing, crosses a
+/// non-object, or `text` is not valid JSON.
+fn raw_value_at<'a>(text: &'a str, path: &[String]) -> Option<&'a RawValue> {
+    let mut found: Option<&'a RawValue> = None;
+    let mut current = text;
+    for segment in path {
+        let mut members: HashMap<String, &'a RawValue> = serde_json::from_str(current).ok()?;
+        let value = members.remove(segment.as_str())?;
+        current = value.get();
+        found = Some(value);
+    }
+    found
 }
 
 /// A JSON number as Go prints the value the apiserver decoded it into: an `int64` when the text is an

@@ -15,9 +15,9 @@
 //! 7. Storage validation (`storage/interfaces.go:371-409`, first thing in `CacheDelegator.GetList`) → 400,
 //!    continue token before resourceVersion ([`validate_for_storage`]).
 
-use crate::codec::status::{ApiError, FieldError, aggregate_message};
-use crate::codec::token::{self, Continue};
 use crate::resource::FieldKind;
+use crate::status::{ApiError, FieldError, aggregate_message};
+use crate::token::{self, Continue};
 
 use super::query::{Query, go_parse_bool, go_parse_duration_nanos, go_parse_int, go_parse_uint, query_bool};
 use super::selector::{FieldSelector, LabelSelector};
@@ -81,7 +81,7 @@ fn pretty_param(q: &Query) -> Option<bool> {
 /// Parses, defaults and validates list/watch options (steps 2–4 of the module doc). `is_watch_path` is
 /// true for the deprecated `/watch/...` paths; like the apiserver, validation still keys off the `watch`
 /// parameter, so a `/watch/` path without `watch=1` is validated as a list.
-pub(crate) fn parse_list_options(query: Option<&str>, is_watch_path: bool) -> Result<ListOptions, ApiError> {
+pub fn parse_list_options(query: Option<&str>, is_watch_path: bool) -> Result<ListOptions, ApiError> {
     let q = Query::parse(query);
     // Step 2: conversion, in metav1.ListOptions field order (strings and bools cannot fail).
     let watch_param = q.get("watch").is_some_and(query_bool);
@@ -248,7 +248,7 @@ impl ListOptions {
     /// Step 6: a watch of a single object by path name (`/watch/namespaces/ns/pods/NAME`, or a path name
     /// on a list route): a conflicting `metadata.name` selector is a 400; otherwise the selector becomes
     /// `metadata.name=NAME` when it was empty.
-    pub(crate) fn check_path_name(&mut self, name: &str) -> Result<(), ApiError> {
+    pub fn check_path_name(&mut self, name: &str) -> Result<(), ApiError> {
         if self.field_selector.is_empty() {
             self.field_selector = FieldSelector::parse(&format!(
                 "metadata.name={}",

@@ -345,3 +345,21 @@ pub(super) fn canonical_quantity(q: &str) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_quantities_are_recognised() {
+        for q in ["0", "1", "2", "100m", "1500m", "128Mi", "1Gi", "1500", "10n", "999E", "3Ki", "1073741824"]
+        {
+            assert!(canonical_quantity(q), "{q}");
+        }
+        for q in [
+            "", "00", "01", "0.5", "1e3", "-1", "1000", "2000m", "1024Mi", "0Ki", "1Ei", "1.5Gi", "1 ", "1KI",
+        ] {
+            assert!(!canonical_quantity(q), "{q}");
+        }
+    }
+}

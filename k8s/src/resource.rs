@@ -62,8 +62,8 @@ pub struct ResourceInfo {
 
 impl ResourceInfo {
     /// Core v1 pods, as discovery describes them (for unit tests).
-    #[cfg(test)]
-    pub(crate) fn pods() -> Self {
+    /// Fixture for tests and benches.
+    pub fn pods() -> Self {
         Self {
             gvr: Gvr::new("", "v1", "pods"),
             kind: "Pod".into(),
@@ -74,8 +74,8 @@ impl ResourceInfo {
     }
 
     /// The sample apiserver's v1beta1 flunders (for unit tests).
-    #[cfg(test)]
-    pub(crate) fn flunders() -> Self {
+    /// Fixture for tests and benches.
+    pub fn flunders() -> Self {
         Self {
             gvr: Gvr::new("wardle.example.com", "v1beta1", "flunders"),
             kind: "Flunder".into(),

@@ -4,9 +4,9 @@
 
 use std::fmt;
 
-use crate::codec::status::{FieldError, aggregate_message};
-use crate::store::Object;
+use crate::status::{FieldError, aggregate_message};
 
+use super::Selectable;
 use super::validation::{label_value_errors, qualified_name_errors};
 
 /// `binaryOperators` joined, as printed in "expected:" messages.
@@ -63,7 +63,7 @@ impl Requirement {
     }
 
     /// `Requirement.Matches` against a label lookup.
-    pub(crate) fn matches_value(&self, label: Option<&str>) -> bool {
+    pub fn matches_value(&self, label: Option<&str>) -> bool {
         match self.op {
             Operator::In | Operator::Equals | Operator::DoubleEquals => {
                 label.is_some_and(|v| self.values.iter().any(|x| x == v))
@@ -113,7 +113,7 @@ impl fmt::Display for Requirement {
 }
 
 /// Go's `strconv.ParseInt(s, 10, 64)` acceptance: optional sign, ASCII digits, in range.
-pub(crate) fn parse_go_int64(s: &str) -> Option<i64> {
+pub fn parse_go_int64(s: &str) -> Option<i64> {
     let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -147,11 +147,11 @@ impl LabelSelector {
     }
 
     /// Whether an object's labels satisfy every requirement.
-    pub fn matches(&self, obj: &Object) -> bool {
+    pub fn matches<O: Selectable + ?Sized>(&self, obj: &O) -> bool {
         self.reqs.iter().all(|r| r.matches_value(obj.label(&r.key)))
     }
 
-    /// Matching against any label lookup (for callers without an [`Object`]).
+    /// Matching against any label lookup (for callers without a [`Selectable`]).
     pub fn matches_with<'a>(&self, lookup: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.reqs.iter().all(|r| r.matches_value(lookup(&r.key)))
     }

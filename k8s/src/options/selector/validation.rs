@@ -37,7 +37,7 @@ fn max_len_error(n: usize) -> String {
 }
 
 /// `^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`
-pub(crate) fn is_qualified_name_part(s: &str) -> bool {
+pub fn is_qualified_name_part(s: &str) -> bool {
     let b = s.as_bytes();
     match (b.first(), b.last()) {
         (Some(f), Some(l)) => {

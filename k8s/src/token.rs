@@ -13,7 +13,7 @@
 
 use base64::Engine as _;
 
-use super::gojson::write_json_str;
+use crate::json;
 
 /// The only token version the apiserver understands.
 pub const TOKEN_VERSION: &str = "meta.k8s.io/v1";
@@ -72,7 +72,7 @@ pub fn scan_start(relative: &str, namespace: Option<&str>) -> String {
 
 /// The key of the last returned object relative to the request's prefix: `name` for a list in one
 /// namespace, the store key itself otherwise. Feed it to [`encode`].
-pub(crate) fn relative_key<'a>(store_key: &'a str, namespace: Option<&str>) -> &'a str {
+pub fn relative_key<'a>(store_key: &'a str, namespace: Option<&str>) -> &'a str {
     match namespace {
         Some(ns) if !ns.is_empty() => {
             store_key.strip_prefix(ns).and_then(|rest| rest.strip_prefix('/')).unwrap_or(store_key)
@@ -92,7 +92,7 @@ pub fn encode_start(rv: i64, start: &str) -> String {
     json.push_str("{\"v\":\"meta.k8s.io/v1\",\"rv\":");
     json.push_str(&rv.to_string());
     json.push_str(",\"start\":");
-    write_json_str(&mut json, start);
+    json::write_str(&mut json, start);
     json.push('}');
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json.as_bytes())
 }

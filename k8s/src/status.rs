@@ -15,19 +15,19 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use super::gojson::{go_quote, write_json_str};
+use crate::json::{self, go_quote};
 
 /// The 410 message for an Exact/legacy-exact list at a compacted revision (`etcd3/errors.go`).
-pub(crate) const EXPIRED_LIST_MESSAGE: &str = "The resourceVersion for the provided list is too old.";
+pub const EXPIRED_LIST_MESSAGE: &str = "The resourceVersion for the provided list is too old.";
 
 /// The 410 message for a continue page whose revision was compacted, when a fresh (rv=-1) token is offered.
-pub(crate) const EXPIRED_CONTINUE_MESSAGE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+pub const EXPIRED_CONTINUE_MESSAGE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 /// The 410 message for a continue page when no fresh token could be built.
-pub(crate) const EXPIRED_CONTINUE_NO_TOKEN_MESSAGE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
+pub const EXPIRED_CONTINUE_NO_TOKEN_MESSAGE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
 
 /// Cause message of the 504 "Too large resource version" (`storage/errors.go` `tooLargeResourceVersionCauseMsg`).
-pub(crate) const TOO_LARGE_RV_CAUSE_MESSAGE: &str = "Too large resource version";
+pub const TOO_LARGE_RV_CAUSE_MESSAGE: &str = "Too large resource version";
 
 /// Growth factor of the not-ready Retry-After (`cacher/util.go`).
 const NOT_READY_RETRY_FACTOR: f64 = 0.06;
@@ -35,19 +35,19 @@ const NOT_READY_RETRY_FACTOR: f64 = 0.06;
 const NOT_READY_RETRY_MAX_SECS: f64 = 30.0;
 
 /// The media types a 406 lists for ordinary requests (the apiserver's serializers, CBOR gate off).
-pub(crate) const ACCEPTED_MEDIA_TYPES: &[&str] =
+pub const ACCEPTED_MEDIA_TYPES: &[&str] =
     &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
 
 /// The media types a 406 lists for watch streams (`MediaTypesForSerializer` stream types).
-pub(crate) const ACCEPTED_STREAM_MEDIA_TYPES: &[&str] =
+pub const ACCEPTED_STREAM_MEDIA_TYPES: &[&str] =
     &["application/json;stream=watch", "application/vnd.kubernetes.protobuf;stream=watch"];
 
 /// What the go-restful route of a typed resource's get produces (`Route.Produces`, CBOR gate off).
-pub(crate) const ROUTE_GET_PRODUCES: &[&str] =
+pub const ROUTE_GET_PRODUCES: &[&str] =
     &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
 
 /// What the go-restful route of a typed resource's list (which also serves `?watch=1`) produces.
-pub(crate) const ROUTE_LIST_PRODUCES: &[&str] = &[
+pub const ROUTE_LIST_PRODUCES: &[&str] = &[
     "application/json",
     "application/yaml",
     "application/vnd.kubernetes.protobuf",
@@ -99,7 +99,7 @@ impl FieldError {
     }
 
     /// `field.NotSupported`: the detail lists the supported values, each `strconv.Quote`d.
-    pub(crate) fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
         let detail = if supported.is_empty() {
             String::new()
         } else {
@@ -115,7 +115,7 @@ impl FieldError {
     }
 
     /// The `metav1.CauseType` of this error.
-    pub(crate) fn cause_type(&self) -> &'static str {
+    pub fn cause_type(&self) -> &'static str {
         match self.kind {
             FieldErrorKind::Invalid => "FieldValueInvalid",
             FieldErrorKind::NotSupported => "FieldValueNotSupported",
@@ -145,7 +145,7 @@ impl fmt::Display for FieldError {
 }
 
 /// `utilerrors.NewAggregate(errs).Error()`: one message bare, several as `[e1, e2]` with duplicates removed.
-pub(crate) fn aggregate_message<T: fmt::Display>(errs: &[T]) -> String {
+pub fn aggregate_message<T: fmt::Display>(errs: &[T]) -> String {
     match errs {
         [] => String::new(),
         [one] => one.to_string(),
@@ -232,7 +232,7 @@ pub enum ApiError {
 }
 
 /// `schema.GroupResource.String()`: `pods` or `deployments.apps`.
-pub(crate) fn group_resource(group: &str, resource: &str) -> String {
+pub fn group_resource(group: &str, resource: &str) -> String {
     if group.is_empty() { resource.to_owned() } else { format!("{resource}.{group}") }
 }
 
@@ -258,7 +258,7 @@ fn forbidden_message(group: &str, resource: &str, name: &str, reason: &str) -> S
 /// The authorizer's denial text, as `responsewriters.Forbidden` builds it (`forbiddenMessage`), e.g.
 /// `User "x" cannot list resource "pods" in API group "" in the namespace "ns"`. `reason` (the
 /// authorizer's own reason) is appended after `: ` when not empty.
-pub(crate) fn forbidden_reason(
+pub fn forbidden_reason(
     user: &str,
     verb: &str,
     resource: &str,
@@ -342,7 +342,7 @@ impl ApiError {
     /// The body of a 406 as the apiserver writes it: negotiating the error's own media type fails on the
     /// same Accept header, so `WriteObjectNegotiated` falls back to `WriteRawJSON` — two-space indentation,
     /// no trailing newline, whatever `pretty` or the User-Agent say.
-    pub(crate) fn to_raw_json(&self) -> Bytes {
+    pub fn to_raw_json(&self) -> Bytes {
         self.to_json_pretty()
     }
 
@@ -410,25 +410,20 @@ impl ApiError {
 
     /// The Status body exactly as the apiserver writes it by default: compact JSON plus a newline.
     pub fn to_json(&self) -> Bytes {
-        let mut out = String::with_capacity(256);
-        self.status_value().write_compact(&mut out);
-        out.push('\n');
-        Bytes::from(out)
+        Bytes::from(json::body(&self.status_value(), false))
     }
 
     /// The Status body pretty-printed as the apiserver does for `?pretty=true` or curl/browser agents.
     pub fn to_json_pretty(&self) -> Bytes {
-        let mut out = String::with_capacity(512);
-        self.status_value().write_pretty(&mut out, 0);
-        Bytes::from(out)
+        Bytes::from(json::body(&self.status_value(), true))
     }
 
     /// The watch-stream form: `{"type":"ERROR","object":<status>}` and a newline. The stream ends after it.
-    pub(crate) fn watch_error_event(&self) -> Bytes {
-        let mut out = String::with_capacity(256);
-        out.push_str("{\"type\":\"ERROR\",\"object\":");
-        self.status_value().write_compact(&mut out);
-        out.push_str("}\n");
+    pub fn watch_error_event(&self) -> Bytes {
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(b"{\"type\":\"ERROR\",\"object\":");
+        out.extend_from_slice(&json::to_vec(&self.status_value()));
+        out.extend_from_slice(b"}\n");
         Bytes::from(out)
     }
 
@@ -562,7 +557,8 @@ impl Details {
     }
 }
 
-/// A minimal ordered JSON value, rendered like Go's encoder (compact) and `MarshalIndent` (pretty).
+/// A minimal ordered JSON value (the field order of Go's `metav1.Status` struct), serialised through the Go
+/// formatter, compact or indented.
 enum J {
     Str(String),
     Num(u64),
@@ -570,68 +566,26 @@ enum J {
     Arr(Vec<J>),
 }
 
-impl J {
-    fn write_compact(&self, out: &mut String) {
+impl serde::Serialize for J {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
         match self {
-            J::Str(s) => write_json_str(out, s),
-            J::Num(n) => out.push_str(&n.to_string()),
+            J::Str(v) => s.serialize_str(v),
+            J::Num(n) => s.serialize_u64(*n),
             J::Obj(fields) => {
-                out.push('{');
-                for (i, (k, v)) in fields.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write_json_str(out, k);
-                    out.push(':');
-                    v.write_compact(out);
+                let mut m = s.serialize_map(Some(fields.len()))?;
+                for (k, v) in fields {
+                    m.serialize_entry(k, v)?;
                 }
-                out.push('}');
+                m.end()
             }
             J::Arr(items) => {
-                out.push('[');
-                for (i, v) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    v.write_compact(out);
+                let mut a = s.serialize_seq(Some(items.len()))?;
+                for v in items {
+                    a.serialize_element(v)?;
                 }
-                out.push(']');
+                a.end()
             }
-        }
-    }
-
-    fn write_pretty(&self, out: &mut String, depth: usize) {
-        const INDENT: &str = "  ";
-        match self {
-            J::Obj(fields) if !fields.is_empty() => {
-                out.push_str("{\n");
-                for (i, (k, v)) in fields.iter().enumerate() {
-                    out.push_str(&INDENT.repeat(depth + 1));
-                    write_json_str(out, k);
-                    out.push_str(": ");
-                    v.write_pretty(out, depth + 1);
-                    if i + 1 < fields.len() {
-                        out.push(',');
-                    }
-                    out.push('\n');
-                }
-                out.push_str(&INDENT.repeat(depth));
-                out.push('}');
-            }
-            J::Arr(items) if !items.is_empty() => {
-                out.push_str("[\n");
-                for (i, v) in items.iter().enumerate() {
-                    out.push_str(&INDENT.repeat(depth + 1));
-                    v.write_pretty(out, depth + 1);
-                    if i + 1 < items.len() {
-                        out.push(',');
-                    }
-                    out.push('\n');
-                }
-                out.push_str(&INDENT.repeat(depth));
-                out.push(']');
-            }
-            other => other.write_compact(out),
         }
     }
 }

@@ -254,3 +254,22 @@ fn html_characters_are_escaped_like_go() {
     let e = ApiError::bad_request("unable to parse requirement: <nil>: Invalid value: \"a&b\"");
     assert!(s(e.to_json()).contains("\\u003cnil\\u003e: Invalid value: \\\"a\\u0026b\\\""));
 }
+
+/// A message quoting client input holds the characters Go's `encoding/json` escapes: the body has them
+/// as the apiserver writes them (`<`, `>`, `&`, U+2028, U+2029 as `\u` escapes, `\b` and `\f` short).
+#[test]
+fn messages_are_escaped_like_go() {
+    let err = ApiError::bad_request("a<b>&\u{2028}\u{2029}\u{8}\u{c}\u{1}\u{7f}");
+    assert_eq!(
+        &err.to_json()[..],
+        b"{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"a\\u003cb\\u003e\\u0026\\u2028\\u2029\\b\\f\\u0001\x7f\",\"reason\":\"BadRequest\",\"code\":400}\n"
+    );
+    let pretty = String::from_utf8(err.to_json_pretty().to_vec()).expect("utf8");
+    assert!(
+        pretty.contains("  \"message\": \"a\\u003cb\\u003e\\u0026\\u2028\\u2029\\b\\f\\u0001\u{7f}\",\n"),
+        "{pretty}"
+    );
+    let event = String::from_utf8(err.watch_error_event().to_vec()).expect("utf8");
+    assert!(event.starts_with("{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\""), "{event}");
+    assert!(event.contains("\\u2028\\u2029\\b\\f"), "{event}");
+}

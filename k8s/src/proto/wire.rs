@@ -31,12 +31,12 @@ fn read_varint(buf: &mut &[u8]) -> Option<u64> {
 
 /// A protobuf message that does not parse (truncated, or a wire type Kubernetes never uses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Malformed;
+pub struct Malformed;
 
 /// A field's value as read from upstream bytes: a varint, a length-delimited payload, or a fixed-width value
 /// (skipped: Kubernetes' messages read here carry none that matter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Value<'a> {
+pub enum Value<'a> {
     Varint(u64),
     Len(&'a [u8]),
     Fixed,
@@ -44,9 +44,9 @@ pub(crate) enum Value<'a> {
 
 /// The fields of a protobuf message read from upstream bytes (`forward::writes`, `fresh::census`), as
 /// `(number, value)`. A malformed message yields one `Err` and ends the iteration.
-pub(crate) struct Fields<'a>(&'a [u8]);
+pub struct Fields<'a>(&'a [u8]);
 
-pub(crate) fn fields(msg: &[u8]) -> Fields<'_> {
+pub fn fields(msg: &[u8]) -> Fields<'_> {
     Fields(msg)
 }
 
@@ -91,7 +91,7 @@ impl<'a> Iterator for Fields<'a> {
 
 /// The length-delimited fields of a protobuf message read from upstream bytes, as `(number, payload)`;
 /// fields of other wire types are skipped. A malformed message yields one `Err` and ends the iteration.
-pub(crate) fn len_fields(msg: &[u8]) -> impl Iterator<Item = Result<(u64, &[u8]), Malformed>> {
+pub fn len_fields(msg: &[u8]) -> impl Iterator<Item = Result<(u64, &[u8]), Malformed>> {
     fields(msg).filter_map(|f| match f {
         Ok((n, Value::Len(payload))) => Some(Ok((n, payload))),
         Ok(_) => None,
@@ -100,7 +100,7 @@ pub(crate) fn len_fields(msg: &[u8]) -> impl Iterator<Item = Result<(u64, &[u8])
 }
 
 /// The payload of the last length-delimited field `number` of a message (proto3: the last one wins).
-pub(crate) fn last_len_field(msg: &[u8], number: u64) -> Result<Option<&[u8]>, Malformed> {
+pub fn last_len_field(msg: &[u8], number: u64) -> Result<Option<&[u8]>, Malformed> {
     let mut found = None;
     for field in len_fields(msg) {
         let (n, payload) = field?;
@@ -122,7 +122,7 @@ pub(super) fn put_key(out: &mut Vec<u8>, tag: u32, wire: u32) {
 }
 
 /// A length-delimited field holding `b`.
-pub(crate) fn put_bytes(out: &mut Vec<u8>, tag: u32, b: &[u8]) {
+pub fn put_bytes(out: &mut Vec<u8>, tag: u32, b: &[u8]) {
     put_key(out, tag, LEN);
     put_varint(out, b.len() as u64);
     out.extend_from_slice(b);
