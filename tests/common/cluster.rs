@@ -27,6 +27,15 @@ pub struct Cluster {
 
 static SHARED: Mutex<Weak<Cluster>> = Mutex::new(Weak::new());
 
+/// The tests that run a cluster run one at a time: two clusters starting together on two cores slow each
+/// other past their start-up deadlines, and ports picked free by one script may be taken by the other's.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Held for the whole of a test that runs a cluster (see [`ONE_AT_A_TIME`]).
+pub async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().await
+}
+
 // === impl Cluster ===
 
 impl Cluster {
@@ -44,7 +53,7 @@ impl Cluster {
         Some(cluster)
     }
 
-    /// A cluster of its own under `target/testbed-cluster/NAME`.
+    /// A cluster of its own under `target/testbed-cluster/NAME-N` (N counts the starts of this process).
     pub fn start(name: &str, nodes: usize) -> Option<Cluster> {
         Self::start_with(name, nodes, &[])
     }
@@ -59,7 +68,11 @@ impl Cluster {
             ));
             return None;
         }
-        let dir = target_dir().join("testbed-cluster").join(name);
+        // A directory of its own per start in this process: the previous cluster of the same name may still
+        // be stopping (its last handle dropped outside the lock) while the next one starts.
+        static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = target_dir().join("testbed-cluster").join(format!("{name}-{n}"));
         let script = script();
         // A run killed before its guard dropped may have left a cluster behind: start afresh.
         let _ = Command::new("bash").arg(&script).arg("down").arg(&dir).env("TESTBED_BIN", &bin).status();

@@ -44,6 +44,7 @@ async fn lease_renewed_at(api: &Endpoint, name: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_control_plane_runs_through_kache() {
+    let _one = common::cluster::one_at_a_time().await;
     let Some(cluster) = tokio::task::spawn_blocking(|| {
         Cluster::start_with("through-kache", NODES, &["--no-clients", "--pods-per-node", "3"])
     })

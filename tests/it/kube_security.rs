@@ -126,6 +126,7 @@ fn check(diffs: &mut Vec<String>, who: &str, path: &str, a: &Resp, v: &Resp) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_read_matrix_answers_as_the_apiserver() {
+    let _one = common::cluster::one_at_a_time().await;
     let Some(f) = fixture().await else { return };
     let mut diffs = Vec::new();
     // Users of the static token file, the admin's client certificate, and a service account's token.
@@ -192,6 +193,7 @@ async fn the_read_matrix_answers_as_the_apiserver() {
 /// apiserver's authenticator chain decides (the certificate authenticator runs before the token ones).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_and_a_token_authenticate_as_the_certificate() {
+    let _one = common::cluster::one_at_a_time().await;
     let Some(f) = fixture().await else { return };
     let pki = f.cluster.dir().join("pki");
     let alice_token = f.cluster.var("KUBE_ALICE_TOKEN").to_owned();
