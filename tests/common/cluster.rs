@@ -8,8 +8,14 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::{Arc, Mutex, Weak};
+
+use std::time::Duration;
+
+use kache::app::{Config, Kache, UpstreamSource};
+use kache::auth::AuthSettings;
+use kache::front::server::TlsConfig;
 
 use super::real::{BUILD_HINT, target_dir, testbed_bin};
 use super::tools;
@@ -73,57 +79,66 @@ impl Cluster {
         static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = target_dir().join("testbed-cluster").join(format!("{name}-{n}"));
-        let script = script();
         // A run killed before its guard dropped may have left a cluster behind: start afresh.
-        let _ = Command::new("bash").arg(&script).arg("down").arg(&dir).env("TESTBED_BIN", &bin).status();
+        cluster_sh(&["down"], &dir);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the cluster's directory");
         let mut cluster = Cluster { dir, env: HashMap::new() };
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg("up")
-            .arg(&cluster.dir)
-            .arg("--nodes")
-            .arg(nodes.to_string())
-            .args(args)
-            .env("TESTBED_BIN", &bin)
-            .output()
-            .expect("run scripts/cluster.sh");
-        assert!(
-            out.status.success(),
-            "scripts/cluster.sh up {} failed:\n{}{}",
-            cluster.dir.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let env = std::fs::read_to_string(cluster.dir.join("env")).expect("cluster.sh wrote DIR/env");
-        cluster.env = parse_env(&env);
+        let nodes = nodes.to_string();
+        cluster.run(&[&["up"][..], &["--nodes", &nodes], args].concat());
         Some(cluster)
     }
 
     /// (Re)starts the controller-manager, the scheduler and the nodes with `url` as their server (trusting
     /// `ca`), and waits as `up` does: every node Ready, every Deployment's pods Running.
     pub fn clients_via(&mut self, url: &str, ca: &Path) {
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("clients")
-            .arg(&self.dir)
-            .arg("--via-url")
-            .arg(url)
-            .arg("--via-ca")
-            .arg(ca)
-            .env("TESTBED_BIN", testbed_bin())
-            .output()
-            .expect("run scripts/cluster.sh clients");
+        let ca = ca.to_string_lossy();
+        self.run(&["clients", "--via-url", url, "--via-ca", &ca]);
+    }
+
+    /// `cluster.sh COMMAND DIR ARGS…` (`args[0]` is the command), which must succeed; then reads `DIR/env`.
+    fn run(&mut self, args: &[&str]) {
+        let out = cluster_sh(args, &self.dir);
         assert!(
             out.status.success(),
-            "scripts/cluster.sh clients {} --via-url {url} failed:\n{}{}",
+            "scripts/cluster.sh {} {} failed:\n{}{}",
+            args.join(" "),
             self.dir.display(),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
         let env = std::fs::read_to_string(self.dir.join("env")).expect("cluster.sh wrote DIR/env");
         self.env = parse_env(&env);
+    }
+
+    /// The CA that signed every certificate of the cluster.
+    pub fn ca(&self) -> PathBuf {
+        self.dir.join("pki/ca.crt")
+    }
+
+    /// kache in front of this cluster with the admin's kubeconfig, `tweak`ed, started on a loopback port and
+    /// synced (a hang guard of 180 s).
+    pub async fn start_kache(&self, tweak: impl FnOnce(&mut Config)) -> Kache {
+        let mut config = Config::for_url(String::new());
+        config.upstream = UpstreamSource::Kubeconfig(Some(self.admin_kubeconfig()));
+        tweak(&mut config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let kache = Kache::start(config, listener).await.expect("kache starts");
+        tokio::time::timeout(Duration::from_secs(180), kache.wait_synced()).await.unwrap_or_else(|_| {
+            panic!("kache syncs every resource of the cluster: {:?}", kache.registry().statuses())
+        });
+        kache
+    }
+
+    /// `--auth=delegated` as the cluster's own clients meet it: kache serves TLS with the apiserver's own
+    /// certificate (they trust the cluster's CA) and accepts client certificates of that CA.
+    pub fn delegated(&self, config: &mut Config) {
+        let pki = self.dir.join("pki");
+        config.auth = AuthSettings::delegated();
+        config.tls = Some(
+            TlsConfig::with_client_ca(&pki.join("apiserver.crt"), &pki.join("apiserver.key"), &self.ca())
+                .expect("the apiserver's certificate serves kache"),
+        );
     }
 
     /// A variable of `DIR/env`; panics naming it when cluster.sh did not write it.
@@ -164,17 +179,21 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(script())
-            .arg("down")
-            .arg(&self.dir)
-            .env("TESTBED_BIN", testbed_bin())
-            .status();
+        cluster_sh(&["down"], &self.dir);
     }
 }
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster.sh")
+/// Runs `scripts/cluster.sh COMMAND DIR REST…` (`args` = COMMAND, REST…) on the testbed's binaries.
+fn cluster_sh(args: &[&str], dir: &Path) -> Output {
+    let (command, rest) = args.split_first().expect("a cluster.sh command");
+    Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster.sh"))
+        .arg(command)
+        .arg(dir)
+        .args(rest)
+        .env("TESTBED_BIN", testbed_bin())
+        .output()
+        .expect("run scripts/cluster.sh")
 }
 
 /// `KEY=VALUE` lines (optionally quoted, `export ` allowed), as cluster.sh writes them.

@@ -25,17 +25,14 @@ use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 
 use common::Resp;
 use common::cluster::Cluster;
 use common::real::{Endpoint, write_kubeconfig};
-use kache::app::{Config, Kache, UpstreamSource};
+use kache::app::Kache;
 
-/// Hang guard for kache's first sync of every resource of a real cluster.
-const SYNC_TIMEOUT: Duration = Duration::from_secs(180);
 /// Page size of the paginated walks: small, so that most resources take several pages.
 const PAGE: usize = 7;
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
@@ -52,15 +49,8 @@ struct Fixture {
 
 async fn fixture() -> Option<Fixture> {
     let cluster = tokio::task::spawn_blocking(Cluster::shared).await.expect("cluster start")?;
-    let mut config = Config::for_url(String::new());
-    config.upstream = UpstreamSource::Kubeconfig(Some(cluster.admin_kubeconfig()));
     // The comparisons read small objects, which kache forwards by default without a probe: probe them.
-    config.freshness.probe_small_reads = true;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let kache = Kache::start(config, listener).await.expect("kache starts");
-    tokio::time::timeout(SYNC_TIMEOUT, kache.wait_synced()).await.unwrap_or_else(|_| {
-        panic!("kache syncs every resource of the cluster: {:?}", kache.registry().statuses())
-    });
+    let kache = cluster.start_kache(|config| config.freshness.probe_small_reads = true).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let kubeconfig = dir.path().join("kache.kubeconfig");
     write_kubeconfig(&kubeconfig, &kache.url());

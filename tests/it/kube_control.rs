@@ -16,9 +16,6 @@ use serde_json::{Value, json};
 use common::cluster::Cluster;
 use common::eventually;
 use common::real::Endpoint;
-use kache::app::{Config, Kache, UpstreamSource};
-use kache::auth::AuthSettings;
-use kache::front::server::TlsConfig;
 
 const NODES: usize = 6;
 /// How long a change may take to be carried out by the controllers, scheduler and nodes; a hang guard.
@@ -52,25 +49,10 @@ async fn the_control_plane_runs_through_kache() {
     .expect("cluster start") else {
         return;
     };
-    let pki = cluster.dir().join("pki");
-    let mut config = Config::for_url(String::new());
-    config.upstream = UpstreamSource::Kubeconfig(Some(cluster.admin_kubeconfig()));
-    config.auth = AuthSettings::delegated();
-    // The apiserver's own serving certificate (the clients trust the cluster's CA), and client certificates
-    // of that CA accepted as the apiserver accepts them.
-    config.tls = Some(
-        TlsConfig::with_client_ca(
-            &pki.join("apiserver.crt"),
-            &pki.join("apiserver.key"),
-            &pki.join("ca.crt"),
-        )
-        .expect("the apiserver's certificate serves kache"),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let kache = Kache::start(config, listener).await.expect("kache starts");
-    tokio::time::timeout(Duration::from_secs(180), kache.wait_synced()).await.expect("kache syncs");
+    // The apiserver's own serving certificate and client CA, as the clients expect of their server.
+    let kache = cluster.start_kache(|config| cluster.delegated(config)).await;
     let url = kache.url();
-    let ca = pki.join("ca.crt");
+    let ca = cluster.ca();
     // The controller-manager, the scheduler and kwok, pointed at kache; cluster.sh waits until every node is
     // Ready and every Deployment's pods are Running.
     let cluster = tokio::task::spawn_blocking(move || {

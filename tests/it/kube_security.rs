@@ -8,7 +8,6 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::{Method, StatusCode};
 use serde_json::json;
@@ -16,9 +15,7 @@ use serde_json::json;
 use common::Resp;
 use common::cluster::Cluster;
 use common::real::Endpoint;
-use kache::app::{Config, Kache, UpstreamSource};
-use kache::auth::AuthSettings;
-use kache::front::server::TlsConfig;
+use kache::app::Kache;
 
 struct Fixture {
     cluster: Arc<Cluster>,
@@ -28,21 +25,7 @@ struct Fixture {
 
 async fn fixture() -> Option<Fixture> {
     let cluster = tokio::task::spawn_blocking(Cluster::shared).await.expect("cluster start")?;
-    let pki = cluster.dir().join("pki");
-    let mut config = Config::for_url(String::new());
-    config.upstream = UpstreamSource::Kubeconfig(Some(cluster.admin_kubeconfig()));
-    config.auth = AuthSettings::delegated();
-    config.tls = Some(
-        TlsConfig::with_client_ca(
-            &pki.join("apiserver.crt"),
-            &pki.join("apiserver.key"),
-            &pki.join("ca.crt"),
-        )
-        .expect("the apiserver's certificate serves kache"),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let kache = Kache::start(config, listener).await.expect("kache starts");
-    tokio::time::timeout(Duration::from_secs(180), kache.wait_synced()).await.expect("kache syncs");
+    let kache = cluster.start_kache(|config| cluster.delegated(config)).await;
     Some(Fixture { cluster, kache, dir: tempfile::tempdir().expect("temp dir") })
 }
 
