@@ -13,6 +13,7 @@ use kache_sim::workload::{self, Workload};
 
 use crate::CommonArgs;
 
+mod cluster;
 mod measure;
 
 #[derive(clap::Args, Debug)]
@@ -48,11 +49,20 @@ pub(crate) struct DemoArgs {
     /// Random seed of the dataset.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Instead of the simulator, a real Kubernetes 1.36 control plane in DIR (`scripts/cluster.sh up DIR`:
+    /// kube-apiserver, etcd, controller-manager, scheduler, `--nodes` simulated nodes; started here when DIR
+    /// has no cluster and the script is at hand). kache serves it with `--auth=delegated`: each user's reads
+    /// are authorized by the cluster's RBAC.
+    #[arg(long, value_name = "DIR")]
+    cluster: Option<PathBuf>,
     #[command(flatten)]
     common: CommonArgs,
 }
 
 pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    if let Some(dir) = args.cluster.clone() {
+        return cluster::run(args, dir).await;
+    }
     // Bound first, so that a port in use is reported before any seeding.
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -16,8 +16,8 @@
 //! processes given with `--upstream-pid` (the apiserver, etcd) over each batch.
 
 mod fanout;
-mod metrics;
-mod setup;
+pub(crate) mod metrics;
+pub(crate) mod setup;
 mod storm;
 
 use std::collections::BTreeMap;

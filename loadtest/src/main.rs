@@ -7,6 +7,7 @@
 
 mod admission;
 mod apiserver;
+mod cluster;
 mod ctx;
 mod http;
 mod list;
@@ -56,6 +57,9 @@ enum Command {
     Smoke(BinArgs),
     /// Benchmark any apiserver (a kubeconfig): directly and through kache, same run, same transport.
     Apiserver(apiserver::Args),
+    /// A real cluster's readers (kubelets, controllers, informer storms, kubectl, namespace lists), directly
+    /// and through kache, with the apiserver's and etcd's CPU: a cluster of `scripts/cluster.sh up DIR`.
+    Cluster(cluster::Args),
     /// `kubectl get pods -A` as Tables: through kache vs direct to the sim, and Table ÷ JSON.
     Table(table::Args),
     /// Small readers' latency alone and beside 20 pretty + 20 gzip full lists (admission of heavy reads).
@@ -122,6 +126,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Smoke(bins) => smoke(bins).await,
         Command::Apiserver(args) => apiserver::run(args).await,
         Command::Table(args) => table::run(args).await,
+        Command::Cluster(args) => cluster::run(args).await,
         Command::Soak(args) => soak::cli(args).await,
         Command::Admission(args) => admission::cli(args).await,
         Command::Report(args) => report_cmd(args),

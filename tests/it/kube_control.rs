@@ -10,6 +10,8 @@ use crate::common;
 
 use std::time::Duration;
 
+use tokio::io::AsyncBufReadExt as _;
+
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -121,4 +123,77 @@ async fn the_control_plane_runs_through_kache() {
     eprintln!("through kache: {from_memory} reads from memory, {} forwarded", kache.stats().forwarded());
     kache.shutdown().await;
     drop(cluster);
+}
+
+/// A client-go informer (`informer-check`, built here from client-go 1.36) over pods in protobuf, WatchList
+/// on and off, through kache with the admin's token while the real controllers scale a Deployment up and
+/// down (pods created, bound by the scheduler, run by kwok, deleted) and the nodes renew their leases: when
+/// it stops, its store equals a consistent list from the apiserver (same keys, resourceVersions and uids).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_go_informers_through_kache_match_the_cluster() {
+    // It scales a Deployment of the shared cluster: the byte-for-byte comparisons wait.
+    let _one = common::cluster::one_at_a_time().await;
+    let Some(cluster) = tokio::task::spawn_blocking(Cluster::shared).await.expect("cluster start") else {
+        return;
+    };
+    let kache = cluster.start_kache(|config| cluster.delegated(config)).await;
+    let program = common::real::testbed_bin().join("informer-check");
+    let kubectl = |args: &[&str]| {
+        let out = std::process::Command::new(cluster.var("KUBECTL"))
+            .arg("--kubeconfig")
+            .arg(cluster.admin_kubeconfig())
+            .args(args)
+            .output()
+            .expect("kubectl runs");
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    for watchlist in [true, false] {
+        let mut child = tokio::process::Command::new(&program)
+            .args(["--server", &kache.url(), "--compare-server", cluster.url(), "--insecure"])
+            .args([
+                "--token",
+                cluster.var("KUBE_ADMIN_TOKEN"),
+                "--resource",
+                "pods",
+                "--content-type",
+                "protobuf",
+            ])
+            .arg(format!("--watchlist={watchlist}"))
+            .args(["--duration", "25s", "--sync-timeout", "90s"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("informer-check starts");
+        let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+        let mut seen = Vec::new();
+        let synced = tokio::time::timeout(Duration::from_secs(120), async {
+            while let Ok(Some(line)) = stdout.next_line().await {
+                let done = line.starts_with("synced");
+                seen.push(line);
+                if done {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .unwrap_or(false);
+        assert!(synced, "informer-check (WatchList {watchlist}) synced through kache: {seen:?}");
+        // The controllers carry the scale out while the informer watches: creates, binds, status, deletes.
+        let replicas = if watchlist { "6" } else { "2" };
+        kubectl(&["scale", "deploy/worker", "-n", "team-c", "--replicas", replicas]);
+        let out = child.wait_with_output().await.expect("informer-check exits");
+        while let Ok(Some(line)) = stdout.next_line().await {
+            seen.push(line);
+        }
+        assert!(
+            out.status.success(),
+            "informer-check (protobuf, WatchList {watchlist}) through kache: its store differs from the apiserver's \
+             list ({:?})\n{}\nstderr:\n{}",
+            out.status,
+            seen.join("\n"),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

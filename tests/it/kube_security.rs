@@ -211,3 +211,94 @@ async fn a_certificate_and_a_token_authenticate_as_the_certificate() {
     }
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
+
+/// `kache demo --cluster DIR` in front of the running cluster: the kubeconfig it writes reaches kache as the
+/// cluster's users, and kubectl through it answers each user as the apiserver does (alice reads team-a and is
+/// refused team-b, dave is refused secrets), with the same words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_demo_answers_each_user_as_the_apiserver() {
+    let Some(cluster) = tokio::task::spawn_blocking(Cluster::shared).await.expect("cluster start") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("demo.kubeconfig");
+    let mut demo = std::process::Command::new(env!("CARGO_BIN_EXE_kache"))
+        .arg("demo")
+        .arg("--cluster")
+        .arg(cluster.dir())
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+            "--resources",
+            "pods,secrets,configmaps",
+        ])
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("kache demo starts");
+    let stdout = demo.stdout.take().expect("piped stdout");
+    let output = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead as _;
+        let mut out = String::new();
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            out.push_str(&line);
+            out.push('\n');
+            if line == "Ctrl-C stops the demo." {
+                break;
+            }
+        }
+        out
+    })
+    .await
+    .expect("demo output");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _demo = Kill(demo);
+    assert!(output.contains("Ctrl-C stops the demo."), "the demo did not come up:\n{output}");
+    assert!(output.contains("--auth=delegated"), "{output}");
+
+    let kubectl = |kc: &Path, context: Option<&str>, args: &[&str]| {
+        let mut cmd = std::process::Command::new(cluster.var("KUBECTL"));
+        cmd.arg("--kubeconfig").arg(kc);
+        if let Some(c) = context {
+            cmd.args(["--context", c]);
+        }
+        let out = cmd.args(args).output().expect("kubectl runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let direct = |user: &str| PathBuf::from(cluster.var(&format!("KUBE_{user}_KUBECONFIG")));
+    for (user, context, args) in [
+        ("ALICE", "kache-demo-alice", ["get", "pods", "-n", "team-a", "-o", "name"]),
+        ("ALICE", "kache-demo-alice", ["get", "pods", "-n", "team-b", "-o", "name"]),
+        ("DAVE", "kache-demo-dave", ["get", "secrets", "-n", "team-a", "-o", "name"]),
+        ("ADMIN_TOKEN", "kache-demo", ["get", "secrets", "-n", "team-a", "-o", "name"]),
+    ] {
+        let through = kubectl(&kubeconfig, Some(context), &args);
+        let reference = kubectl(&direct(user), None, &args);
+        assert_eq!(through, reference, "{context} {args:?}: through the demo's kache vs directly");
+    }
+    // The allowed read lists something, the refused one says so.
+    assert!(
+        kubectl(&kubeconfig, Some("kache-demo-alice"), &["get", "pods", "-n", "team-a", "-o", "name"])
+            .1
+            .contains("pod/")
+    );
+    assert!(
+        kubectl(&kubeconfig, Some("kache-demo-alice"), &["get", "pods", "-n", "team-b"])
+            .2
+            .contains("forbidden")
+    );
+}

@@ -1,0 +1,865 @@
+//! The testbed's client mix against a real cluster (`kache-loadtest cluster --env DIR/env`, a cluster of
+//! `scripts/cluster.sh up DIR`): what a cluster's readers send, directly to the kube-apiserver and through
+//! kache in front of it, one phase after the other in the same run, while the cluster's own nodes renew
+//! their leases (the foreign writes that move the global revision).
+//!
+//! The mix, per phase:
+//! - **kubelets**: `--kubelets` pod watches narrowed to one node each (`fieldSelector=spec.nodeName=…`), in
+//!   protobuf, started as client-go 1.36 informers start them (WatchList: `sendInitialEvents=true`,
+//!   `resourceVersionMatch=NotOlderThan`, bookmarks), held for the phase;
+//! - **controllers**: one protobuf WatchList informer per resource a controller-manager and scheduler watch,
+//!   held for the phase;
+//! - **informer storm**: every `--storm-every` seconds, `--storm` WatchList starts of all pods at once, each
+//!   closed at its initial-events-end bookmark;
+//! - **kubectl**: `--kubectl` loops of `kubectl get pods -A`: consistent Tables in pages of `--page` with
+//!   `continue`;
+//! - **namespace lists**: `--ns-listers` clients each listing the pods of one workload namespace
+//!   (consistent, JSON) `--ns-list-rate` times a second.
+//!
+//! An idle phase first measures the cluster's own cost (controllers, scheduler, nodes); each later phase's
+//! apiserver and etcd CPU is given beside it and minus it. The apiserver's requests are read from its
+//! `/metrics` (`apiserver_request_total`, by verb) before and after each phase; kache's from its own.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, bail};
+use bytes::{Buf as _, BytesMut};
+use hdrhistogram::Histogram;
+use http_body_util::BodyExt as _;
+use tokio::sync::Mutex;
+
+use crate::apiserver::metrics::{self as kmetrics, Counters};
+use crate::apiserver::setup::self_signed;
+use crate::http::{self, Client, HttpError};
+use crate::procs::{self, KacheOpts, Upstream};
+use crate::results::{Latency, RunReport, Table, fmt_bytes, fmt_num, histogram, record};
+
+/// Connections kept idle per host (the mix holds a few hundred streams at once; each is its own).
+const POOL_IDLE: usize = 64;
+/// kache's initial sync of the mix's resources.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a WatchList start may take before it counts as an error.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// The annotation of the bookmark that ends a WatchList's initial events.
+const INITIAL_EVENTS_END: &[u8] = b"k8s.io/initial-events-end";
+/// kubectl's Accept for `get` (Table, then the plain object).
+const TABLE_ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+/// client-go's protobuf Accept.
+const PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf, */*";
+/// The informers a controller-manager and a scheduler hold (list paths), besides pods.
+const CONTROLLER_INFORMERS: &[&str] = &[
+    "/api/v1/pods",
+    "/api/v1/nodes",
+    "/api/v1/services",
+    "/api/v1/namespaces",
+    "/apis/apps/v1/replicasets",
+    "/apis/apps/v1/deployments",
+    "/apis/discovery.k8s.io/v1/endpointslices",
+];
+/// What kache caches for the mix (`--resources`).
+const KACHE_RESOURCES: &str =
+    "pods,nodes,services,namespaces,replicasets.apps,deployments.apps,endpointslices.discovery.k8s.io";
+/// The workload's namespaces (scripts/cluster.sh).
+const NAMESPACES: &[&str] = &["team-a", "team-b", "team-c"];
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The cluster's env file (`scripts/cluster.sh up DIR` writes `DIR/env`).
+    #[arg(long)]
+    pub env: PathBuf,
+    /// Seconds each phase runs the mix.
+    #[arg(long, default_value_t = 60.0)]
+    pub secs: f64,
+    /// Seconds of the idle phase (the cluster's own cost).
+    #[arg(long, default_value_t = 30.0)]
+    pub idle_secs: f64,
+    /// Kubelet-like pod watches (one node each; at most one per node).
+    #[arg(long, default_value_t = 100)]
+    pub kubelets: usize,
+    /// Informers started at once in each storm.
+    #[arg(long, default_value_t = 50)]
+    pub storm: usize,
+    /// Seconds between storms (the first starts 5 s into the phase).
+    #[arg(long, default_value_t = 20.0)]
+    pub storm_every: f64,
+    /// `kubectl get pods -A` started per second (an open loop: the same offered load on every target).
+    #[arg(long, default_value_t = 2.0)]
+    pub kubectl_rate: f64,
+    /// kubectl's page size (`--chunk-size`).
+    #[arg(long, default_value_t = 500)]
+    pub page: usize,
+    /// Consistent namespace lists per second, over the workload's namespaces (an open loop).
+    #[arg(long, default_value_t = 20.0)]
+    pub ns_list_rate: f64,
+    /// kache configurations measured, one phase each: `NAME` or `NAME=FLAGS` (kache serve flags separated by
+    /// spaces; `$VAR` is taken from the env file, e.g. `etcd=--etcd-endpoints $ETCD_URL`).
+    #[arg(long = "variant", default_values = ["offload", "latency=--consistent-read-prefer latency"])]
+    pub variants: Vec<String>,
+    /// Skip the direct phase (kache variants only).
+    #[arg(long)]
+    pub no_direct: bool,
+    /// kache binary (default: $CARGO_TARGET_DIR/release/kache; debug builds are refused).
+    #[arg(long)]
+    pub kache_bin: Option<PathBuf>,
+    /// Run name: <out>/<name>.json and .md.
+    #[arg(long, default_value = "cluster")]
+    pub run_name: String,
+    /// Where JSON, Markdown and kache's logs go.
+    #[arg(long, default_value = "loadtest/out")]
+    pub out: PathBuf,
+}
+
+/// What the mix needs from the cluster's env file.
+struct ClusterEnv {
+    vars: BTreeMap<String, String>,
+    url: String,
+    token: String,
+    kubeconfig: PathBuf,
+    apiserver_pid: u32,
+    etcd_pid: Option<u32>,
+}
+
+fn read_env(path: &Path) -> anyhow::Result<ClusterEnv> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let vars = parse_env(&text);
+    let get = |k: &str| vars.get(k).cloned().with_context(|| format!("{}: no {k}", path.display()));
+    Ok(ClusterEnv {
+        url: get("KUBE_APISERVER_URL")?,
+        token: get("KUBE_ADMIN_TOKEN")?,
+        kubeconfig: get("KUBE_ADMIN_TOKEN_KUBECONFIG")?.into(),
+        apiserver_pid: get("KUBE_APISERVER_PID")?.parse().context("KUBE_APISERVER_PID")?,
+        etcd_pid: vars.get("ETCD_PID").and_then(|p| p.parse().ok()),
+        vars,
+    })
+}
+
+/// `KEY=VALUE` lines (bash's `%q` quoting of plain words; single quotes stripped), comments skipped.
+fn parse_env(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| {
+            let v = v.trim();
+            let v = v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')).unwrap_or(v);
+            (k.trim().to_string(), v.to_string())
+        })
+        .collect()
+}
+
+/// `$VAR` and `${VAR}` replaced from `vars`.
+fn expand(word: &str, vars: &BTreeMap<String, String>) -> anyhow::Result<String> {
+    let Some(name) = word.strip_prefix('$') else { return Ok(word.to_string()) };
+    let name = name.trim_start_matches('{').trim_end_matches('}');
+    vars.get(name).cloned().with_context(|| format!("the env file has no {name}"))
+}
+
+// === the mix ===
+
+/// Latencies and errors of one kind of client in one phase.
+#[derive(Default)]
+struct Class {
+    hist: Option<Histogram<u64>>,
+    ok: u64,
+    errors: BTreeMap<String, u64>,
+    bytes: u64,
+}
+
+impl Class {
+    fn ok(&mut self, d: Duration, bytes: u64) {
+        record(self.hist.get_or_insert_with(histogram), d);
+        self.ok += 1;
+        self.bytes += bytes;
+    }
+
+    fn error(&mut self, e: &str) {
+        *self.errors.entry(e.to_string()).or_default() += 1;
+    }
+
+    fn latency(&self) -> Latency {
+        self.hist.as_ref().map(Latency::of).unwrap_or_default()
+    }
+
+    fn errors_text(&self) -> String {
+        if self.errors.is_empty() {
+            return "0".into();
+        }
+        self.errors.iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+fn error_kind(e: &HttpError) -> String {
+    match e {
+        HttpError::Status { status, .. } => status.as_u16().to_string(),
+        HttpError::Transport(_) => "transport".into(),
+        HttpError::Body(_) => "body".into(),
+        HttpError::Request(_) => "request".into(),
+    }
+}
+
+/// One target of the mix: a base URL and its bearer token.
+#[derive(Clone)]
+struct Target {
+    base: String,
+    bearer: Option<String>,
+}
+
+/// What every client of a phase shares.
+struct Phase {
+    client: Client,
+    target: Target,
+    deadline: Instant,
+    stop: AtomicBool,
+    classes: Mutex<BTreeMap<&'static str, Class>>,
+}
+
+impl Phase {
+    fn over(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+    }
+
+    async fn ok(&self, class: &'static str, d: Duration, bytes: u64) {
+        self.classes.lock().await.entry(class).or_default().ok(d, bytes);
+    }
+
+    async fn error(&self, class: &'static str, e: &str) {
+        self.classes.lock().await.entry(class).or_default().error(e);
+    }
+
+    fn request(
+        &self,
+        path: &str,
+        query: &str,
+        accept: &str,
+    ) -> anyhow::Result<::http::Request<http_body_util::Full<bytes::Bytes>>> {
+        let mut b = ::http::Request::builder()
+            .uri(http::url(&self.target.base, path, query))
+            .header(::http::header::ACCEPT, accept);
+        if let Some(t) = &self.target.bearer {
+            b = b.header(::http::header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        Ok(b.body(http_body_util::Full::new(bytes::Bytes::new()))?)
+    }
+}
+
+/// Opens a WatchList (protobuf) of `path` narrowed by `selector`, waits for its initial-events-end bookmark
+/// (recorded under `class`), then holds the stream until the phase ends (`hold`) or closes it.
+async fn watch_list(
+    phase: Arc<Phase>,
+    class: &'static str,
+    path: String,
+    selector: Option<String>,
+    hold: bool,
+) {
+    let mut query =
+        "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true\
+                     &timeoutSeconds=600"
+            .to_string();
+    if let Some(s) = &selector {
+        query.push_str("&fieldSelector=");
+        query.push_str(&http::query_escape(s));
+    }
+    let started = Instant::now();
+    let req = match phase.request(&path, &query, PROTOBUF_ACCEPT) {
+        Ok(r) => r,
+        Err(e) => return phase.error(class, &e.to_string()).await,
+    };
+    let resp = match tokio::time::timeout(START_TIMEOUT, phase.client.request(req)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => return phase.error(class, "transport").await,
+        Err(_) => return phase.error(class, "timeout").await,
+    };
+    if !resp.status().is_success() {
+        return phase.error(class, resp.status().as_str()).await;
+    }
+    let mut body = resp.into_body();
+    let mut buf = BytesMut::new();
+    let mut bytes = 0u64;
+    let mut started_ok = false;
+    loop {
+        let left = if started_ok {
+            phase.deadline.saturating_duration_since(Instant::now())
+        } else {
+            START_TIMEOUT.saturating_sub(started.elapsed())
+        };
+        if left.is_zero() || phase.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let frame = match tokio::time::timeout(left, body.frame()).await {
+            Err(_) => break,
+            Ok(None) => break,
+            Ok(Some(Err(_))) => {
+                if !started_ok {
+                    phase.error(class, "body").await;
+                }
+                return;
+            }
+            Ok(Some(Ok(f))) => f,
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        if started_ok {
+            continue;
+        }
+        bytes += data.len() as u64;
+        buf.extend_from_slice(&data);
+        // Length-prefixed protobuf frames.
+        while buf.len() >= 4 {
+            let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+            if buf.len() < 4 + len {
+                break;
+            }
+            let end = memchr::memmem::find(&buf[4..4 + len], INITIAL_EVENTS_END).is_some();
+            buf.advance(4 + len);
+            if end {
+                started_ok = true;
+                phase.ok(class, started.elapsed(), bytes).await;
+                break;
+            }
+        }
+        if started_ok && !hold {
+            return;
+        }
+    }
+    if !started_ok {
+        phase.error(class, "no initial-events-end").await;
+    }
+}
+
+/// Reads in flight per kind of open-loop client at most; a tick that finds them all busy is counted
+/// `behind` (the target is not keeping up with the offered rate) and skipped.
+const MAX_IN_FLIGHT: usize = 32;
+
+/// Starts `read` every `1/rate` seconds until the phase ends (an open loop: the same offered load for every
+/// target, whatever its latency), at most [`MAX_IN_FLIGHT`] at once.
+async fn open_loop<F, Fut>(phase: Arc<Phase>, class: &'static str, rate: f64, read: F)
+where
+    F: Fn(Arc<Phase>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate.max(0.01)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut reads = tokio::task::JoinSet::new();
+    loop {
+        tick.tick().await;
+        if phase.over() {
+            break;
+        }
+        match slots.clone().try_acquire_owned() {
+            Ok(permit) => {
+                let fut = read(phase.clone());
+                reads.spawn(async move {
+                    fut.await;
+                    drop(permit);
+                });
+            }
+            Err(_) => phase.error(class, "behind").await,
+        }
+        while reads.try_join_next().is_some() {}
+    }
+    while reads.join_next().await.is_some() {}
+}
+
+/// One `kubectl get pods -A`: consistent Table pages with `continue`, the whole walk and each page recorded.
+async fn kubectl_walk(phase: Arc<Phase>, page: usize) {
+    let s = http::Send {
+        accept: Some(TABLE_ACCEPT),
+        bearer: phase.target.bearer.as_deref(),
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let mut query = format!("limit={page}");
+    let mut bytes = 0;
+    loop {
+        let url = http::url(&phase.target.base, "/api/v1/pods", &query);
+        let t = Instant::now();
+        match http::request(&phase.client, http::Method::GET, &url, &s).await {
+            Ok(f) => {
+                bytes += f.bytes;
+                phase.ok("kubectl page", t.elapsed(), f.bytes).await;
+                match http::continue_token(&f.head) {
+                    Some(token) if !token.is_empty() => {
+                        query = http::with_continue(&format!("limit={page}"), &token)
+                    }
+                    _ => break,
+                }
+            }
+            Err(e) => return phase.error("kubectl get pods -A", &error_kind(&e)).await,
+        }
+    }
+    phase.ok("kubectl get pods -A", started.elapsed(), bytes).await;
+}
+
+/// A consistent JSON list of one namespace's pods.
+async fn ns_list(phase: Arc<Phase>, ns: &'static str) {
+    let s = http::Send { bearer: phase.target.bearer.as_deref(), ..Default::default() };
+    let url = http::url(&phase.target.base, &format!("/api/v1/namespaces/{ns}/pods"), "");
+    let t = Instant::now();
+    match http::request(&phase.client, http::Method::GET, &url, &s).await {
+        Ok(f) => phase.ok("namespace list", t.elapsed(), f.bytes).await,
+        Err(e) => phase.error("namespace list", &error_kind(&e)).await,
+    }
+}
+
+/// Runs the whole mix against `target` for `secs`; returns the classes' figures.
+async fn run_mix(
+    client: &Client,
+    target: Target,
+    args: &Args,
+    nodes: &[String],
+) -> BTreeMap<&'static str, Class> {
+    let phase = Arc::new(Phase {
+        client: client.clone(),
+        target,
+        deadline: Instant::now() + Duration::from_secs_f64(args.secs),
+        stop: AtomicBool::new(false),
+        classes: Mutex::new(BTreeMap::new()),
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    for path in CONTROLLER_INFORMERS {
+        tasks.spawn(watch_list(phase.clone(), "controller informer start", path.to_string(), None, true));
+    }
+    for node in nodes.iter().take(args.kubelets) {
+        tasks.spawn(watch_list(
+            phase.clone(),
+            "kubelet pod watch start",
+            "/api/v1/pods".into(),
+            Some(format!("spec.nodeName={node}")),
+            true,
+        ));
+    }
+    let page = args.page;
+    tasks.spawn(open_loop(phase.clone(), "kubectl get pods -A", args.kubectl_rate, move |p| kubectl_walk(p, page)));
+    // The namespace lists' rate, spread over the workload's namespaces.
+    let rate = args.ns_list_rate / NAMESPACES.len() as f64;
+    for ns in NAMESPACES {
+        tasks.spawn(open_loop(phase.clone(), "namespace list", rate, move |p| ns_list(p, ns)));
+    }
+    let storms = {
+        let phase = phase.clone();
+        let (n, every) = (args.storm, Duration::from_secs_f64(args.storm_every.max(1.0)));
+        tokio::spawn(async move {
+            let mut next = Instant::now() + Duration::from_secs(5);
+            while n > 0 {
+                tokio::time::sleep_until(next.into()).await;
+                if phase.over() {
+                    break;
+                }
+                let mut storm = tokio::task::JoinSet::new();
+                for _ in 0..n {
+                    storm.spawn(watch_list(
+                        phase.clone(),
+                        "informer storm start",
+                        "/api/v1/pods".into(),
+                        None,
+                        false,
+                    ));
+                }
+                while storm.join_next().await.is_some() {}
+                next += every;
+            }
+        })
+    };
+    tokio::time::sleep_until(phase.deadline.into()).await;
+    phase.stop.store(true, Ordering::Relaxed);
+    // Streams notice the stop at their next frame or at the deadline; requests in flight finish.
+    let _ =
+        tokio::time::timeout(Duration::from_secs(30), async { while tasks.join_next().await.is_some() {} })
+            .await;
+    tasks.abort_all();
+    storms.abort();
+    std::mem::take(&mut *phase.classes.lock().await)
+}
+
+// === measuring ===
+
+/// The apiserver's `apiserver_request_total`, summed by verb.
+async fn apiserver_requests(client: &Client, env: &ClusterEnv) -> BTreeMap<String, f64> {
+    let send = http::Send { keep_body: true, bearer: Some(&env.token), ..Default::default() };
+    let url = http::url(&env.url, "/metrics", "");
+    let Ok(f) = http::request(client, http::Method::GET, &url, &send).await else { return BTreeMap::new() };
+    let text = String::from_utf8_lossy(&f.body.unwrap_or_default()).into_owned();
+    let mut by_verb = BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let Some((key, value)) = line.rsplit_once(' ') else { continue };
+        let Ok(v) = value.parse::<f64>() else { continue };
+        let Some(verb) = label(key, "verb") else { continue };
+        *by_verb.entry(verb.to_string()).or_default() += v;
+    }
+    by_verb
+}
+
+fn label<'a>(key: &'a str, name: &str) -> Option<&'a str> {
+    let at = key.find(&format!("{name}=\""))? + name.len() + 2;
+    let rest = &key[at..];
+    Some(&rest[..rest.find('"')?])
+}
+
+/// CPU seconds and request counts of the upstream (and kache) over one phase.
+struct Cost {
+    secs: f64,
+    apiserver_cpu: f64,
+    etcd_cpu: f64,
+    kache_cpu: f64,
+    requests: BTreeMap<String, f64>,
+    kache: Counters,
+}
+
+struct Meter {
+    at: Instant,
+    apiserver_cpu: f64,
+    etcd_cpu: f64,
+    kache_cpu: f64,
+    requests: BTreeMap<String, f64>,
+    kache: Counters,
+}
+
+async fn meter(client: &Client, env: &ClusterEnv, kache: Option<&procs::KacheProc>) -> Meter {
+    let cpu = |pid: Option<u32>| pid.and_then(|p| procs::cpu_time(p).ok()).map_or(0.0, |d| d.as_secs_f64());
+    Meter {
+        at: Instant::now(),
+        apiserver_cpu: cpu(Some(env.apiserver_pid)),
+        etcd_cpu: cpu(env.etcd_pid),
+        kache_cpu: cpu(kache.map(|k| k.pid)),
+        requests: apiserver_requests(client, env).await,
+        kache: kmetrics::scrape(client, kache.and_then(|k| k.metrics_url.as_deref())).await,
+    }
+}
+
+impl Meter {
+    fn since(&self, before: &Meter) -> Cost {
+        let mut requests = BTreeMap::new();
+        for (verb, v) in &self.requests {
+            let d = v - before.requests.get(verb).copied().unwrap_or(0.0);
+            if d > 0.0 {
+                requests.insert(verb.clone(), d);
+            }
+        }
+        Cost {
+            secs: self.at.duration_since(before.at).as_secs_f64(),
+            apiserver_cpu: self.apiserver_cpu - before.apiserver_cpu,
+            etcd_cpu: self.etcd_cpu - before.etcd_cpu,
+            kache_cpu: self.kache_cpu - before.kache_cpu,
+            requests,
+            kache: self.kache.minus(&before.kache),
+        }
+    }
+}
+
+/// One measured phase.
+struct Measured {
+    name: String,
+    cost: Cost,
+    classes: BTreeMap<&'static str, Class>,
+    /// kache's RSS at the end and the JSON bytes of the objects it caches.
+    memory: Option<(u64, u64)>,
+}
+
+/// The node names the kubelet watches narrow to.
+async fn node_names(client: &Client, env: &ClusterEnv) -> anyhow::Result<Vec<String>> {
+    let send = http::Send { keep_body: true, bearer: Some(&env.token), ..Default::default() };
+    let url = http::url(&env.url, "/api/v1/nodes", "");
+    let f = http::request(client, http::Method::GET, &url, &send).await.context("listing nodes")?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&f.body.unwrap_or_default()).context("the node list")?;
+    let names: Vec<String> = v["items"]
+        .as_array()
+        .map(|items| {
+            items.iter().filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string)).collect()
+        })
+        .unwrap_or_default();
+    if names.is_empty() {
+        bail!("the cluster has no nodes");
+    }
+    Ok(names)
+}
+
+/// Bytes of the mix's resources as JSON (a full list of each, `resourceVersion=0`).
+async fn json_bytes(client: &Client, env: &ClusterEnv) -> u64 {
+    let send = http::Send { bearer: Some(&env.token), ..Default::default() };
+    let mut total = 0;
+    for path in CONTROLLER_INFORMERS {
+        let url = http::url(&env.url, path, "resourceVersion=0");
+        if let Ok(f) = http::request(client, http::Method::GET, &url, &send).await {
+            total += f.bytes;
+        }
+    }
+    total
+}
+
+async fn count(client: &Client, env: &ClusterEnv, path: &str) -> usize {
+    let send = http::Send { keep_body: true, bearer: Some(&env.token), ..Default::default() };
+    let url = http::url(&env.url, path, "resourceVersion=0");
+    let Ok(f) = http::request(client, http::Method::GET, &url, &send).await else { return 0 };
+    serde_json::from_slice::<serde_json::Value>(&f.body.unwrap_or_default())
+        .ok()
+        .and_then(|v| v["items"].as_array().map(Vec::len))
+        .unwrap_or(0)
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let env = read_env(&args.env)?;
+    let kache_bin = procs::resolve_bin(args.kache_bin.clone(), "kache", false)?;
+    let logs = args.out.join("logs").join(&args.run_name);
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let client = http::client(POOL_IDLE);
+    let nodes = node_names(&client, &env).await?;
+    let pods = count(&client, &env, "/api/v1/pods").await;
+    let json = json_bytes(&client, &env).await;
+    eprintln!(
+        "cluster {}: {} nodes, {pods} pods, {} of JSON in the mix's resources",
+        env.url,
+        nodes.len(),
+        fmt_bytes(json as f64)
+    );
+    let mut report = RunReport {
+        scenario: args.run_name.clone(),
+        description: format!(
+            "A real Kubernetes 1.36.3 control plane (scripts/cluster.sh: etcd, kube-apiserver, controller-manager, \
+             scheduler, {} kwok nodes renewing their leases every 10 s, {pods} pods) and its readers' mix, \
+             directly and through kache, one {} s phase after the other in one run: {} kubelet pod watches \
+             (protobuf WatchList by spec.nodeName), {} controller informers (protobuf WatchList), {} informers \
+             started at once every {} s, {} `kubectl get pods -A` a second (consistent Table pages of {}), {} \
+             namespace lists a second (consistent JSON); the last two in open loops. Upstream CPU from /proc; the idle phase is the \
+             cluster's own cost.",
+            nodes.len(),
+            args.secs,
+            args.kubelets.min(nodes.len()),
+            CONTROLLER_INFORMERS.len(),
+            args.storm,
+            args.storm_every,
+            args.kubectl_rate,
+            args.page,
+            args.ns_list_rate
+        ),
+        command: crate::command_line(),
+        started_unix: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        ..RunReport::default()
+    };
+
+    let mut phases = Vec::new();
+    eprintln!("phase idle: {} s", args.idle_secs);
+    let before = meter(&client, &env, None).await;
+    tokio::time::sleep(Duration::from_secs_f64(args.idle_secs)).await;
+    let idle = meter(&client, &env, None).await.since(&before);
+    phases.push(Measured {
+        name: "idle (the cluster alone)".into(),
+        cost: idle,
+        classes: BTreeMap::new(),
+        memory: None,
+    });
+
+    if !args.no_direct {
+        eprintln!("phase direct: {} s", args.secs);
+        let target = Target { base: env.url.clone(), bearer: Some(env.token.clone()) };
+        let before = meter(&client, &env, None).await;
+        let classes = run_mix(&client, target, &args, &nodes).await;
+        let cost = meter(&client, &env, None).await.since(&before);
+        phases.push(Measured { name: "direct".into(), cost, classes, memory: None });
+    }
+
+    let (cert, key) = self_signed(&logs)?;
+    for variant in &args.variants {
+        let (name, flags) = variant.split_once('=').unwrap_or((variant, ""));
+        let flags: Vec<String> =
+            flags.split_whitespace().map(|w| expand(w, &env.vars)).collect::<anyhow::Result<_>>()?;
+        let flag_refs: Vec<&str> = flags.iter().map(String::as_str).collect();
+        eprintln!("phase kache {name}: starting kache {}", flags.join(" "));
+        let sync_before = meter(&client, &env, None).await;
+        let mut kache = procs::start_kache_with(
+            &kache_bin,
+            &KacheOpts {
+                upstream: Upstream::Kubeconfig(&env.kubeconfig),
+                resources: KACHE_RESOURCES,
+                tls: Some((cert.as_path(), key.as_path())),
+                log: &logs.join(format!("kache-{name}.log")),
+                args: &flag_refs,
+            },
+        )
+        .await?;
+        let synced = kache.wait_synced(KACHE_RESOURCES.split(',').count(), SYNC_TIMEOUT).await?;
+        let sync_cost = meter(&client, &env, Some(&kache)).await.since(&sync_before);
+        report.figure(
+            format!(
+                "kache ({name}) initial sync of the mix's {} resources",
+                KACHE_RESOURCES.split(',').count()
+            ),
+            synced.as_secs_f64(),
+            "s",
+            None,
+            format!(
+                "process start to every resource's `synced` log line; apiserver CPU meanwhile {:.2} s",
+                sync_cost.apiserver_cpu
+            ),
+        );
+        eprintln!("phase kache {name}: synced in {:.1} s; {} s of the mix", synced.as_secs_f64(), args.secs);
+        let target = Target { base: kache.url.clone(), bearer: Some(env.token.clone()) };
+        let before = meter(&client, &env, Some(&kache)).await;
+        let classes = run_mix(&client, target, &args, &nodes).await;
+        let cost = meter(&client, &env, Some(&kache)).await.since(&before);
+        let memory = kache.rss().ok().map(|rss| (rss, json));
+        phases.push(Measured { name: format!("kache {name}"), cost, classes, memory });
+        kache.stop().await;
+    }
+
+    tables(&mut report, &phases, json);
+    report.duration_secs = started.elapsed().as_secs_f64();
+    for p in &phases {
+        for (class, c) in &p.classes {
+            for (e, n) in &c.errors {
+                for _ in 0..*n {
+                    report.error(format!("{}: {class}: {e}", p.name));
+                }
+            }
+        }
+    }
+    let json_path = args.out.join(format!("{}.json", args.run_name));
+    std::fs::write(&json_path, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    let md = report.markdown(None);
+    std::fs::write(args.out.join(format!("{}.md", args.run_name)), &md)?;
+    println!("{md}");
+    println!("wrote {}", json_path.display());
+    Ok(())
+}
+
+/// The run's tables and headline figures.
+fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
+    let idle = &phases[0].cost;
+    let idle_rate =
+        |c: &Cost| (idle.apiserver_cpu / idle.secs.max(1e-9), idle.etcd_cpu / idle.secs.max(1e-9), c.secs);
+    let mut cost = Table::new(
+        "Upstream cost per phase: CPU-seconds per second of the apiserver and etcd (in total, and above the \
+         idle cluster's), the apiserver's requests per verb (`apiserver_request_total`), kache's CPU and what \
+         it sent upstream",
+        &[
+            "phase",
+            "apiserver CPU-s/s",
+            "above idle",
+            "apiserver CPU-ms per client read",
+            "etcd CPU-s/s",
+            "above idle",
+            "apiserver requests by verb",
+            "kache CPU-s/s",
+            "kache: memory / forwarded / upstream reads",
+        ],
+    );
+    let mut above = BTreeMap::new();
+    for p in phases {
+        let c = &p.cost;
+        let (ia, ie, secs) = idle_rate(c);
+        let a = c.apiserver_cpu / secs.max(1e-9);
+        let e = c.etcd_cpu / secs.max(1e-9);
+        above.insert(p.name.clone(), ((a - ia).max(0.0), (e - ie).max(0.0)));
+        let verbs =
+            c.requests.iter().map(|(v, n)| format!("{v} {}", fmt_num(*n))).collect::<Vec<_>>().join(", ");
+        let kache = if c.kache.seen {
+            format!(
+                "{} / {} / {}",
+                fmt_num(c.kache.memory),
+                fmt_num(c.kache.forwarded),
+                fmt_num(c.kache.upstream_requests())
+            )
+        } else {
+            "—".into()
+        };
+        // Client requests: pages, lists and stream starts (a kubectl walk is its pages).
+        let reads: u64 = p.classes.iter().filter(|(k, _)| **k != "kubectl get pods -A").map(|(_, c)| c.ok).sum();
+        cost.row(vec![
+            p.name.clone(),
+            format!("{a:.3}"),
+            format!("{:.3}", (a - ia).max(0.0)),
+            if reads > 0 { format!("{:.2}", 1e3 * (a - ia).max(0.0) * secs / reads as f64) } else { "—".into() },
+            format!("{e:.3}"),
+            format!("{:.3}", (e - ie).max(0.0)),
+            verbs,
+            if c.kache.seen { format!("{:.3}", c.kache_cpu / secs.max(1e-9)) } else { "—".into() },
+            kache,
+        ]);
+    }
+    report.tables.push(cost);
+
+    let mut latency = Table::new(
+        "Client latency per phase and kind of read (all requests of the phase; a start is the time to the \
+         initial-events-end bookmark)",
+        &["phase", "read", "ok", "errors", "p50 ms", "p99 ms", "bytes"],
+    );
+    for p in phases.iter().skip(1) {
+        for (class, c) in &p.classes {
+            let l = c.latency();
+            latency.row(vec![
+                p.name.clone(),
+                class.to_string(),
+                c.ok.to_string(),
+                c.errors_text(),
+                format!("{:.1}", l.p50_ms),
+                format!("{:.1}", l.p99_ms),
+                fmt_bytes(c.bytes as f64),
+            ]);
+        }
+    }
+    report.tables.push(latency);
+
+    let Some(direct) = above.get("direct").copied() else { return };
+    for p in phases.iter().skip(2) {
+        let (a, e) = above[&p.name];
+        report.figure(
+            format!("apiserver CPU for the mix, {} ÷ direct", p.name),
+            100.0 * a / direct.0.max(1e-9),
+            "%",
+            Some(10.0),
+            format!("CPU-s/s above the idle cluster: {a:.3} through kache, {:.3} direct", direct.0),
+        );
+        report.figure(
+            format!("etcd CPU for the mix, {} ÷ direct", p.name),
+            100.0 * e / direct.1.max(1e-9),
+            "%",
+            None,
+            format!("CPU-s/s above the idle cluster: {e:.3} through kache, {:.3} direct", direct.1),
+        );
+        if let Some((rss, _)) = p.memory {
+            let mib = 1024.0 * 1024.0;
+            report.figure(
+                format!("kache RSS ({}) ÷ JSON bytes cached, less 40 MiB", p.name),
+                (rss as f64 - 40.0 * mib) / json.max(1) as f64,
+                "×",
+                Some(1.5),
+                format!(
+                    "RSS {} at the phase's end, {} of JSON cached",
+                    fmt_bytes(rss as f64),
+                    fmt_bytes(json as f64)
+                ),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_cluster_env_file() {
+        let vars =
+            parse_env("# comment\nKUBE_APISERVER_URL=https://127.0.0.1:6443\nKUBE_CA='/a b/ca.crt'\nE=\n");
+        assert_eq!(vars["KUBE_APISERVER_URL"], "https://127.0.0.1:6443");
+        assert_eq!(vars["KUBE_CA"], "/a b/ca.crt");
+        assert_eq!(vars["E"], "");
+        assert_eq!(expand("$KUBE_CA", &vars).unwrap(), "/a b/ca.crt");
+        assert_eq!(expand("${KUBE_CA}", &vars).unwrap(), "/a b/ca.crt");
+        assert_eq!(expand("--flag", &vars).unwrap(), "--flag");
+        assert!(expand("$NOPE", &vars).is_err());
+    }
+
+    #[test]
+    fn sums_apiserver_requests_by_verb() {
+        let key = r#"apiserver_request_total{code="200",component="apiserver",verb="LIST",version="v1"}"#;
+        assert_eq!(label(key, "verb"), Some("LIST"));
+        assert_eq!(label(key, "code"), Some("200"));
+        assert_eq!(label(key, "nope"), None);
+    }
+}
