@@ -1,28 +1,42 @@
 #!/usr/bin/env python3
-"""Generates schema/src/schema.rs: the JSON <-> protobuf schema of the kinds the sim models.
+"""Generates schema/src/schema.rs: the JSON <-> protobuf schema of the kube-apiserver's built-in kinds.
 
 Run from the repository root:  python3 schema/gen/proto_schema.py [KUBE_PROTO] > schema/src/schema.rs
 
-Sources, and what each contributes:
-- k8s-pb (the prost types generated from Kubernetes' own .proto files, in the cargo registry): every
-  message, its fields in declaration (= Go struct) order, their tags, wire types, repetition and the
-  message type they refer to.
-- k8s-openapi (same registry): the JSON names. A .proto field name *is* the JSON name and k8s-pb's Rust
-  name is its snake_case, which is not invertible ("hostIP" and "hostIp" both give host_ip), so the JSON
-  name is the k8s-openapi key of the same struct whose letters match; k8s-pb's name camel-cased otherwise.
-- kube-proto (testbed/build.sh: the real Go types and serializers): what neither .proto nor OpenAPI
-  says, because it lives in the Go struct: which fields are pointers. Go's encoder writes a non-pointer
-  field even when it is empty; a pointer only when set. For every message reachable from the sim's kinds,
-  an object is built with that message present but empty (`{}`) and encoded; the fields that still come
-  out are the non-pointer ones (`always`). The same object decoded back to JSON shows which empty fields
-  Go's JSON encoder still prints (no `omitempty`, or a struct), and how (`zero_json`).
+Sources, and what each contributes (all at the versions testbed/go.mod pins, from Go's module cache:
+`cd testbed && go mod download` fetches them):
+- the Go packages' generated.proto (k8s.io/api, apimachinery, kube-aggregator): every message, its fields
+  in declaration (= Go struct) order, their tags, types, repetition and the message they refer to;
+- the same packages' Go types: the JSON name of each field (its `json:` tag, matched by the `protobuf:`
+  tag's number) and Go's embedded structs (`json:",inline"`: a nested message in protobuf, flattened in
+  JSON);
+- kube-proto (testbed/build.sh: the real Go types and serializers): what neither says directly: which
+  fields are pointers. Go's encoder writes a non-pointer field even when it is empty; a pointer only when
+  set. For every message reachable from the kinds, an object is built with that message present but empty
+  (`{}`) and encoded; the fields that still come out are the non-pointer ones (`always`). The same object
+  decoded back to JSON shows which empty fields Go's JSON encoder still prints (no `omitempty`, or a
+  struct), and how (`zero_json`).
 """
-import base64, glob, json, os, re, subprocess, sys
+import glob, json, os, re, subprocess, sys
 from collections import OrderedDict
 
-REG = os.path.expanduser("~/.cargo/registry/src")
-PB = glob.glob(f"{REG}/*/k8s-pb-0.9.0/src")[0]
-OA = glob.glob(f"{REG}/*/k8s-openapi-0.29.0/src/v1_36")[0]
+GOMOD = os.environ.get("GOMODCACHE", os.path.expanduser("~/go/pkg/mod"))
+K8S = f"{GOMOD}/k8s.io"
+V = "v0.36.3"
+
+# The Go packages of the kube-apiserver's built-in kinds, as the testbed pins them (testbed/go.mod): their
+# generated.proto (messages, tags, types, Go struct order) and Go files (JSON names, embedded structs).
+# Every GA group version the 1.36 kube-apiserver serves whose objects have a protobuf form. Not here:
+# apiextensions.k8s.io (CRDs: JSONSchemaProps has Go types with a JSON form of their own, not modelled),
+# the beta and alpha versions (off by default), and the groups without stored objects (authentication,
+# authorization: create-only reviews).
+API_GROUPS = ["admissionregistration/v1", "apps/v1", "autoscaling/v1", "autoscaling/v2", "batch/v1",
+              "certificates/v1", "coordination/v1", "core/v1", "discovery/v1", "events/v1", "flowcontrol/v1",
+              "networking/v1", "node/v1", "policy/v1", "rbac/v1", "resource/v1", "scheduling/v1", "storage/v1"]
+KIND_PACKAGES = [f"{K8S}/api@{V}/{gv}" for gv in API_GROUPS]
+KIND_PACKAGES += [f"{K8S}/kube-aggregator@{V}/pkg/apis/apiregistration/v1"]
+OTHER_PACKAGES = [f"{K8S}/apimachinery@{V}/pkg/{p}" for p in
+                  ["apis/meta/v1", "api/resource", "util/intstr", "runtime", "runtime/schema"]]
 
 # Messages with their own JSON form (apimachinery's custom marshallers): handled by rules in codec.rs.
 SPECIAL = {
@@ -33,80 +47,115 @@ SPECIAL = {
     "apimachinery.pkg.util.intstr.IntOrString": "IntOrString",
     "apimachinery.pkg.runtime.RawExtension": "RawExtension",
     "apimachinery.pkg.apis.meta.v1.FieldsV1": "FieldsV1",
+    # `type ExtraValue []string`: a JSON array of strings, a message of `repeated string items = 1`.
+    "api.certificates.v1.ExtraValue": "StringList",
 }
 
-# (message, apiVersion, kind): the objects the sim serves in protobuf, and the meta.k8s.io ones around them.
-ROOTS = [(f"api.core.v1.{k}", "v1", k) for k in
-         ["Namespace", "Pod", "ConfigMap", "Secret", "Service", "Endpoints", "Node", "Event", "Status"]]
-ROOTS += [(f"api.apps.v1.{k}", "apps/v1", k) for k in ["Deployment", "ReplicaSet"]]
-ROOTS += [("api.coordination.v1.Lease", "coordination.k8s.io/v1", "Lease")]
-ROOTS += [(r.replace(r.split(".")[-1], r.split(".")[-1] + "List"), a, k + "List") for r, a, k in ROOTS if k != "Status"]
-ROOTS = [(m.replace("api.core.v1.Status", "apimachinery.pkg.apis.meta.v1.Status"), a, k) for m, a, k in ROOTS]
-ROOTS += [(f"apimachinery.pkg.apis.meta.v1.{k}", "meta.k8s.io/v1", k)
-          for k in ["PartialObjectMetadata", "PartialObjectMetadataList"]]
-# DeleteOptions is registered in every group version (client-go sends it as a body in protobuf).
-ROOTS += [("apimachinery.pkg.apis.meta.v1.DeleteOptions", "v1", "DeleteOptions")]
 
-FIELD_RE = re.compile(r'#\[prost\(([^\n]*)\)\]\n\s*pub (?:r#)?(\w+):\s*([^\n]*),\n')
+def group_of(pkg_dir):
+    for f in glob.glob(f"{pkg_dir}/register.go"):
+        m = re.search(r'GroupName\s*=\s*"([^"]*)"', open(f).read())
+        if m:
+            return m.group(1)
+    raise SystemExit(f"no GroupName in {pkg_dir}")
 
 
-def resolve(module, ty):
-    ty = re.sub(r"::core::option::Option<|::prost::alloc::vec::Vec<|>+$", "", ty)
-    ty = ty.replace("::prost::alloc::collections::BTreeMap<::prost::alloc::string::String, ", "")
-    parts = ty.split("::")
-    base = module.split(".")
-    while parts and parts[0] == "super":
-        parts.pop(0)
-        base.pop()
-    return ".".join(base + parts)
+def proto_package(pkg_dir):
+    text = open(f"{pkg_dir}/generated.proto").read()
+    return re.search(r"^package ([\w.]+);", text, re.M).group(1).removeprefix("k8s.io.")
+
+
+PROTO_FIELD_RE = re.compile(r"^\s*(optional|repeated)?\s*(map<\s*string\s*,\s*([\w.]+)\s*>|[\w.]+)\s+(\w+)\s*=\s*(\d+)\s*;", re.M)
+SCALARS = {"string": "String", "int32": "Int32", "int64": "Int64", "bool": "Bool", "bytes": "Bytes", "double": "Double"}
+
+
+# The messages whose Go struct embeds metav1.TypeMeta (`kind` and `apiVersion` in JSON, no protobuf field).
+TYPE_META = set()
+
+
+def parse_go_tags(pkg_dir, package):
+    """{struct: {proto tag: (json name, inline)}} from the package's Go types; notes in TYPE_META the structs
+    that embed TypeMeta."""
+    out = {}
+    for path in glob.glob(f"{pkg_dir}/*.go"):
+        if path.endswith("_test.go") or os.path.basename(path).startswith(("zz_", "generated.")):
+            continue
+        text = open(path).read()
+        for m in re.finditer(r"^type (\w+) struct \{\n(.*?)^\}", text, re.M | re.S):
+            tags = {}
+            if re.search(r'^\s*(?:metav1\.)?TypeMeta\s+`json:",inline"', m.group(2), re.M):
+                TYPE_META.add(f"{package}.{m.group(1)}")
+            for t in re.finditer(r"`([^`]*)`", m.group(2)):
+                pb = re.search(r'protobuf:"(\w+),(\d+),[^"]*"', t.group(1))
+                js = re.search(r'json:"([^"]*)"', t.group(1))
+                if not pb or not js:
+                    continue
+                name, *opts = js.group(1).split(",")
+                tags[int(pb.group(2))] = (name, name == "" and "inline" in opts)
+            out[m.group(1)] = tags
+    return out
 
 
 def parse_pb():
+    """Every message of the packages: fields in declaration (= Go struct) order, with tags, types,
+    repetition, the message they refer to, the JSON name and whether Go embeds the struct."""
     msgs = {}
-    for path in glob.glob(f"{PB}/**/mod.rs", recursive=True):
-        module = os.path.relpath(os.path.dirname(path), PB).replace("/", ".")
-        text = open(path).read()
-        for m in re.finditer(r"pub struct (\w+) \{\n(.*?)\n\}", text, re.S):
+    for pkg_dir in KIND_PACKAGES + OTHER_PACKAGES:
+        proto = f"{pkg_dir}/generated.proto"
+        if not os.path.exists(proto):
+            continue
+        package = proto_package(pkg_dir)
+        go = parse_go_tags(pkg_dir, package)
+        text = re.sub(r"//[^\n]*", "", open(proto).read())
+        for m in re.finditer(r"^message (\w+) \{\n(.*?)^\}", text, re.M | re.S):
+            assert not re.search(r"^\s*(message|enum|oneof)\s+\w+\s*\{", m.group(2), re.M), m.group(1)
             fields = []
-            body = re.sub(r"^\s*///[^\n]*\n", "", m.group(2) + "\n", flags=re.M)
-            # rustfmt wraps long types: one field per line again.
-            body = re.sub(r":\s*\n\s*", ": ", body)
-            body = re.sub(r"<\s*\n\s*", "<", body)
-            body = re.sub(r",\s*\n\s*([^#\s])", r", \1", body)
-            body = re.sub(r"\s*\n\s*>", ">", body)
-            body = re.sub(r",\s*>", ">", body)
-            for a, name, ty in FIELD_RE.findall(body):
-                tag = int(re.search(r'tag = "(\d+)"', a).group(1))
-                kind = a.split(",")[0].split("=")[0].strip()
-                f = {"rust": name, "tag": tag, "repeated": "repeated" in a}
-                if kind == "btree_map":
-                    val = re.search(r'btree_map = "string, (\w+)"', a).group(1)
-                    f["ty"] = {"string": "MapString", "bytes": "MapBytes", "message": "MapMsg"}[val]
-                    if val == "message":
-                        f["ref"] = resolve(module, ty)
-                elif kind == "message":
-                    f["ty"], f["ref"] = "Msg", resolve(module, ty)
+            for rep, ty, mapval, name, tag in PROTO_FIELD_RE.findall(m.group(2)):
+                tag = int(tag)
+                js, inline = go.get(m.group(1), {}).get(tag, (name, False))
+                f = {"json": js or name, "inline": inline, "tag": tag, "repeated": rep == "repeated"}
+                if mapval:
+                    if mapval in ("string", "bytes"):
+                        f["ty"] = {"string": "MapString", "bytes": "MapBytes"}[mapval]
+                    else:
+                        f["ty"], f["ref"] = "MapMsg", resolve(package, mapval)
+                elif ty in SCALARS:
+                    f["ty"] = SCALARS[ty]
                 else:
-                    f["ty"] = {"string": "String", "int32": "Int32", "int64": "Int64", "bool": "Bool",
-                               "bytes": "Bytes", "double": "Double"}[kind]
+                    f["ty"], f["ref"] = "Msg", resolve(package, ty)
                 fields.append(f)
-            msgs[f"{module}.{m.group(1)}"] = fields
+            msgs[f"{package}.{m.group(1)}"] = fields
     return msgs
 
 
-def openapi_names(full):
-    module, name = full.rsplit(".", 1)
-    d = os.path.join(OA, module.replace(".", "/"))
-    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
-    p = os.path.join(d, snake + ".rs")
-    if not os.path.exists(p):
-        return []
-    return re.findall(r'"(\w+)" => Field::Key_', open(p).read())
+def resolve(package, ty):
+    ty = ty.removeprefix(".")
+    return ty.removeprefix("k8s.io.") if "." in ty else f"{package}.{ty}"
 
 
-def camel(rust):
-    w = rust.split("_")
-    return w[0] + "".join(x[:1].upper() + x[1:] for x in w[1:])
+def roots(msgs):
+    """(message, apiVersion, kind): every kind with a list (`XList` whose `items` are X) of the kind
+    packages, its list, and the meta.k8s.io ones around them."""
+    out = []
+    for pkg_dir in KIND_PACKAGES:
+        package, group = proto_package(pkg_dir), group_of(pkg_dir)
+        version = package.rsplit(".", 1)[1]
+        av = f"{group}/{version}" if group else version
+        for name in msgs:
+            pkg, kind = name.rsplit(".", 1)
+            items = [f for f in msgs[name] if f["json"] == "items"] if pkg == package else []
+            if kind.endswith("List") and items and items[0].get("ref") == f"{package}.{kind[:-4]}":
+                out.append((f"{package}.{kind[:-4]}", av, kind[:-4]))
+                out.append((name, av, kind))
+    out += [("apimachinery.pkg.apis.meta.v1.Status", "v1", "Status")]
+    out += [(f"apimachinery.pkg.apis.meta.v1.{k}", "meta.k8s.io/v1", k)
+            for k in ["PartialObjectMetadata", "PartialObjectMetadataList"]]
+    # DeleteOptions is registered in every group version (client-go sends it as a body in protobuf).
+    out += [("apimachinery.pkg.apis.meta.v1.DeleteOptions", "v1", "DeleteOptions")]
+    return out
+
+
+ROOTS = []
 
 
 def reachable(msgs):
@@ -179,8 +228,9 @@ def unwrap(obj):  # k8s\0 + Unknown{typeMeta, raw}
 
 
 def main():
-    kube_proto = sys.argv[1] if len(sys.argv) > 1 else glob.glob(os.path.expanduser("~/.cache/kache-testbed/*/kube-proto"))[0]
+    kube_proto = sys.argv[1] if len(sys.argv) > 1 else "target/testbed-bin/kube-proto"
     msgs = parse_pb()
+    ROOTS.extend(roots(msgs))
     while True:
         gone = probe(kube_proto, msgs)
         if gone is None:
@@ -193,28 +243,6 @@ def main():
 
 def probe(kube_proto, msgs):
     order = reachable(msgs)
-    names = {}
-    for m in order:
-        if m in SPECIAL:
-            continue
-        oa = {n.lower(): n for n in openapi_names(m)}
-        for f in msgs[m]:
-            f["json"] = oa.get(f["rust"].replace("_", ""), camel(f["rust"]))
-            f["inline"] = False
-    # Go's embedded structs (`json:",inline"`: Volume's VolumeSource, Probe's ProbeHandler, ...) are a
-    # nested message in protobuf and flattened in JSON: a message field OpenAPI does not name, whose own
-    # fields OpenAPI names on the parent.
-    for m in order:
-        if m in SPECIAL:
-            continue
-        oa = {n.lower(): n for n in openapi_names(m)}
-        for f in msgs[m]:
-            if oa and f["json"] not in oa.values() and f["ty"] == "Msg" and f["ref"] not in SPECIAL:
-                inner = msgs[f["ref"]]
-                if inner and all(g["rust"].replace("_", "") in oa for g in inner):
-                    f["inline"] = True
-                    for g in inner:  # the embedded struct has no schema of its own in OpenAPI
-                        g["json"] = oa[g["rust"].replace("_", "")]
     # The probe: one object per message, that message present and empty at the end of its path.
     where = paths(msgs)
     probes = []
@@ -251,8 +279,8 @@ def probe(kube_proto, msgs):
         for f in path:
             got = field(b, f["tag"])
             if not got:
-                # A field k8s-pb has and the Go types of this Kubernetes version do not (dropped as
-                # unknown): not part of the schema.
+                # A field the .proto has and the Go types do not (dropped as unknown): not part of the
+                # schema.
                 return f
 
             b = got[0]
@@ -278,16 +306,16 @@ def rust_str(s):
 
 
 def emit(msgs, order, always, zero):
-    print("// @generated by schema/gen/proto_schema.py from k8s-pb 0.9.0, k8s-openapi 0.29.0 (v1_36) and kube-proto")
-    print("// (k8s.io/api v0.36.3). Do not edit: rerun the generator (see its doc).")
-    print("//! The protobuf schema of the kinds the sim models: every message reachable from them, fields in Go")
-    print("//! struct order.\n")
+    print(f"// @generated by schema/gen/proto_schema.py from the generated.proto and Go types of k8s.io/api {V},")
+    print(f"// apimachinery {V} and kube-aggregator {V}, and kube-proto. Do not edit: rerun the generator (see its doc).")
+    print("//! The protobuf schema of the kube-apiserver's built-in kinds: every message reachable from them,")
+    print("//! fields in Go struct order.\n")
     print("use super::{Field, Message, Special, Ty};\n")
     for m in order:
         if m in SPECIAL:
-            print(f"pub static {ident(m)}: Message = Message {{ name: {rust_str(m)}, special: Some(Special::{SPECIAL[m]}), fields: &[], by_tag: &[] }};")
+            print(f"pub static {ident(m)}: Message = Message {{ name: {rust_str(m)}, special: Some(Special::{SPECIAL[m]}), type_meta: false, fields: &[], by_tag: &[] }};")
             continue
-        print(f"pub static {ident(m)}: Message = Message {{\n    name: {rust_str(m)},\n    special: None,\n    fields: &[")
+        print(f"pub static {ident(m)}: Message = Message {{\n    name: {rust_str(m)},\n    special: None,\n    type_meta: {str(m in TYPE_META).lower()},\n    fields: &[")
         for f in msgs[m]:
             ty = f["ty"]
             if "ref" in f:
@@ -299,6 +327,11 @@ def emit(msgs, order, always, zero):
             print(f"        Field {{ json: {rust_str(f['json'])}, tag: {f['tag']}, ty: Ty::{ty}, repeated: {str(f['repeated']).lower()}, inline: {str(f['inline']).lower()}, always: {str(f['tag'] in always[m]).lower()}, zero_json: {zj} }},")
         by_tag = sorted(range(len(msgs[m])), key=lambda i: msgs[m][i]["tag"])
         print(f"    ],\n    by_tag: &{by_tag},\n}};")
+    raw = sorted({f["json"] for m in order if m not in SPECIAL for f in msgs[m]
+                  if SPECIAL.get(f.get("ref")) in ("RawExtension", "FieldsV1")})
+    print("\n/// The JSON names of the fields whose value is raw JSON (RawExtension, FieldsV1), in any message:")
+    print("/// their protobuf holds the JSON's source text.")
+    print(f"pub static RAW_JSON_KEYS: &[&str] = &[{', '.join(rust_str(k) for k in raw)}];")
     print("\n/// The top-level messages by (apiVersion, kind).")
     print("pub static KINDS: &[(&str, &str, &Message)] = &[")
     for r, a, k in ROOTS:

@@ -467,6 +467,32 @@ impl Watch {
         }
     }
 
+    /// The next length-prefixed frame of a protobuf watch (`;stream=watch`: a 4-byte big-endian length,
+    /// then a `WatchEvent`), without its length; `None` when the stream ended.
+    pub async fn frame(&mut self) -> Option<Bytes> {
+        loop {
+            if self.buf.len() >= 4 {
+                let n = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+                if self.buf.len() >= 4 + n {
+                    return Some(self.buf.split_to(4 + n).freeze().slice(4..));
+                }
+            }
+            let frame =
+                tokio::time::timeout(RESPONSE_TIMEOUT, self.body.frame()).await.unwrap_or_else(|_| {
+                    panic!("{}: no watch frame on {} within {RESPONSE_TIMEOUT:?}", self.side, self.path)
+                });
+            match frame {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buf.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(e)) => panic!("{}: watch {} broke: {e}", self.side, self.path),
+                None => return None,
+            }
+        }
+    }
+
     /// Everything up to the end of the stream (an error answer's body).
     pub async fn rest(&mut self) -> Bytes {
         let mut out = BytesMut::new();

@@ -35,19 +35,19 @@ use kache::app::Kache;
 
 /// Page size of the paginated walks: small, so that most resources take several pages.
 const PAGE: usize = 7;
-const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 const METADATA: &str = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";
 
-struct Fixture {
+pub(crate) struct Fixture {
     _cluster: Arc<Cluster>,
-    kache: Kache,
-    api: Endpoint,
-    via: Endpoint,
+    pub(crate) kache: Kache,
+    pub(crate) api: Endpoint,
+    pub(crate) via: Endpoint,
     _dir: tempfile::TempDir,
 }
 
-async fn fixture() -> Option<Fixture> {
+pub(crate) async fn fixture() -> Option<Fixture> {
     let cluster = tokio::task::spawn_blocking(Cluster::shared).await.expect("cluster start")?;
     // The comparisons read small objects, which kache forwards by default without a probe: probe them.
     let kache = cluster.start_kache(|config| config.freshness.probe_small_reads = true).await;
@@ -61,24 +61,39 @@ async fn fixture() -> Option<Fixture> {
 
 /// A listable resource of the cluster, from discovery.
 #[derive(Clone, Debug)]
-struct Resource {
+pub(crate) struct Resource {
     /// `/api/v1` or `/apis/GROUP/VERSION`.
-    prefix: String,
-    name: String,
+    pub(crate) prefix: String,
+    pub(crate) name: String,
+    /// The kind of its objects.
+    pub(crate) kind: String,
 }
 
 impl Resource {
-    fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         format!("{}/{}", self.prefix, self.name)
     }
 }
 
 /// Every resource with list and watch, in each group's preferred version (all built-in: protobuf too).
-async fn resources(api: &Endpoint) -> Vec<Resource> {
+pub(crate) async fn resources(api: &Endpoint) -> Vec<Resource> {
+    resources_in(api, false).await
+}
+
+/// Every resource with list and watch, in every version each group serves (`autoscaling/v1` beside `v2`).
+pub(crate) async fn resources_of_every_version(api: &Endpoint) -> Vec<Resource> {
+    resources_in(api, true).await
+}
+
+async fn resources_in(api: &Endpoint, every_version: bool) -> Vec<Resource> {
     let mut prefixes = vec!["/api/v1".to_owned()];
     let groups = api.get("/apis").await.json();
     for g in groups["groups"].as_array().expect("groups") {
-        if let Some(gv) = g["preferredVersion"]["groupVersion"].as_str() {
+        if every_version {
+            let versions = g["versions"].as_array().into_iter().flatten();
+            prefixes
+                .extend(versions.filter_map(|v| v["groupVersion"].as_str()).map(|gv| format!("/apis/{gv}")));
+        } else if let Some(gv) = g["preferredVersion"]["groupVersion"].as_str() {
             prefixes.push(format!("/apis/{gv}"));
         }
     }
@@ -92,7 +107,8 @@ async fn resources(api: &Endpoint) -> Vec<Resource> {
             if name.contains('/') || !verbs.contains(&"list") || !verbs.contains(&"watch") {
                 continue;
             }
-            out.push(Resource { prefix: prefix.clone(), name: name.to_owned() });
+            let kind = r["kind"].as_str().unwrap_or_default().to_owned();
+            out.push(Resource { prefix: prefix.clone(), name: name.to_owned(), kind });
         }
     }
     out
@@ -100,7 +116,7 @@ async fn resources(api: &Endpoint) -> Vec<Resource> {
 
 /// Differences found; the test fails once at the end with all of them.
 #[derive(Default)]
-struct Diffs(Vec<String>);
+pub(crate) struct Diffs(pub(crate) Vec<String>);
 
 /// A JSON body with each `"continue":"TOKEN"` replaced by what the token means (its revision and start key,
 /// without a leading `/`): the apiserver's watch cache writes the start key as `/KEY`, its etcd path as `KEY`,
@@ -130,7 +146,7 @@ fn tokens_by_meaning(body: &[u8]) -> Vec<u8> {
 }
 
 impl Diffs {
-    fn same(&mut self, what: &str, api: &Resp, via: &Resp) {
+    pub(crate) fn same(&mut self, what: &str, api: &Resp, via: &Resp) {
         if api.status == via.status
             && api.body != via.body
             && tokens_by_meaning(&api.body) == tokens_by_meaning(&via.body)
@@ -163,13 +179,13 @@ impl Diffs {
         }
     }
 
-    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+    pub(crate) fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
         if !ok {
             self.0.push(what());
         }
     }
 
-    fn assert_none(self) {
+    pub(crate) fn assert_none(self) {
         assert!(self.0.is_empty(), "{} differences:\n{}", self.0.len(), self.0.join("\n\n"));
     }
 }
@@ -189,7 +205,7 @@ async fn compare(diffs: &mut Diffs, f: &Fixture, path: &str, accept: &str) {
     }
 }
 
-fn show(body: &[u8]) -> String {
+pub(crate) fn show(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     if text.chars().count() > 600 {
         format!("{}… ({} bytes)", text.chars().take(600).collect::<String>(), body.len())
@@ -198,18 +214,18 @@ fn show(body: &[u8]) -> String {
     }
 }
 
-fn list_rv(r: &Resp) -> u64 {
+pub(crate) fn list_rv(r: &Resp) -> u64 {
     r.json()["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
-fn with_query(path: &str, query: &str) -> String {
+pub(crate) fn with_query(path: &str, query: &str) -> String {
     if path.contains('?') { format!("{path}&{query}") } else { format!("{path}?{query}") }
 }
 
 /// A revision both sides can serve Exact reads of `path` at: the apiserver's current one, once kache's store
 /// has caught up with it (a `resourceVersion=0` list through kache says where the store is; a resource that
 /// had no event since is brought there by a consistent read, which proves it fresh).
-async fn common_revision(f: &Fixture, path: &str) -> u64 {
+pub(crate) async fn common_revision(f: &Fixture, path: &str) -> u64 {
     let r = f.api.get(&with_query(path, "limit=1")).await;
     assert_eq!(r.status, 200, "{path}: {}", show(&r.body));
     let rv = list_rv(&r);

@@ -15,6 +15,7 @@
 //! | `forward` | the forwarding front over a scripted upstream: headers, streaming, upgrades, limits, TLS kubeconfigs | `openssl`; `kubectl` for `kubectl_through_kache` |
 //! | `impersonation` | `Impersonate-*` under `--auth=delegated`, the chained node → regional deployment, `kubectl --as` | `kubectl` (the last test) |
 //! | `kube_apiserver` | kache in front of a real kube-apiserver 1.36 cluster (controllers, scheduler, simulated nodes): every built-in kind in JSON, protobuf, Table and metadata, pages, selectors, gets, watches and errors, byte for byte | the testbed (`scripts/cluster.sh`; Go builds it) |
+//! | `kube_protobuf` | every built-in kind of the real kube-apiserver 1.36 (one object of each created first) in protobuf: each object transcoded as the Go encoder does, lists, gets and watches byte for byte and served from memory, no transcoder refusal | the testbed (`kube-proto` too) |
 //! | `kube_control` | the control plane's own clients (controller-manager, scheduler, kwok nodes) through kache with their own tokens: nodes Ready, pods bound and Running, scale and delete carried out, leader-election leases renewed | the testbed |
 //! | `kube_security` | `--auth=delegated` against the real kube-apiserver's TokenReview and RBAC: the read matrix (users, a group, a service account, a client certificate, a bad token, impersonation) answered as the apiserver answers; a certificate with a token is the certificate's user | the testbed |
 //! | `kube_rs` | kube-rs reflectors and a controller loop through kache, across kache and sim restarts | — |
@@ -72,6 +73,7 @@ mod forward;
 mod impersonation;
 mod kube_apiserver;
 mod kube_control;
+mod kube_protobuf;
 mod kube_rs;
 mod kube_security;
 mod kubectl;

@@ -478,7 +478,7 @@ async fn objects_that_cannot_be_transcoded_are_forwarded() {
     // read that needs this object is forwarded and answered as the upstream answers it.
     let mut bad = common::pod("ns-1", "bad", &[("odd", "yes")], "node-1");
     bad["spec"]["futureField"] = json!({"x": 1});
-    f.sim.create("pods", Some("ns-1"), bad).expect("the sim stores it");
+    f.sim.create("pods", Some("ns-1"), bad.clone()).expect("the sim stores it");
     let start = f.caught_up(&pods(), PODS).await;
     let before = (f.served_from_memory(), f.forwarded());
     let get = f.same("/api/v1/namespaces/ns-1/pods/bad", PROTOBUF).await;
@@ -499,6 +499,23 @@ async fn objects_that_cannot_be_transcoded_are_forwarded() {
     let resp = common::client().request(req).await.expect("response");
     drop(resp);
     assert_eq!(f.forwarded() - before, 1, "the watch was forwarded");
+    // A live event of such an object ends a watch served from memory at once, with nothing sent for it
+    // (the client re-watches, and that watch is forwarded).
+    let path = format!("/api/v1/namespaces/ns-1/pods?watch=1&resourceVersion={}", f.sim.revision());
+    let req = Request::get(format!("{}{path}", f.kache.url()))
+        .header("accept", PROTOBUF)
+        .body(http_body_util::Empty::<Bytes>::new())
+        .expect("request");
+    let resp = common::client().request(req).await.expect("response");
+    assert_eq!(resp.status(), StatusCode::OK, "watch {path}");
+    bad["metadata"]["name"] = json!("bad-live");
+    f.sim.create("pods", Some("ns-1"), bad).expect("the sim stores it");
+    let body = tokio::time::timeout(Duration::from_secs(30), resp.into_body().collect())
+        .await
+        .expect("the watch ends after the untranscodable event, not at its timeout")
+        .expect("body")
+        .to_bytes();
+    assert!(frames(&body).is_empty(), "nothing sent for the untranscodable event: {body:?}");
     f.kache.shutdown().await;
     f.sim.shutdown().await;
 }

@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use kache_k8s_schema::{Field, Message, Ty};
+use kache_k8s_schema::{Field, Message, Special, Ty};
 
 use super::TranscodeError;
 use super::json::J;
@@ -57,6 +57,12 @@ fn message_inner(
                 return Err(TranscodeError::Duplicate { field: m.fields[i].json });
             }
             Some(i) => slots[i] = Some(v),
+            // Go's TypeMeta: JSON only (an object nested in another has them when its writer set them).
+            None if m.type_meta && (k == "kind" || k == "apiVersion") => {
+                if !matches!(v, J::Str(_)) {
+                    return Err(TranscodeError::Type { field: "kind/apiVersion", expected: "a string" });
+                }
+            }
             None => {
                 if let Strict::Yes(extra) = strict
                     && !extra.contains(&k.as_ref())
@@ -98,6 +104,12 @@ fn type_err(f: &Field, expected: &'static str) -> TranscodeError {
 }
 
 fn field(f: &'static Field, v: &J, out: &mut Vec<u8>) -> Result<(), TranscodeError> {
+    if let J::Raw(text) = v
+        && !raw_typed(f)
+    {
+        // A key named like a raw-JSON field elsewhere (a ConfigMap's `data`): read the value from its text.
+        return field(f, &reparse(text)?, out);
+    }
     match f.ty {
         Ty::MapString | Ty::MapBytes | Ty::MapMsg(_) => map(f, v, out),
         _ if f.repeated => {
@@ -113,6 +125,16 @@ fn field(f: &'static Field, v: &J, out: &mut Vec<u8>) -> Result<(), TranscodeErr
         }
         _ => single(f, v, out),
     }
+}
+
+/// Whether `f` holds raw JSON (its value may be [`J::Raw`], the source text).
+fn raw_typed(f: &Field) -> bool {
+    matches!(f.ty, Ty::Msg(m) if matches!(m.special, Some(Special::RawExtension | Special::FieldsV1)))
+}
+
+/// The tree of a value kept as source text.
+fn reparse(text: &str) -> Result<J<'_>, TranscodeError> {
+    super::json::parse(text.as_bytes()).map_err(|e| TranscodeError::Json(e.to_string()))
 }
 
 /// One (non-null) value of a non-map field.
@@ -169,17 +191,21 @@ fn map(f: &'static Field, v: &J, out: &mut Vec<u8>) -> Result<(), TranscodeError
         return Err(TranscodeError::Duplicate { field: f.json });
     }
     for (k, val) in entries {
+        // A value kept as source text (a key named like a raw field): read it now.
+        let reread;
+        let val = match val {
+            J::Raw(text) => {
+                reread = reparse(text)?;
+                &reread
+            }
+            _ => val,
+        };
         put_nested(out, f.tag, |e| {
             put_bytes(e, 1, k.as_bytes());
             match (&f.ty, val) {
                 // A null map value is Go's zero value of the element type: a guess, refused.
                 (Ty::MapString | Ty::MapMsg(_), J::Null) => return Err(type_err(f, "no null values")),
                 (Ty::MapString, J::Str(s)) => put_bytes(e, 2, s.as_bytes()),
-                // A value kept as source text (a key named like a raw field): read it now.
-                (Ty::MapString, J::Raw(text)) => {
-                    let s: String = serde_json::from_str(text).map_err(|_| type_err(f, "string values"))?;
-                    put_bytes(e, 2, s.as_bytes());
-                }
                 (Ty::MapString, _) => return Err(type_err(f, "string values")),
                 // A nil []byte is not written.
                 (Ty::MapBytes, J::Null) => {}

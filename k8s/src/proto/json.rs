@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use kache_k8s_schema::schema;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// One JSON value.
@@ -23,14 +24,18 @@ pub(super) enum J<'a> {
     Str(Cow<'a, str>),
     Arr(Vec<J<'a>>),
     Obj(Vec<(Cow<'a, str>, J<'a>)>),
-    /// The exact source text of a `fieldsV1` value: Go's `FieldsV1.UnmarshalJSON` keeps its input bytes
-    /// as they are (escapes included), so the transcoder needs them rather than a parsed tree.
+    /// The exact source text of a value under one of [`schema::RAW_JSON_KEYS`]: Go's `FieldsV1` and
+    /// `RawExtension` keep their input bytes as they are (escapes and number forms included), so the
+    /// transcoder needs them rather than a parsed tree.
     Raw(&'a str),
 }
 
-/// The key whose values are kept as source text ([`J::Raw`]): `ManagedFieldsEntry.fieldsV1`, the only
-/// raw-JSON field of the schema's kinds. Elsewhere (a label named so) the value is read from the text.
-pub(super) const RAW_KEY: &str = "fieldsV1";
+/// Whether the values of `key` are kept as source text ([`J::Raw`]): the JSON names of the schema's
+/// raw-JSON fields (`fieldsV1`, RawExtension's `data`, `parameters`). Where a key so named is another
+/// type (a ConfigMap's `data`, a label), the encoder reads the value from the text.
+fn raw_key(key: &str) -> bool {
+    schema::RAW_JSON_KEYS.contains(&key)
+}
 
 impl J<'_> {
     pub(super) fn is_null(&self) -> bool {
@@ -105,7 +110,7 @@ impl<'de> Visitor<'de> for TreeVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<J<'de>, A::Error> {
         let mut v = Vec::new();
         while let Some(Key(k)) = map.next_key()? {
-            let value = if k == RAW_KEY {
+            let value = if raw_key(&k) {
                 let raw: &'de serde_json::value::RawValue = map.next_value()?;
                 match raw.get() {
                     "null" => J::Null,

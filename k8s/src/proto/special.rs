@@ -9,7 +9,8 @@
 //! | Quantity | a string in canonical form (`100m`, `64Mi`, `2`) | `string`=1 |
 //! | IntOrString | an int32 or a string | `type`=1, `intVal`=2, `strVal`=3 |
 //! | FieldsV1 | any JSON but HTML escapes (`\u003c`...) | `raw`=1, the source bytes as they are |
-//! | RawExtension | JSON without escapes or numbers | `raw`=1, the compact JSON |
+//! | RawExtension | compact JSON as stored (its source text), without HTML escapes | `raw`=1, those bytes |
+//! | StringList (`ExtraValue`) | an array of strings | `items`=1, repeated |
 //!
 //! Why so strict: Go re-derives these values. A Time with a fraction loses it, an offset becomes UTC, and
 //! a Quantity is re-canonicalised (`0.5` → `500m`, `1024Mi` → `1Gi`); the raw JSON of a RawExtension is
@@ -86,6 +87,13 @@ pub(super) fn encode(
             compact(v, &mut raw).map_err(|why| bad(why.into()))?;
             put_bytes(out, 1, &raw);
         }
+        Special::StringList => {
+            let J::Arr(items) = v else { return Err(ty("an array of strings")) };
+            for item in items {
+                let J::Str(s) = item else { return Err(ty("an array of strings")) };
+                put_bytes(out, 1, s.as_bytes());
+            }
+        }
     }
     Ok(())
 }
@@ -93,7 +101,11 @@ pub(super) fn encode(
 /// The message body of the zero value of `s` (a non-pointer field left out or null).
 pub(super) fn encode_zero(s: Special, out: &mut Vec<u8>) {
     match s {
-        Special::Time | Special::MicroTime | Special::RawExtension | Special::FieldsV1 => {}
+        Special::Time
+        | Special::MicroTime
+        | Special::RawExtension
+        | Special::FieldsV1
+        | Special::StringList => {}
         Special::Duration => {
             put_key(out, 1, VARINT);
             put_varint(out, 0);

@@ -8,6 +8,7 @@
 //! | Quantity | string | `string`=1 (the zero quantity is `"0"`) |
 //! | IntOrString | number or string | `type`=1, `intVal`=2, `strVal`=3, all three always |
 //! | RawExtension, FieldsV1 | any JSON | `raw`=1, the compact JSON |
+//! | StringList (`ExtraValue`) | array of strings | `items`=1, repeated |
 
 use serde_json::Value;
 
@@ -70,6 +71,12 @@ pub fn encode(s: Special, v: &Value, field: &str, out: &mut Vec<u8>) -> Result<(
             _ => return Err(ty("an int32 or a string")),
         },
         Special::RawExtension | Special::FieldsV1 => put_bytes(out, 1, &crate::json::compact(v)),
+        Special::StringList => {
+            let items = v.as_array().ok_or_else(|| ty("an array of strings"))?;
+            for item in items {
+                put_bytes(out, 1, item.as_str().ok_or_else(|| ty("an array of strings"))?.as_bytes());
+            }
+        }
     }
     Ok(())
 }
@@ -77,7 +84,11 @@ pub fn encode(s: Special, v: &Value, field: &str, out: &mut Vec<u8>) -> Result<(
 /// The message body Go writes for the zero value of a non-pointer `s` field.
 pub fn encode_zero(s: Special, out: &mut Vec<u8>) {
     match s {
-        Special::Time | Special::MicroTime | Special::RawExtension | Special::FieldsV1 => {}
+        Special::Time
+        | Special::MicroTime
+        | Special::RawExtension
+        | Special::FieldsV1
+        | Special::StringList => {}
         Special::Duration => {
             put_varint(out, 1 << 3);
             put_varint(out, 0);
@@ -89,6 +100,20 @@ pub fn encode_zero(s: Special, out: &mut Vec<u8>) {
 
 /// Decodes the message body of `s` into its JSON (`Value::Null` for a zero Time).
 pub fn decode(s: Special, body: &[u8]) -> Result<Value, DecodeError> {
+    if s == Special::StringList {
+        let mut items = Vec::new();
+        let mut r = super::decode::Reader::new(body);
+        while let Some((tag, wire)) = r.key()? {
+            match (tag, wire) {
+                (1, 2) => items.push(Value::String(
+                    String::from_utf8(r.len_delimited()?.to_vec()).map_err(|_| DecodeError::Utf8("items"))?,
+                )),
+                (1, w) => return Err(DecodeError::WireType { field: "items", wire: w }),
+                (_, w) => r.skip(w)?,
+            }
+        }
+        return Ok(Value::Array(items));
+    }
     let mut ints = [0u64; 4];
     let mut bytes: [Option<&[u8]>; 4] = [None; 4];
     let mut r = super::decode::Reader::new(body);
@@ -126,6 +151,7 @@ pub fn decode(s: Special, body: &[u8]) -> Result<Value, DecodeError> {
             None => Value::Null,
             Some(raw) => serde_json::from_slice(raw).map_err(|_| DecodeError::Utf8("raw"))?,
         },
+        Special::StringList => unreachable!("decoded above"),
     })
 }
 

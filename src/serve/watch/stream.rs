@@ -567,6 +567,11 @@ impl Watcher {
                         stats::record_events(&self.recorder, 1);
                         return Some(frame);
                     }
+                    if matches!(self.phase, Phase::Done) {
+                        // The event ended the stream (a protobuf watch's object that cannot be transcoded):
+                        // end it now, not at the next event.
+                        return None;
+                    }
                 }
                 Signal::Progress(rv) if rv > self.position => {
                     self.position = rv;
