@@ -84,16 +84,16 @@ pub struct Args {
     #[arg(long, default_value_t = 50)]
     pub storm: usize,
     /// Seconds between storms (the first starts 5 s into the phase).
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 30.0)]
     pub storm_every: f64,
     /// `kubectl get pods -A` started per second (an open loop: the same offered load on every target).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 0.5)]
     pub kubectl_rate: f64,
     /// kubectl's page size (`--chunk-size`).
     #[arg(long, default_value_t = 500)]
     pub page: usize,
     /// Consistent namespace lists per second, over the workload's namespaces (an open loop).
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 4.0)]
     pub ns_list_rate: f64,
     /// kache configurations measured, one phase each: `NAME` or `NAME=FLAGS` (kache serve flags separated by
     /// spaces; `$VAR` is taken from the env file, e.g. `etcd=--etcd-endpoints $ETCD_URL`).
@@ -432,7 +432,9 @@ async fn run_mix(
         ));
     }
     let page = args.page;
-    tasks.spawn(open_loop(phase.clone(), "kubectl get pods -A", args.kubectl_rate, move |p| kubectl_walk(p, page)));
+    tasks.spawn(open_loop(phase.clone(), "kubectl get pods -A", args.kubectl_rate, move |p| {
+        kubectl_walk(p, page)
+    }));
     // The namespace lists' rate, spread over the workload's namespaces.
     let rate = args.ns_list_rate / NAMESPACES.len() as f64;
     for ns in NAMESPACES {
@@ -556,7 +558,41 @@ struct Measured {
     classes: BTreeMap<&'static str, Class>,
     /// kache's RSS at the end and the JSON bytes of the objects it caches.
     memory: Option<(u64, u64)>,
+    /// What kache said it held at the phase's end (its `*_bytes` gauges of stores and caches).
+    held: Vec<(String, f64)>,
 }
+
+/// kache's gauges of the bytes its stores and caches hold, summed per metric.
+async fn kache_bytes_held(client: &Client, metrics_url: Option<&str>) -> Vec<(String, f64)> {
+    let Some(base) = metrics_url else { return Vec::new() };
+    let send = http::Send { keep_body: true, ..Default::default() };
+    let Ok(f) = http::request(client, http::Method::GET, &http::url(base, "/metrics", ""), &send).await
+    else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&f.body.unwrap_or_default()).into_owned();
+    let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((key, value)) = line.rsplit_once(' ') else { continue };
+        let name = key.split_once('{').map_or(key, |(n, _)| n);
+        if HELD_GAUGES.contains(&name)
+            && let Ok(v) = value.parse::<f64>()
+        {
+            *sums.entry(name.to_string()).or_default() += v;
+        }
+    }
+    sums.into_iter().collect()
+}
+
+/// The gauges of what kache holds in memory (docs/metrics.md).
+const HELD_GAUGES: &[&str] = &[
+    "kache_store_bytes",
+    "kache_protobuf_bytes",
+    "kache_table_row_cache_bytes",
+    "kache_gzip_cache_bytes",
+    "kache_list_body_cache_bytes",
+    "kache_memory_read_bytes_in_flight",
+];
 
 /// The node names the kubelet watches narrow to.
 async fn node_names(client: &Client, env: &ClusterEnv) -> anyhow::Result<Vec<String>> {
@@ -651,6 +687,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         cost: idle,
         classes: BTreeMap::new(),
         memory: None,
+        held: Vec::new(),
     });
 
     if !args.no_direct {
@@ -659,7 +696,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let before = meter(&client, &env, None).await;
         let classes = run_mix(&client, target, &args, &nodes).await;
         let cost = meter(&client, &env, None).await.since(&before);
-        phases.push(Measured { name: "direct".into(), cost, classes, memory: None });
+        phases.push(Measured { name: "direct".into(), cost, classes, memory: None, held: Vec::new() });
     }
 
     let (cert, key) = self_signed(&logs)?;
@@ -702,7 +739,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let classes = run_mix(&client, target, &args, &nodes).await;
         let cost = meter(&client, &env, Some(&kache)).await.since(&before);
         let memory = kache.rss().ok().map(|rss| (rss, json));
-        phases.push(Measured { name: format!("kache {name}"), cost, classes, memory });
+        let held = kache_bytes_held(&client, kache.metrics_url.as_deref()).await;
+        phases.push(Measured { name: format!("kache {name}"), cost, classes, memory, held });
         kache.stop().await;
     }
 
@@ -768,12 +806,17 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
             "—".into()
         };
         // Client requests: pages, lists and stream starts (a kubectl walk is its pages).
-        let reads: u64 = p.classes.iter().filter(|(k, _)| **k != "kubectl get pods -A").map(|(_, c)| c.ok).sum();
+        let reads: u64 =
+            p.classes.iter().filter(|(k, _)| **k != "kubectl get pods -A").map(|(_, c)| c.ok).sum();
         cost.row(vec![
             p.name.clone(),
             format!("{a:.3}"),
             format!("{:.3}", (a - ia).max(0.0)),
-            if reads > 0 { format!("{:.2}", 1e3 * (a - ia).max(0.0) * secs / reads as f64) } else { "—".into() },
+            if reads > 0 {
+                format!("{:.2}", 1e3 * (a - ia).max(0.0) * secs / reads as f64)
+            } else {
+                "—".into()
+            },
             format!("{e:.3}"),
             format!("{:.3}", (e - ie).max(0.0)),
             verbs,
@@ -814,13 +857,15 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
             Some(10.0),
             format!("CPU-s/s above the idle cluster: {a:.3} through kache, {:.3} direct", direct.0),
         );
-        report.figure(
-            format!("etcd CPU for the mix, {} ÷ direct", p.name),
-            100.0 * e / direct.1.max(1e-9),
-            "%",
-            None,
-            format!("CPU-s/s above the idle cluster: {e:.3} through kache, {:.3} direct", direct.1),
-        );
+        if direct.1 >= 0.005 {
+            report.figure(
+                format!("etcd CPU for the mix, {} ÷ direct", p.name),
+                100.0 * e / direct.1,
+                "%",
+                None,
+                format!("CPU-s/s above the idle cluster: {e:.3} through kache, {:.3} direct", direct.1),
+            );
+        }
         if let Some((rss, _)) = p.memory {
             let mib = 1024.0 * 1024.0;
             report.figure(
@@ -829,9 +874,14 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
                 "×",
                 Some(1.5),
                 format!(
-                    "RSS {} at the phase's end, {} of JSON cached",
+                    "RSS {} at the phase's end, {} of JSON cached; kache's gauges then: {}",
                     fmt_bytes(rss as f64),
-                    fmt_bytes(json as f64)
+                    fmt_bytes(json as f64),
+                    p.held
+                        .iter()
+                        .map(|(n, b)| format!("{n} {}", fmt_bytes(*b)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             );
         }

@@ -104,6 +104,8 @@ pub fn generate(input: &ReportInput) -> anyhow::Result<(String, Vec<Chart>)> {
          cargo build --release -p kache -p kache-sim -p kache-loadtest\n\
          target/release/kache-loadtest run loadtest/scenarios/{{list,selector,consistent,watch,storm,mixed}}.toml\n\
          target/release/kache-loadtest apiserver --kubeconfig KUBECONFIG --allow-writes --object-shape spec\n\
+         scripts/cluster.sh up /tmp/c --nodes 1000 --pods-per-node 2   # a real 1.36 control plane (testbed/README.md)\n\
+         target/release/kache-loadtest cluster --env /tmp/c/env\n\
          target/release/kache-loadtest report --json loadtest/out/*.json   # this page, {CHARTS_DIR}/*.svg, {RUNS_DIR}/\n\
          ```\n\n"
     ));
@@ -261,6 +263,12 @@ fn charts(runs: &[(PathBuf, RunReport)]) -> Vec<Chart> {
         out.extend(apiserver_ratio(t).map(Chart::Bars));
         out.extend(upstream_cpu(t).map(Chart::Bars));
     }
+    if let Some(t) = table(runs, "Upstream cost per phase") {
+        out.extend(cluster_cpu(t).map(Chart::Bars));
+    }
+    if let Some(t) = table(runs, "Client latency per phase") {
+        out.extend(cluster_latency(t).map(Chart::Bars));
+    }
     if let Some(c) = memory_vs_objects(runs) {
         out.push(c);
     }
@@ -386,6 +394,46 @@ fn upstream_cpu(t: &Table) -> Option<BarChart> {
             }
             _ => {}
         }
+    }
+    (!b.categories.is_empty()).then_some(b)
+}
+
+/// A real cluster's readers' mix (`kache-loadtest cluster`): the apiserver's and etcd's CPU above the idle
+/// cluster's, per phase (direct, each kache variant).
+fn cluster_cpu(t: &Table) -> Option<BarChart> {
+    let mut b = BarChart {
+        name: "cluster-cpu".into(),
+        title: "Real cluster, the readers' mix: upstream CPU-s/s above the idle cluster".into(),
+        unit: "CPU-s/s".into(),
+        ..BarChart::default()
+    };
+    for row in &t.rows {
+        let [phase, apiserver, etcd] = cells(t, row, ["phase", "above idle", "etcd CPU-s/s"])?;
+        if phase.starts_with("idle") {
+            continue;
+        }
+        // The second "above idle" column is etcd's.
+        let etcd_above = t.columns.iter().rposition(|c| c == "above idle").and_then(|i| row.get(i));
+        push_bar(&mut b, phase, "kube-apiserver", number(apiserver)?);
+        push_bar(&mut b, phase, "etcd", etcd_above.and_then(|c| number(c)).or(number(etcd))?);
+    }
+    (!b.categories.is_empty()).then_some(b)
+}
+
+/// The same mix's client latency (p50 and p99) per kind of read and phase.
+fn cluster_latency(t: &Table) -> Option<BarChart> {
+    let mut b = BarChart {
+        name: "cluster-latency".into(),
+        title: "Real cluster, the readers' mix: client latency per read (p50, ms)".into(),
+        unit: "ms".into(),
+        ..BarChart::default()
+    };
+    for row in &t.rows {
+        let [phase, read, p50] = cells(t, row, ["phase", "read", "p50 ms"])?;
+        if read == "kubectl page" {
+            continue;
+        }
+        push_bar(&mut b, read, phase, number(p50)?);
     }
     (!b.categories.is_empty()).then_some(b)
 }
