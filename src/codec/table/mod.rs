@@ -1,5 +1,6 @@
 //! Table output (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1|v1beta1`, what `kubectl get` asks
-//! for) from stored objects: the apiserver's printers for the built-in kinds kache knows ([`printers`]),
+//! for) from stored objects: the apiserver's convertors ([`kache_k8s::table`]: the printers of built-in
+//! kinds, CRD columns, the generic one), which one prints each resource ([`printers`]),
 //! each object's row computed once per version ([`cache`]), and the handlers' transformation (`asTable`):
 //! every row carries its object as `includeObject` asks — the stored bytes (`Object`), the
 //! `PartialObjectMetadata` built from the stored metadata bytes (`Metadata`, the default) or `null` (`None`).
@@ -7,16 +8,14 @@
 //! once the upstream's own answer has shown that it uses it; until then, and for anything kache cannot
 //! print exactly, Table requests are forwarded, never approximated.
 
-pub mod age;
 pub mod cache;
 pub mod crd;
-mod docs;
 pub mod generic;
 pub mod printers;
-pub mod row;
+
+pub use kache_k8s::table::{age, row};
 
 use std::io::Write as _;
-use std::sync::OnceLock;
 
 use bytes::{BufMut, BytesMut};
 
@@ -92,8 +91,8 @@ impl TableView {
                 Some(c) => out.put_slice(&c),
                 None => out.put_slice(b"[]"),
             }
-        } else if headers {
-            out.put_slice(columns_json(self.printer));
+        } else if let (true, Printer::BuiltIn(p)) = (headers, self.printer) {
+            out.put_slice(p.columns_json());
         } else {
             out.put_slice(b"null");
         }
@@ -154,36 +153,6 @@ impl TableView {
 
 fn object_metadata(object: &Object) -> &[u8] {
     object.raw.get(object.metadata_range.start as usize..object.metadata_range.end as usize).unwrap_or(b"{}")
-}
-
-/// The encoded `columnDefinitions` of a printer, built once.
-fn columns_json(printer: Printer) -> &'static [u8] {
-    static ALL: OnceLock<Vec<(Printer, Vec<u8>)>> = OnceLock::new();
-    let all = ALL.get_or_init(|| {
-        Printer::BUILT_IN
-            .into_iter()
-            .map(|p| {
-                let mut out = BytesMut::new();
-                out.put_u8(b'[');
-                for (i, (name, ty, priority, description)) in p.columns().into_iter().enumerate() {
-                    if i > 0 {
-                        out.put_u8(b',');
-                    }
-                    out.put_slice(b"{\"name\":");
-                    json::write_str(&mut out, name);
-                    out.put_slice(b",\"type\":");
-                    json::write_str(&mut out, ty);
-                    out.put_slice(if name == "Name" { b",\"format\":\"name\"" } else { b",\"format\":\"\"" });
-                    out.put_slice(b",\"description\":");
-                    json::write_str(&mut out, description);
-                    let _ = write!((&mut out).writer(), ",\"priority\":{priority}}}");
-                }
-                out.put_u8(b']');
-                (p, out.to_vec())
-            })
-            .collect()
-    });
-    all.iter().find(|(p, _)| *p == printer).map_or(b"null", |(_, j)| j.as_slice())
 }
 
 #[cfg(test)]
