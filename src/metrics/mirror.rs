@@ -99,11 +99,12 @@ pub struct FreshnessCounters {
     pub too_large: u64,
 }
 
-/// Structures kache shares across the process by design (interner-like caches and the CPU-bound producer
-/// pool): every kache in the process reports the same values.
+/// Counters of structures read at scrape time: the kache's own Table state (row cache, learned generic
+/// columns), and what the process shares (the CPU-bound producer pool and the protobuf bytes held by object
+/// versions), which every kache in the process reports alike.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SharedCounters {
-    /// The Table row cache: lookups answered from it and rows printed, and its weight.
+    /// The kache's Table row cache: lookups answered from it and rows printed, and its weight.
     pub table_row_hits: u64,
     pub table_row_misses: u64,
     pub table_row_cache_bytes: u64,
@@ -139,7 +140,7 @@ impl Metrics {
         self.counter(WATCH_INDEX_FULL_TOTAL, vec![]).absolute(s.index_full);
     }
 
-    /// Mirrors the process-wide structures' counters.
+    /// Mirrors the counters of [`SharedCounters`].
     pub(crate) fn mirror_shared(&self, s: &SharedCounters) {
         self.counter(TABLE_ROWS_TOTAL, vec![label("result", "hit")]).absolute(s.table_row_hits);
         self.counter(TABLE_ROWS_TOTAL, vec![label("result", "miss")]).absolute(s.table_row_misses);

@@ -64,6 +64,8 @@ pub(crate) struct Reads {
     shutdown: CancellationToken,
     /// The kache's metrics.
     metrics: Metrics,
+    /// The kache's Table state (row cache, CRD column sets, learned generic columns).
+    tables: Arc<crate::codec::table::Tables>,
 }
 
 // === impl Reads ===
@@ -90,6 +92,7 @@ impl Reads {
             lazy,
             shutdown,
             metrics,
+            tables: Arc::default(),
         }
     }
 
@@ -110,6 +113,17 @@ impl Reads {
     pub(crate) fn with_list_body_cache(mut self, max_bytes: usize) -> Self {
         self.body_cache = Arc::new(BodyCache::with_max_bytes(max_bytes).with_metrics(self.metrics.clone()));
         self
+    }
+
+    /// Prints Tables with this kache's Table state (the app shares it with its metrics source).
+    pub(crate) fn with_tables(mut self, tables: Arc<crate::codec::table::Tables>) -> Self {
+        self.tables = tables;
+        self
+    }
+
+    /// The kache's Table state.
+    pub(crate) fn tables(&self) -> &Arc<crate::codec::table::Tables> {
+        &self.tables
     }
 
     pub(crate) fn freshness(&self) -> &Arc<Freshness> {
@@ -186,7 +200,7 @@ impl Reads {
             return None;
         }
         let object = crds.current().get(&format!("{}.{}", r.gvr.resource, r.gvr.group))?.clone();
-        crate::codec::table::crd::for_crd_object(&object, &r.gvr.version).map(Printer::Custom)
+        self.tables.crd.for_crd_object(&object, &r.gvr.version).map(Printer::Custom)
     }
 
     /// The generic convertor's printer for a typed resource, once learned from the upstream's own Table.
@@ -194,8 +208,7 @@ impl Reads {
         if store.info().list_items_have_type_meta {
             return None;
         }
-        crate::codec::table::generic::lookup(&r.gvr.group, &r.gvr.version, &r.gvr.resource)
-            .map(Printer::Generic)
+        self.tables.generic.lookup(&r.gvr.group, &r.gvr.version, &r.gvr.resource).map(Printer::Generic)
     }
 
     /// A get of one object: found, a 404 Status, or not served.

@@ -122,8 +122,8 @@ fn largest(text: &str, def: &names::MetricDef) -> Option<f64> {
         .reduce(f64::max)
 }
 
-/// Each kache has its own metrics, but some of the counters they mirror are process-wide (the watch fan-out's
-/// stream counters, the Table row cache, the heavy-body producers): another test moving one would hide one
+/// Each kache has its own metrics, but some of the counters they mirror are process-wide (the heavy-body
+/// producers, held protobuf bytes): another test moving one would hide one
 /// this workload does not move, so the workload runs alone in a child process.
 #[test]
 fn every_documented_metric_moves() {

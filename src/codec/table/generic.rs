@@ -10,7 +10,7 @@
 //! body kache cannot read — leaves the resource forwarded.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use kache_k8s::table::generic::answer_columns;
 
@@ -21,58 +21,59 @@ pub const MAX_RESOURCES: usize = 4096;
 /// answer longer than this still teaches them; its rows past this point are simply not checked.
 pub(crate) const LEARN_PREFIX_BYTES: usize = 64 * 1024;
 
-/// The learned `columnDefinitions` of one upstream build (interned; a [`super::Printer::Generic`] names
-/// one by index, so rows cached under different descriptions never mix).
-fn sets() -> &'static Mutex<Vec<Arc<[u8]>>> {
-    static SETS: OnceLock<Mutex<Vec<Arc<[u8]>>>> = OnceLock::new();
-    SETS.get_or_init(|| Mutex::new(Vec::new()))
-}
-
-fn resources() -> &'static Mutex<HashMap<String, u32>> {
-    static RESOURCES: OnceLock<Mutex<HashMap<String, u32>>> = OnceLock::new();
-    RESOURCES.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
 fn key(group: &str, version: &str, resource: &str) -> String {
     format!("{group}/{version}/{resource}")
 }
 
-/// The generic printer learned for a resource, if its upstream answered a Table with the generic columns.
-pub fn lookup(group: &str, version: &str, resource: &str) -> Option<u32> {
-    resources().lock().unwrap_or_else(|p| p.into_inner()).get(&key(group, version, resource)).copied()
+/// The generic printers one kache has learned.
+#[derive(Default)]
+pub(crate) struct GenericPrinters {
+    /// The learned `columnDefinitions` of one upstream build (interned; a [`super::Printer::Generic`] names
+    /// one by index, so rows cached under different descriptions never mix).
+    sets: Mutex<Vec<Arc<[u8]>>>,
+    /// group/version/resource → its set.
+    resources: Mutex<HashMap<String, u32>>,
 }
 
-/// How many resources have learned generic columns (`kache_table_generic_resources`).
-pub(crate) fn learned_resources() -> usize {
-    resources().lock().unwrap_or_else(|p| p.into_inner()).len()
-}
-
-/// The encoded `columnDefinitions` of a learned set.
-pub(crate) fn columns_json(id: u32) -> Option<Arc<[u8]>> {
-    sets().lock().unwrap_or_else(|p| p.into_inner()).get(id as usize).cloned()
-}
-
-/// Learns from a forwarded Table answer (or the first [`LEARN_PREFIX_BYTES`] of it): when it is the generic
-/// convertor's, the resource's Tables are served from memory from now on. Returns whether it learned.
-pub(crate) fn learn(group: &str, version: &str, resource: &str, body: &[u8]) -> bool {
-    let Some(columns) = answer_columns(body) else { return false };
-    let mut sets = sets().lock().unwrap_or_else(|p| p.into_inner());
-    let id = match sets.iter().position(|s| **s == columns[..]) {
-        Some(i) => i,
-        None if sets.len() < MAX_RESOURCES => {
-            sets.push(columns.into());
-            sets.len() - 1
-        }
-        None => return false,
-    };
-    let Ok(id) = u32::try_from(id) else { return false };
-    drop(sets);
-    let mut resources = resources().lock().unwrap_or_else(|p| p.into_inner());
-    if resources.len() >= MAX_RESOURCES && !resources.contains_key(&key(group, version, resource)) {
-        return false;
+impl GenericPrinters {
+    /// The generic printer learned for a resource, if its upstream answered a Table with the generic columns.
+    pub(crate) fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<u32> {
+        self.resources.lock().unwrap_or_else(|p| p.into_inner()).get(&key(group, version, resource)).copied()
     }
-    resources.insert(key(group, version, resource), id);
-    true
+
+    /// How many resources have learned generic columns (`kache_table_generic_resources`).
+    pub(crate) fn learned_resources(&self) -> usize {
+        self.resources.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// The encoded `columnDefinitions` of a learned set.
+    pub(crate) fn columns_json(&self, id: u32) -> Option<Arc<[u8]>> {
+        self.sets.lock().unwrap_or_else(|p| p.into_inner()).get(id as usize).cloned()
+    }
+
+    /// Learns from a forwarded Table answer (or the first [`LEARN_PREFIX_BYTES`] of it): when it is the
+    /// generic convertor's, the resource's Tables are served from memory from now on. Returns whether it
+    /// learned.
+    pub(crate) fn learn(&self, group: &str, version: &str, resource: &str, body: &[u8]) -> bool {
+        let Some(columns) = answer_columns(body) else { return false };
+        let mut sets = self.sets.lock().unwrap_or_else(|p| p.into_inner());
+        let id = match sets.iter().position(|s| **s == columns[..]) {
+            Some(i) => i,
+            None if sets.len() < MAX_RESOURCES => {
+                sets.push(columns.into());
+                sets.len() - 1
+            }
+            None => return false,
+        };
+        let Ok(id) = u32::try_from(id) else { return false };
+        drop(sets);
+        let mut resources = self.resources.lock().unwrap_or_else(|p| p.into_inner());
+        if resources.len() >= MAX_RESOURCES && !resources.contains_key(&key(group, version, resource)) {
+            return false;
+        }
+        resources.insert(key(group, version, resource), id);
+        true
+    }
 }
 
 #[cfg(test)]
@@ -83,12 +84,13 @@ mod tests {
 
     #[test]
     fn learned_resources_are_served() {
-        assert_eq!(lookup("g.example", "v1", "widgets-learn"), None);
-        assert!(!learn("g.example", "v1", "widgets-learn", br#"{"columnDefinitions":[]}"#));
-        assert_eq!(lookup("g.example", "v1", "widgets-learn"), None);
-        assert!(learn("g.example", "v1", "widgets-learn", REAL.as_bytes()));
-        let id = lookup("g.example", "v1", "widgets-learn").expect("learned");
-        assert!(columns_json(id).expect("set").starts_with(br#"[{"name":"Name""#));
-        assert_eq!(lookup("g.example", "v2", "widgets-learn"), None);
+        let g = GenericPrinters::default();
+        assert_eq!(g.lookup("g.example", "v1", "widgets-learn"), None);
+        assert!(!g.learn("g.example", "v1", "widgets-learn", br#"{"columnDefinitions":[]}"#));
+        assert_eq!(g.lookup("g.example", "v1", "widgets-learn"), None);
+        assert!(g.learn("g.example", "v1", "widgets-learn", REAL.as_bytes()));
+        let id = g.lookup("g.example", "v1", "widgets-learn").expect("learned");
+        assert!(g.columns_json(id).expect("set").starts_with(br#"[{"name":"Name""#));
+        assert_eq!(g.lookup("g.example", "v2", "widgets-learn"), None);
     }
 }

@@ -16,6 +16,7 @@ pub mod printers;
 pub use kache_k8s::table::{age, row};
 
 use std::io::Write as _;
+use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
 
@@ -50,14 +51,54 @@ impl Include {
     }
 }
 
-/// How a response's objects are printed as a Table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The Table state of one kache: its row cache, the custom resources' interned column sets and the
+/// generic columns it has learned. Created with the kache (`serve::reads::Reads` owns it), dropped with it;
+/// two kaches in one process share none of it.
+#[derive(Default)]
+pub struct Tables {
+    pub(crate) rows: cache::RowCache,
+    pub(crate) crd: crd::CrdPrinters,
+    pub(crate) generic: generic::GenericPrinters,
+}
+
+impl std::fmt::Debug for Tables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tables").finish_non_exhaustive()
+    }
+}
+
+impl Tables {
+    /// The row of a stored object version, from the row cache.
+    pub(crate) fn row(&self, printer: Printer, object: &Object) -> Arc<row::Row> {
+        self.rows.row(printer, object, || self.compute(printer, &object.raw))
+    }
+
+    /// The row of an object that is not a stored version (bookmarks and departures): computed here.
+    pub(crate) fn compute(&self, printer: Printer, raw: &[u8]) -> row::Row {
+        let value: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
+        printer.row(self, &value)
+    }
+}
+
+/// How a response's objects are printed as a Table, and the kache's Table state that prints them.
+#[derive(Clone, Debug)]
 pub struct TableView {
     pub printer: Printer,
     pub include: Include,
     /// `meta.k8s.io/v1` (else `v1beta1`).
     pub v1: bool,
+    pub tables: Arc<Tables>,
 }
+
+/// Views are equal when they print alike (with the same kache's state).
+impl PartialEq for TableView {
+    fn eq(&self, other: &Self) -> bool {
+        (self.printer, self.include, self.v1) == (other.printer, other.include, other.v1)
+            && Arc::ptr_eq(&self.tables, &other.tables)
+    }
+}
+
+impl Eq for TableView {}
 
 impl TableView {
     fn api_version(&self) -> &'static str {
@@ -82,12 +123,12 @@ impl TableView {
         }
         out.put_slice(b"},\"columnDefinitions\":");
         if let (true, Printer::Custom(id)) = (headers, self.printer) {
-            match crd::get(id) {
+            match self.tables.crd.get(id) {
                 Some(c) => out.put_slice(c.columns_json()),
                 None => out.put_slice(b"[]"),
             }
         } else if let (true, Printer::Generic(id)) = (headers, self.printer) {
-            match generic::columns_json(id) {
+            match self.tables.generic.columns_json(id) {
                 Some(c) => out.put_slice(&c),
                 None => out.put_slice(b"[]"),
             }
@@ -102,7 +143,7 @@ impl TableView {
 
     /// Appends the row of a stored object version (its cells from the row cache).
     pub(crate) fn put_row(&self, out: &mut BytesMut, object: &Object, now: i64) {
-        cache::row(self.printer, object).put_head(out, now);
+        self.tables.row(self.printer, object).put_head(out, now);
         self.put_object(out, &object.raw, object_metadata(object), crate::codec::list::is_typed(object));
         out.put_u8(b'}');
     }
@@ -116,7 +157,7 @@ impl TableView {
         typed: bool,
         now: i64,
     ) {
-        cache::compute(self.printer, raw).put_head(out, now);
+        self.tables.compute(self.printer, raw).put_head(out, now);
         self.put_object(out, raw, metadata.unwrap_or(b"{}"), typed);
         out.put_u8(b'}');
     }

@@ -1,7 +1,7 @@
 //! Which convertor prints a resource's Tables: one of the apiserver's printers for built-in kinds
 //! ([`kache_k8s::table::printers`]), a custom resource's printer columns ([`super::crd`]) or the generic
 //! convertor with column definitions learned from the upstream ([`super::generic`]). The last two are
-//! named by a small interned id, so a `Printer` stays `Copy` and keys the row cache.
+//! named by a small id interned in the kache's [`super::Tables`], so a `Printer` stays `Copy` and keys the row cache.
 
 use serde_json::Value;
 
@@ -26,12 +26,12 @@ impl Printer {
     }
 
     /// The row of one object.
-    pub fn row(self, o: &Value) -> Row {
+    pub(crate) fn row(self, tables: &super::Tables, o: &Value) -> Row {
         match self {
             Printer::BuiltIn(p) => p.row(o),
             Printer::Generic(_) => kache_k8s::table::generic::row(o),
             Printer::Custom(id) => {
-                super::crd::get(id).map_or(Row { cells: Box::new([]), conditions: None }, |c| c.row(o))
+                tables.crd.get(id).map_or(Row { cells: Box::new([]), conditions: None }, |c| c.row(o))
             }
         }
     }

@@ -17,7 +17,12 @@ fn include_object_values() {
 
 #[test]
 fn header_columns_and_rows() {
-    let view = TableView { printer: Printer::BuiltIn(BuiltIn::Namespaces), include: Include::None, v1: true };
+    let view = TableView {
+        printer: Printer::BuiltIn(BuiltIn::Namespaces),
+        include: Include::None,
+        v1: true,
+        tables: std::sync::Arc::default(),
+    };
     let meta =
         ListMeta { resource_version: 7, continue_token: Some("t".into()), remaining_item_count: Some(2) };
     let h = view.header(&meta, true);
@@ -33,7 +38,7 @@ fn header_columns_and_rows() {
 
     let raw = br#"{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"3","creationTimestamp":"1970-01-01T00:00:00Z"},"status":{"phase":"Active"}}"#;
     let mut out = BytesMut::new();
-    TableView { include: Include::Metadata, v1: false, ..view }.put_row_uncached(
+    TableView { include: Include::Metadata, v1: false, ..view.clone() }.put_row_uncached(
         &mut out,
         raw,
         Some(br#"{"name":"a","resourceVersion":"3","creationTimestamp":"1970-01-01T00:00:00Z"}"#),

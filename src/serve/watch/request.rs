@@ -94,7 +94,7 @@ pub fn resolve(req: &WatchRequest, cfg: &WatchConfig) -> Result<WatchSpec, ApiEr
     Ok(WatchSpec {
         start,
         filter: filter(req),
-        view: req.view,
+        view: req.view.clone(),
         bookmarks: req.opts.allow_watch_bookmarks,
         timeout: cfg.lifetime(req.opts.timeout_seconds),
         bookmark_interval: cfg.bookmark_interval,

@@ -168,8 +168,9 @@ impl Watcher {
         let now = Instant::now();
         // `timeoutSeconds` is client input: an absurd value must not overflow the clock.
         let deadline = now.checked_add(spec.timeout.min(MAX_LIFETIME)).unwrap_or(now);
-        let bookmark =
-            spec.bookmarks.then(|| BookmarkShape::new(store.info(), spec.view, store.bookmark_tail()));
+        let bookmark = spec
+            .bookmarks
+            .then(|| BookmarkShape::new(store.info(), spec.view.clone(), store.bookmark_tail()));
         let next = if spec.bookmarks { next_bookmark(now, spec.bookmark_interval, deadline) } else { None };
         let mut watcher = Self {
             rx,
@@ -377,7 +378,7 @@ impl Watcher {
                 if !self.filter.matches(object) {
                     continue;
                 }
-                match self.view {
+                match self.view.clone() {
                     WatchView::Table(table) => {
                         frame::put_table_frame(
                             &mut out,
@@ -591,7 +592,7 @@ impl Watcher {
             return None;
         }
         self.position = event.rv;
-        let view = self.view;
+        let view = self.view.clone();
         if let WatchView::Table(table) = view {
             return self.table_event(event, &table);
         }

@@ -381,7 +381,7 @@ async fn transition_and_metadata_frames_are_shared_too() {
     let mut sel1 = watcher(&store, WatchSpec { filter: app("web"), ..spec(live()) });
     let mut sel2 = watcher(&store, WatchSpec { filter: app("web"), ..spec(live()) });
     let view = WatchView::PartialObjectMetadata;
-    let mut meta1 = watcher(&store, WatchSpec { view, ..spec(live()) });
+    let mut meta1 = watcher(&store, WatchSpec { view: view.clone(), ..spec(live()) });
     let mut meta2 = watcher(&store, WatchSpec { view, ..spec(live()) });
     // b enters the app=web selection.
     writer.apply([(EventType::Modified, pod("ns1", "b", 11, "web"))]);
