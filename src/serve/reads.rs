@@ -66,6 +66,8 @@ pub(crate) struct Reads {
     metrics: Metrics,
     /// The kache's Table state (row cache, CRD column sets, learned generic columns).
     tables: Arc<crate::codec::table::Tables>,
+    /// The kache's watch frames shared between watchers.
+    frames: Arc<watch::shared::SharedFrames>,
 }
 
 // === impl Reads ===
@@ -93,6 +95,7 @@ impl Reads {
             shutdown,
             metrics,
             tables: Arc::default(),
+            frames: Arc::default(),
         }
     }
 
@@ -409,6 +412,7 @@ impl Reads {
                 req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()),
             ),
             metrics: self.metrics.clone(),
+            frames: self.frames.clone(),
         };
         watch::request::try_serve_watch(request, &self.config.watch, self.shutdown.clone())
             .map_err(|_| NotServed::Forward("not transcodable to protobuf"))
