@@ -237,6 +237,7 @@ impl Kache {
             .with_metrics(metrics_instance.clone());
         let freshness = Arc::new(Freshness::new(upstream.clone(), config.freshness.clone()));
         let tables = Arc::new(crate::codec::table::Tables::default());
+        let producers = Arc::new(crate::serve::admit::Producers::default());
         {
             let registry = registry.clone();
             freshness.set_selection_lookup(Arc::new(move |gvr: &crate::resource::Gvr| {
@@ -249,6 +250,7 @@ impl Kache {
                 KacheStats::new(registry.clone())
                     .with_freshness(freshness.clone())
                     .with_tables(tables.clone())
+                    .with_producers(producers.clone())
                     .with_check("discovery", move || discovery.check())
                     .with_check("upstream", move || reach.check()),
             );
@@ -268,6 +270,7 @@ impl Kache {
             config.lazy,
             shutdown.clone(),
             metrics_instance.clone(),
+            producers,
         )
         .with_read_budget(config.limits.max_read_bytes_in_flight, config.limits.max_heavy_bodies_in_flight)
         .with_list_body_cache(config.limits.list_body_cache_bytes)
@@ -445,6 +448,8 @@ pub struct KacheStats {
     freshness: Option<Arc<Freshness>>,
     /// The kache's Table state (its row cache and learned columns are counted at scrape time).
     tables: Arc<crate::codec::table::Tables>,
+    /// The kache's heavy-body producers (their gauges are read at scrape time).
+    producers: Arc<crate::serve::admit::Producers>,
     checks: Vec<(String, ReadyCheck)>,
 }
 
@@ -452,7 +457,18 @@ pub struct KacheStats {
 
 impl KacheStats {
     pub fn new(registry: Arc<Registry>) -> Self {
-        Self { registry, freshness: None, tables: Arc::default(), checks: Vec::new() }
+        Self {
+            registry,
+            freshness: None,
+            tables: Arc::default(),
+            producers: Arc::new(crate::serve::admit::Producers::new(1)),
+            checks: Vec::new(),
+        }
+    }
+
+    pub(crate) fn with_producers(mut self, producers: Arc<crate::serve::admit::Producers>) -> Self {
+        self.producers = producers;
+        self
     }
 
     pub(crate) fn with_tables(mut self, tables: Arc<crate::codec::table::Tables>) -> Self {
@@ -511,9 +527,8 @@ impl StatsSource for KacheStats {
 
     fn shared(&self) -> SharedCounters {
         let (table_row_hits, table_row_misses) = self.tables.rows.lookups();
-        let (heavy_bodies_waiting, heavy_bodies_producing) = crate::serve::admit::heavy_bodies();
-        let (heavy_body_threads_lowered, heavy_body_threads_normal) =
-            crate::serve::admit::heavy_body_threads();
+        let (heavy_bodies_waiting, heavy_bodies_producing) = self.producers.heavy_bodies();
+        let (heavy_body_threads_lowered, heavy_body_threads_normal) = self.producers.heavy_body_threads();
         SharedCounters {
             table_row_hits,
             table_row_misses,

@@ -432,17 +432,23 @@ async fn respond_streamed(
             .header(header::VARY, HeaderValue::from_static("Accept-Encoding"));
         // Compression and indentation are produced off the runtime workers (`admit::offloaded`).
         match (cache, opts.pretty) {
-            (_, true) => {
-                (builder, admit::offloaded(gzip::GzipChunks::new(pretty::PrettyChunks::new(chunks))))
-            }
+            (_, true) => (
+                builder,
+                admit::offloaded(
+                    admission.producers(),
+                    gzip::GzipChunks::new(pretty::PrettyChunks::new(chunks)),
+                ),
+            ),
             (Some((cache, key)), false) => {
-                let compressed = cache.get_or_compress(key, rv, chunks).await;
+                let compressed = cache.get_or_compress(&admission.producers(), key, rv, chunks).await;
                 (builder.header(header::CONTENT_LENGTH, compressed.len()), body::full(compressed))
             }
-            (None, false) => (builder, admit::offloaded(gzip::GzipChunks::new(chunks))),
+            (None, false) => {
+                (builder, admit::offloaded(admission.producers(), gzip::GzipChunks::new(chunks)))
+            }
         }
     } else if opts.pretty {
-        (builder, admit::offloaded(pretty::PrettyChunks::new(chunks)))
+        (builder, admit::offloaded(admission.producers(), pretty::PrettyChunks::new(chunks)))
     } else {
         let body = match record {
             Some(record) => record.body(len, chunks).await,

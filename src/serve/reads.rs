@@ -68,6 +68,8 @@ pub(crate) struct Reads {
     tables: Arc<crate::codec::table::Tables>,
     /// The kache's watch frames shared between watchers.
     frames: Arc<watch::shared::SharedFrames>,
+    /// The kache's heavy-body producers (every read budget it makes produces on them).
+    producers: Arc<crate::serve::admit::Producers>,
 }
 
 // === impl Reads ===
@@ -80,6 +82,7 @@ impl Reads {
         lazy: bool,
         shutdown: CancellationToken,
         metrics: Metrics,
+        producers: Arc<crate::serve::admit::Producers>,
     ) -> Self {
         Self {
             registry,
@@ -87,7 +90,9 @@ impl Reads {
             gzip_cache: GzipCache::default().with_metrics(metrics.clone()),
             body_cache: Arc::new(BodyCache::default().with_metrics(metrics.clone())),
             read_budget: Arc::new(
-                ReadBudget::new(DEFAULT_MAX_READ_BYTES_IN_FLIGHT).with_metrics(metrics.clone()),
+                ReadBudget::new(DEFAULT_MAX_READ_BYTES_IN_FLIGHT)
+                    .with_metrics(metrics.clone())
+                    .with_producers(producers.clone()),
             ),
             crd_fields: CrdFields::default(),
             config,
@@ -96,6 +101,7 @@ impl Reads {
             metrics,
             tables: Arc::default(),
             frames: Arc::default(),
+            producers,
         }
     }
 
@@ -106,8 +112,11 @@ impl Reads {
     /// Limits the bytes of memory-served lists in flight and the heavy bodies among them (0: unlimited); see
     /// [`crate::serve::admit`].
     pub(crate) fn with_read_budget(mut self, max_bytes: usize, max_heavy_bodies: usize) -> Self {
+        let producers = self.producers.clone();
         self.read_budget = Arc::new(
-            ReadBudget::with_heavy_limit(max_bytes, max_heavy_bodies).with_metrics(self.metrics.clone()),
+            ReadBudget::with_heavy_limit(max_bytes, max_heavy_bodies)
+                .with_metrics(self.metrics.clone())
+                .with_producers(producers),
         );
         self
     }
