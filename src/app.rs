@@ -534,7 +534,6 @@ impl StatsSource for KacheStats {
             table_row_misses,
             table_row_cache_bytes: self.tables.rows.weighted_bytes(),
             table_generic_resources: self.tables.generic.learned_resources() as u64,
-            protobuf_bytes: crate::store::proto_bytes_held(),
             heavy_bodies_waiting,
             heavy_bodies_producing,
             heavy_body_threads_lowered,

@@ -74,10 +74,10 @@ impl ProtoTarget {
     /// version) when it cannot be transcoded.
     pub fn message(&self, object: &Object, gvr: &Gvr, metrics: &Metrics) -> Option<Bytes> {
         match self {
-            Self::Object(kind) => {
-                object.proto.full(|| counted(gvr, metrics, kind.encode_object(&object.raw)))
-            }
-            Self::Metadata => object.proto.meta(|| {
+            Self::Object(kind) => object
+                .proto
+                .full(metrics.proto_bytes(), || counted(gvr, metrics, kind.encode_object(&object.raw))),
+            Self::Metadata => object.proto.meta(metrics.proto_bytes(), || {
                 let metadata = metadata_of(&object.raw, Some(object.metadata_range.clone()));
                 counted(gvr, metrics, partial_message(metadata))
             }),

@@ -48,13 +48,13 @@
 //! **One process.** Every test runs on a thread of this one process, so nothing may depend on process-wide
 //! state another test changes. Every test binds its own ephemeral ports, uses its own temporary directories
 //! (the real apiservers: `target/real-apiserver/<test's own name>`), sets no environment variable and never
-//! changes the current directory; kache installs no tracing subscriber in tests. Each kache has its own
-//! metrics (`Kache::metrics`) and its own Table state (row cache, learned generic columns), but some
-//! counters they mirror are process-wide (the heavy-body producers, held protobuf bytes), so a test that
-//! asserts exact values of those or that every metric moved at all runs alone in a child process of this binary
-//! (`common::alone::run_in_own_process`, the parent test fails when the child fails or did not run): the
-//! `*_in_own_process` tests below, `#[ignore]`d so that only their parent runs them. Heap measurements
-//! that need the whole process quiet (`memory`) do the same; `resume` counts per thread and needs nothing.
+//! changes the current directory; kache installs no tracing subscriber in tests. Each kache's state is its
+//! own (its metrics, caches, pools and threads: docs/architecture.md), so tests of different kaches never see
+//! each other's figures (`instances`). Only heap measurements, which need the whole process quiet (`memory`,
+//! `forward::large_bodies_stream_with_bounded_memory`), run alone in a child process of this binary
+//! (`common::alone::run_in_own_process`, the parent test fails when the child fails or did not run: the
+//! `*_in_own_process` tests, `#[ignore]`d so that only their parent runs them); `resume` counts per thread and
+//! needs nothing.
 
 #[path = "../common/mod.rs"]
 mod common;
