@@ -236,6 +236,8 @@ impl Kache {
         let forwarder = Forwarder::new(upstream.clone(), writes.clone(), config.limits.max_in_flight)
             .with_metrics(metrics_instance.clone());
         let freshness = Arc::new(Freshness::new(upstream.clone(), config.freshness.clone()));
+        let tables = Arc::new(crate::codec::table::Tables::default());
+        let producers = Arc::new(crate::serve::admit::Producers::default());
         {
             let registry = registry.clone();
             freshness.set_selection_lookup(Arc::new(move |gvr: &crate::resource::Gvr| {
@@ -247,6 +249,8 @@ impl Kache {
             let source = Arc::new(
                 KacheStats::new(registry.clone())
                     .with_freshness(freshness.clone())
+                    .with_tables(tables.clone())
+                    .with_producers(producers.clone())
                     .with_check("discovery", move || discovery.check())
                     .with_check("upstream", move || reach.check()),
             );
@@ -266,9 +270,11 @@ impl Kache {
             config.lazy,
             shutdown.clone(),
             metrics_instance.clone(),
+            producers,
         )
         .with_read_budget(config.limits.max_read_bytes_in_flight, config.limits.max_heavy_bodies_in_flight)
-        .with_list_body_cache(config.limits.list_body_cache_bytes);
+        .with_list_body_cache(config.limits.list_body_cache_bytes)
+        .with_tables(tables);
         let handler = KacheHandler::new(registry.clone(), reads, forwarder, writes.clone(), config.lazy);
         // --- auth (k-sec): reviews with kache's credentials; bearer-token clients forwarded with their own ---
         let handler = match config.auth.mode {
@@ -381,10 +387,13 @@ impl Kache {
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         let _ = self.server.await;
-        for task in self.background {
+        for task in &self.background {
             task.abort();
         }
-        self.registry.stop_all();
+        for task in self.background {
+            let _ = task.await;
+        }
+        self.registry.stop_all().await;
     }
 
     /// Runs until `signal` completes, then shuts down.
@@ -432,11 +441,15 @@ impl DiscoveryState {
 type ReadyCheck = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// What a kache's metrics listener reads at scrape time: the reflector registry, the freshness prober when
-/// there is one, the counters the watch fan-out and the process-wide caches keep, and any readiness checks
+/// there is one, its Table state, the counters the watch fan-out and the process-wide pools keep, and any readiness checks
 /// the app adds (e.g. `discovery` until the first discovery round is done).
 pub struct KacheStats {
     registry: Arc<Registry>,
     freshness: Option<Arc<Freshness>>,
+    /// The kache's Table state (its row cache and learned columns are counted at scrape time).
+    tables: Arc<crate::codec::table::Tables>,
+    /// The kache's heavy-body producers (their gauges are read at scrape time).
+    producers: Arc<crate::serve::admit::Producers>,
     checks: Vec<(String, ReadyCheck)>,
 }
 
@@ -444,7 +457,23 @@ pub struct KacheStats {
 
 impl KacheStats {
     pub fn new(registry: Arc<Registry>) -> Self {
-        Self { registry, freshness: None, checks: Vec::new() }
+        Self {
+            registry,
+            freshness: None,
+            tables: Arc::default(),
+            producers: Arc::new(crate::serve::admit::Producers::new(1)),
+            checks: Vec::new(),
+        }
+    }
+
+    pub(crate) fn with_producers(mut self, producers: Arc<crate::serve::admit::Producers>) -> Self {
+        self.producers = producers;
+        self
+    }
+
+    pub(crate) fn with_tables(mut self, tables: Arc<crate::codec::table::Tables>) -> Self {
+        self.tables = tables;
+        self
     }
 
     pub(crate) fn with_freshness(mut self, freshness: Arc<Freshness>) -> Self {
@@ -497,17 +526,14 @@ impl StatsSource for KacheStats {
     }
 
     fn shared(&self) -> SharedCounters {
-        use crate::codec::table::{cache, generic};
-        let (table_row_hits, table_row_misses) = cache::lookups();
-        let (heavy_bodies_waiting, heavy_bodies_producing) = crate::serve::admit::heavy_bodies();
-        let (heavy_body_threads_lowered, heavy_body_threads_normal) =
-            crate::serve::admit::heavy_body_threads();
+        let (table_row_hits, table_row_misses) = self.tables.rows.lookups();
+        let (heavy_bodies_waiting, heavy_bodies_producing) = self.producers.heavy_bodies();
+        let (heavy_body_threads_lowered, heavy_body_threads_normal) = self.producers.heavy_body_threads();
         SharedCounters {
             table_row_hits,
             table_row_misses,
-            table_row_cache_bytes: cache::weighted_bytes(),
-            table_generic_resources: generic::learned_resources() as u64,
-            protobuf_bytes: crate::store::proto_bytes_held(),
+            table_row_cache_bytes: self.tables.rows.weighted_bytes(),
+            table_generic_resources: self.tables.generic.learned_resources() as u64,
             heavy_bodies_waiting,
             heavy_bodies_producing,
             heavy_body_threads_lowered,

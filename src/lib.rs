@@ -17,8 +17,9 @@
 //! - [`store`]: per-resource immutable snapshots (arc-swap), retained snapshots, bounded event history.
 //! - [`fresh`]: proves consistent reads fresh against the upstream (probes, proof watches, waits), beside the
 //!   store it vouches for.
-//! - [`codec`]: bytes in and out: field extraction, list/watch assembly, Tables (`kubectl get`: the
-//!   apiserver's printers, rows cached per object version), Status errors, tokens, gzip.
+//! - [`codec`]: bytes in and out: field extraction, list/watch assembly, Tables (`kubectl get`: which of
+//!   the apiserver's convertors prints a resource, rows cached per object version), Status errors, tokens,
+//!   gzip.
 //! - [`options`]: the apiserver's request options: query decoding, list/get/watch options, selectors, and
 //!   which reads a filtered mirror covers (`options::coverage`).
 //! - [`front`]: the HTTP front: server, routing, negotiation, body helpers, and `front::respond`, the one
@@ -33,13 +34,14 @@
 //! - [`metrics`]: Prometheus exposition, health and readiness. One [`metrics::Metrics`] per kache, built in
 //!   `app` and handed to each stage that records; `metrics` depends on no stage (scrape-time values come
 //!   through [`metrics::StatsSource`], which `app` implements; `front::metrics_server` serves them).
-//! - [`app`]: wires the parts together; `main` and the tests call [`app::run`].
+//! - [`app`]: wires the parts together; `main` and the tests call [`app::run`]. Every cache, pool and thread
+//!   is the kache's own, dropped with it (docs/architecture.md, "State belongs to one kache").
 //!
 //! # Public surface
 //!
 //! kache is a binary. The library's modules are public for the code outside it that drives or measures
 //! kache: the integration tests (`tests/it`), the benches, the load tool and `main.rs`. The pure Kubernetes
-//! semantics (options, selectors, tokens, Status, negotiation, protobuf, Go's JSON) live in the `kache_k8s`
+//! semantics (options, selectors, tokens, Status, negotiation, protobuf, Go's JSON, Table printers) live in the `kache_k8s`
 //! crate, which kache re-exports at the paths its modules use (`codec::status`, `options::selector`,
 //! `front::negotiate`, ...); the fuzz targets depend on that crate alone. Inside a module an item is `pub` only when that outside code names
 //! it (or a `pub` signature needs it); everything else is `pub(crate)`. `scripts/pub-trim.py` applies the

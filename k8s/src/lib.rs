@@ -12,6 +12,8 @@
 //! - [`gofmt`]: values as Go's `fmt` prints them in the apiserver's messages.
 //! - [`json`]: the bytes of Go's `encoding/json` (string escaping, compact and indented encoding, floats)
 //!   and Go's `strconv.Quote`.
+//! - [`table`]: Table output's convertors (the printers of built-in kinds, CRD columns, the default),
+//!   column definitions, rows and ages.
 //! - [`proto`]: JSON ↔ protobuf transcoding of built-in kinds (schema data from `kache-k8s-schema`).
 //!
 //! kache, its simulated upstream (`kache-sim`), the fuzz targets and the load tool depend on this crate, so
@@ -25,4 +27,5 @@ pub mod options;
 pub mod proto;
 pub mod resource;
 pub mod status;
+pub mod table;
 pub mod token;

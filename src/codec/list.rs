@@ -62,7 +62,7 @@ pub(crate) fn put_item(out: &mut BytesMut, object: &Object, with_type_meta: bool
 }
 
 /// Which form the items of a response take.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum View {
     /// The objects as stored.
     #[default]
@@ -176,7 +176,9 @@ impl ListChunks {
                 list_header("PartialObjectMetadataList", "meta.k8s.io/v1", meta),
                 Bytes::from_static(LIST_TRAILER),
             ),
-            View::Table(table) => (table.header(meta, true), Bytes::from_static(super::table::TABLE_TRAILER)),
+            View::Table(ref table) => {
+                (table.header(meta, true), Bytes::from_static(super::table::TABLE_TRAILER))
+            }
         };
         let now = super::table::age::now_ms();
         Self { header: Some(header), trailer, items, next: 0, with_type_meta, view, now, done: false }
@@ -185,7 +187,7 @@ impl ListChunks {
     /// The exact number of bytes the chunks will add up to.
     pub(crate) fn total_len(&self) -> usize {
         let header = self.header.as_ref().map_or(0, BytesMut::len);
-        let items: usize = match self.view {
+        let items: usize = match &self.view {
             View::Full => self.items.iter().map(|o| item_len(o, self.with_type_meta)).sum(),
             View::Metadata => self.items.iter().map(|o| partial_len(o)).sum(),
             // Rows are not sized ahead (ages are rendered as they are written): encode them to count.
@@ -223,7 +225,7 @@ impl Iterator for ListChunks {
             self.done = true;
             return Some(buf.freeze());
         }
-        if let (View::Table(table), true) = (self.view, self.items.is_empty())
+        if let (View::Table(table), true) = (&self.view, self.items.is_empty())
             && table.nil_when_empty()
         {
             buf.truncate(buf.len().saturating_sub(1));
@@ -236,7 +238,7 @@ impl Iterator for ListChunks {
             if self.next > 0 {
                 buf.put_u8(b',');
             }
-            match self.view {
+            match &self.view {
                 View::Full => put_item(&mut buf, &self.items[self.next], self.with_type_meta),
                 View::Metadata => put_partial(&mut buf, &self.items[self.next]),
                 View::Table(table) => table.put_row(&mut buf, &self.items[self.next], self.now),

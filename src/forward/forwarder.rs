@@ -146,8 +146,9 @@ impl Forwarder {
                 readahead::Handoff::LIST
             };
             let held = self.read_ahead.clone();
+            let thread = self.upstream.forward_thread().cloned();
             readahead::read_ahead(incoming, readahead::READ_AHEAD_BUDGET, handoff, held, |pump| match list {
-                true => crate::upstream::fwdrt::spawn(pump),
+                true => crate::upstream::fwdrt::spawn(thread.as_ref(), pump),
                 false => drop(tokio::spawn(pump)),
             })
         } else {

@@ -25,6 +25,8 @@ struct Inner {
     resources: Interner,
     /// The watch fan-out's counters, kept by the watchers.
     watch: WatchCells,
+    /// Protobuf message bytes held by the kache's object versions (`kache_protobuf_bytes`).
+    proto_bytes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -48,8 +50,15 @@ impl Metrics {
         let recorder = Recorder::new();
         let handle = recorder.handle();
         let resources = Interner::new(&recorder, MAX_RESOURCES);
-        let metrics =
-            Self { inner: Arc::new(Inner { recorder, handle, resources, watch: WatchCells::default() }) };
+        let metrics = Self {
+            inner: Arc::new(Inner {
+                recorder,
+                handle,
+                resources,
+                watch: WatchCells::default(),
+                proto_bytes: Arc::default(),
+            }),
+        };
         metrics.register_fixed_series();
         metrics
     }
@@ -77,6 +86,16 @@ impl Metrics {
         f: impl FnOnce(&ResourceMetrics) -> T,
     ) -> T {
         self.inner.resources.with(r.group(), r.resource(), f)
+    }
+
+    /// The count of protobuf bytes held by the kache's object versions, which they keep up to date.
+    pub(crate) fn proto_bytes(&self) -> &Arc<std::sync::atomic::AtomicU64> {
+        &self.inner.proto_bytes
+    }
+
+    /// Protobuf message bytes the kache's object versions hold now (`kache_protobuf_bytes`).
+    pub fn protobuf_bytes_held(&self) -> u64 {
+        self.inner.proto_bytes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The watch fan-out's counters of this kache (its watchers count into them).

@@ -99,18 +99,16 @@ pub struct FreshnessCounters {
     pub too_large: u64,
 }
 
-/// Structures kache shares across the process by design (interner-like caches and the CPU-bound producer
-/// pool): every kache in the process reports the same values.
+/// Counters of structures read at scrape time: the kache's Table state (row cache, learned generic columns)
+/// and its heavy-body producers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SharedCounters {
-    /// The Table row cache: lookups answered from it and rows printed, and its weight.
+    /// The kache's Table row cache: lookups answered from it and rows printed, and its weight.
     pub table_row_hits: u64,
     pub table_row_misses: u64,
     pub table_row_cache_bytes: u64,
     /// Resources printed with learned generic columns.
     pub table_generic_resources: u64,
-    /// Bytes of protobuf messages held by object versions.
-    pub protobuf_bytes: u64,
     /// Heavy bodies waiting for a producer permit, and batches running on the blocking pool.
     pub heavy_bodies_waiting: u64,
     pub heavy_bodies_producing: u64,
@@ -139,13 +137,15 @@ impl Metrics {
         self.counter(WATCH_INDEX_FULL_TOTAL, vec![]).absolute(s.index_full);
     }
 
-    /// Mirrors the process-wide structures' counters.
+    /// Mirrors the counters of [`SharedCounters`].
     pub(crate) fn mirror_shared(&self, s: &SharedCounters) {
         self.counter(TABLE_ROWS_TOTAL, vec![label("result", "hit")]).absolute(s.table_row_hits);
         self.counter(TABLE_ROWS_TOTAL, vec![label("result", "miss")]).absolute(s.table_row_misses);
         self.gauge(TABLE_ROW_CACHE_BYTES, vec![]).set(s.table_row_cache_bytes as f64);
         self.gauge(TABLE_GENERIC_RESOURCES, vec![]).set(s.table_generic_resources as f64);
-        self.gauge(PROTOBUF_BYTES, vec![]).set(s.protobuf_bytes as f64);
+        // Kept by the kache's object versions themselves.
+        self.gauge(PROTOBUF_BYTES, vec![])
+            .set(self.proto_bytes().load(std::sync::atomic::Ordering::Relaxed) as f64);
         self.gauge(HEAVY_BODIES_WAITING, vec![]).set(s.heavy_bodies_waiting as f64);
         self.gauge(HEAVY_BODIES_PRODUCING, vec![]).set(s.heavy_bodies_producing as f64);
         let threads = [("lowered", s.heavy_body_threads_lowered), ("normal", s.heavy_body_threads_normal)];

@@ -291,7 +291,8 @@ impl KacheHandler {
             (encoding, Choice::LearnTable) => {
                 self.stats.count_encoding(&self.metrics, encoding, false);
                 let gvr = r.gvr.clone();
-                return crate::serve::table_learn::learn_from(self.forward(req, id).await, &gvr);
+                let tables = self.reads.tables().clone();
+                return crate::serve::table_learn::learn_from(self.forward(req, id).await, &gvr, tables);
             }
             (_, Choice::Respond(resp)) => return resp,
         };

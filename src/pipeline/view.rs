@@ -88,9 +88,10 @@ pub(super) fn choose(
         // answer, `table_learn`); custom resources always have their CRD's convertor.
         (Negotiated::JsonTable { v1, .. }, _) => {
             match (reads.table_printer(store, r), include_object(uri.query())) {
-                (Some(printer), Ok(include)) => {
-                    Choice::Memory(View::Table(TableView { printer, include, v1: *v1 }), None)
-                }
+                (Some(printer), Ok(include)) => Choice::Memory(
+                    View::Table(TableView { printer, include, v1: *v1, tables: reads.tables().clone() }),
+                    None,
+                ),
                 (None, Ok(_)) if r.verb != Verb::Watch && !store.info().list_items_have_type_meta => {
                     Choice::LearnTable
                 }

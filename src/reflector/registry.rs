@@ -227,11 +227,19 @@ impl Registry {
         }
     }
 
-    /// Stops every reflector (shutdown).
-    pub(crate) fn stop_all(&self) {
-        let gvrs: Vec<Gvr> = self.lock().running.keys().cloned().collect();
-        for gvr in gvrs {
-            self.stop(&gvr);
+    /// Stops every reflector (shutdown) and waits until their tasks are gone (with what they held: the
+    /// upstream client among it).
+    pub(crate) async fn stop_all(&self) {
+        let running: Vec<(Gvr, Running)> = self.lock().running.drain().collect();
+        let mut tasks = Vec::with_capacity(running.len());
+        for (gvr, running) in running {
+            running.status.stop();
+            running.task.abort();
+            self.stores.remove(&gvr);
+            tasks.push(running.task);
+        }
+        for task in tasks {
+            let _ = task.await;
         }
     }
 

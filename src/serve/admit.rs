@@ -15,7 +15,7 @@
 
 mod produce;
 
-pub use produce::{BATCH_BYTES, collect, heavy_bodies, heavy_body_threads, offloaded, producers};
+pub use produce::{BATCH_BYTES, Producers, collect, offloaded, producers};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -50,6 +50,8 @@ pub struct ReadBudget {
     heavy_in_flight: AtomicUsize,
     /// The kache's metrics: admitted bytes and refusals are counted there.
     metrics: Metrics,
+    /// The kache's heavy-body producers, which produce the heavy bodies admitted here.
+    producers: Arc<Producers>,
 }
 
 /// The budget was exhausted.
@@ -73,7 +75,19 @@ impl ReadBudget {
             heavy_limit,
             heavy_in_flight: AtomicUsize::new(0),
             metrics: Metrics::default(),
+            producers: Arc::default(),
         }
+    }
+
+    /// Produces heavy bodies on the kache's `producers` instead of a pool of its own.
+    pub(crate) fn with_producers(mut self, producers: Arc<Producers>) -> Self {
+        self.producers = producers;
+        self
+    }
+
+    /// The kache's heavy-body producers.
+    pub(crate) fn producers(&self) -> &Arc<Producers> {
+        &self.producers
     }
 
     /// Counts into the kache's `metrics` instead of an instance of its own.
@@ -199,6 +213,11 @@ impl<'a> Admission<'a> {
             (None, Some(b)) => b.try_heavy().map(Some),
             (None, None) => Ok(None),
         }
+    }
+
+    /// The producers of a heavy body: the budget's (a fresh pool of its own without a budget).
+    pub fn producers(&self) -> Arc<Producers> {
+        self.budget.map_or_else(Arc::default, |b| b.producers().clone())
     }
 
     /// Charges `len` bytes to the budget (none: unlimited).

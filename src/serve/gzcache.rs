@@ -85,8 +85,14 @@ impl GzipCache {
     }
 
     /// The gzip body of `chunks` (the list of `key` at snapshot `rv`): cached, awaited from a concurrent
-    /// request's compression, or compressed here (on the blocking pool) and cached.
-    pub(crate) async fn get_or_compress<I>(&self, key: &str, rv: u64, chunks: I) -> Bytes
+    /// request's compression, or compressed here (on the kache's heavy-body `producers`) and cached.
+    pub(crate) async fn get_or_compress<I>(
+        &self,
+        producers: &admit::Producers,
+        key: &str,
+        rv: u64,
+        chunks: I,
+    ) -> Bytes
     where
         I: Iterator<Item = Bytes> + Send + 'static,
     {
@@ -130,13 +136,13 @@ impl GzipCache {
         };
         let Some(cell) = cell else {
             self.metrics.gzip_cache(GzipCacheResult::Bypass);
-            return self.compress(chunks).await;
+            return self.compress(producers, chunks).await;
         };
         let mut compressed_here = false;
         let body = cell
             .get_or_init(|| {
                 compressed_here = true;
-                self.compress(chunks)
+                self.compress(producers, chunks)
             })
             .await
             .clone();
@@ -146,15 +152,15 @@ impl GzipCache {
         body
     }
 
-    /// Compresses in batches on the blocking pool, sharing the heavy-body producers
-    /// ([`admit::collect`]): a whole-list compression takes its turn with the streamed heavy bodies.
-    async fn compress<I>(&self, chunks: I) -> Bytes
+    /// Compresses in batches on the heavy-body producers ([`admit::collect`]): a whole-list compression
+    /// takes its turn with the streamed heavy bodies.
+    async fn compress<I>(&self, producers: &admit::Producers, chunks: I) -> Bytes
     where
         I: Iterator<Item = Bytes> + Send + 'static,
     {
         self.metrics.compression(1, None);
         let started = Instant::now();
-        let compressed = admit::collect(GzipChunks::new(chunks)).await;
+        let compressed = admit::collect(producers, GzipChunks::new(chunks)).await;
         self.metrics.compression(-1, Some(started.elapsed()));
         compressed.expect("compressing bytes into a Vec does not panic")
     }

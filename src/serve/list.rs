@@ -112,7 +112,9 @@ pub(crate) async fn serve_list(
             Some(target) => {
                 respond_proto(info, target, &meta, &items, q, Reuse::default(), admission).await?
             }
-            None => respond(info, &meta, items, q.response, Reuse::default(), q.view, admission).await?,
+            None => {
+                respond(info, &meta, items, q.response, Reuse::default(), q.view.clone(), admission).await?
+            }
         };
         return Ok((resp, stats));
     }
@@ -207,7 +209,7 @@ pub(crate) async fn serve_list(
     let reuse = Reuse { gzip: gzip_cache.map(|c| (c, key.as_str())), record };
     let resp = match q.proto {
         Some(target) => respond_proto(info, target, &meta, &page.items, q, reuse, admission).await?,
-        None => respond(info, &meta, page.items, q.response, reuse, q.view, admission).await?,
+        None => respond(info, &meta, page.items, q.response, reuse, q.view.clone(), admission).await?,
     };
     Ok((resp, stats))
 }
@@ -306,7 +308,9 @@ pub(crate) async fn serve_get(
     q: &GetQuery<'_>,
     freshness: &Freshness,
 ) -> Result<Option<Response<Body>>, NotServed> {
-    let GetQuery { namespace, name, rv, arrived, min_rv, block_timeout, response, view, proto, metrics } = *q;
+    let GetQuery { namespace, name, rv, arrived, min_rv, block_timeout, response, ref view, proto, metrics } =
+        *q;
+    let view = view.clone();
     let Some(at) = plan_single(rv, Match::Unset, 0) else {
         return Err(NotServed::Forward("exact get"));
     };
@@ -356,10 +360,11 @@ pub(crate) async fn respond(
     admission: Admission<'_>,
 ) -> Result<Response<Body>, NotServed> {
     let Reuse { gzip: cache, record } = reuse;
+    let is_table = matches!(view, View::Table(_));
     let chunks = listcodec::ListChunks::with_view(info, meta, items, view);
     // Tables are built whole (as the apiserver does: their age cells are rendered per response) rather than
     // sized twice, and charged to the budget like any list.
-    if matches!(view, View::Table(_)) {
+    if is_table {
         let parts: Vec<Bytes> = chunks.collect();
         let len = parts.iter().map(Bytes::len).sum();
         let charge = admission.charge(len).map_err(|_| NotServed::Overloaded)?;
@@ -427,17 +432,23 @@ async fn respond_streamed(
             .header(header::VARY, HeaderValue::from_static("Accept-Encoding"));
         // Compression and indentation are produced off the runtime workers (`admit::offloaded`).
         match (cache, opts.pretty) {
-            (_, true) => {
-                (builder, admit::offloaded(gzip::GzipChunks::new(pretty::PrettyChunks::new(chunks))))
-            }
+            (_, true) => (
+                builder,
+                admit::offloaded(
+                    admission.producers(),
+                    gzip::GzipChunks::new(pretty::PrettyChunks::new(chunks)),
+                ),
+            ),
             (Some((cache, key)), false) => {
-                let compressed = cache.get_or_compress(key, rv, chunks).await;
+                let compressed = cache.get_or_compress(&admission.producers(), key, rv, chunks).await;
                 (builder.header(header::CONTENT_LENGTH, compressed.len()), body::full(compressed))
             }
-            (None, false) => (builder, admit::offloaded(gzip::GzipChunks::new(chunks))),
+            (None, false) => {
+                (builder, admit::offloaded(admission.producers(), gzip::GzipChunks::new(chunks)))
+            }
         }
     } else if opts.pretty {
-        (builder, admit::offloaded(pretty::PrettyChunks::new(chunks)))
+        (builder, admit::offloaded(admission.producers(), pretty::PrettyChunks::new(chunks)))
     } else {
         let body = match record {
             Some(record) => record.body(len, chunks).await,

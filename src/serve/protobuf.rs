@@ -74,10 +74,10 @@ impl ProtoTarget {
     /// version) when it cannot be transcoded.
     pub fn message(&self, object: &Object, gvr: &Gvr, metrics: &Metrics) -> Option<Bytes> {
         match self {
-            Self::Object(kind) => {
-                object.proto.full(|| counted(gvr, metrics, kind.encode_object(&object.raw)))
-            }
-            Self::Metadata => object.proto.meta(|| {
+            Self::Object(kind) => object
+                .proto
+                .full(metrics.proto_bytes(), || counted(gvr, metrics, kind.encode_object(&object.raw))),
+            Self::Metadata => object.proto.meta(metrics.proto_bytes(), || {
                 let metadata = metadata_of(&object.raw, Some(object.metadata_range.clone()));
                 counted(gvr, metrics, partial_message(metadata))
             }),
@@ -266,13 +266,13 @@ pub(crate) async fn list_response(
             .header(header::VARY, HeaderValue::from_static("Accept-Encoding"));
         match cache {
             Some(ListCache { cache, key }) => {
-                let compressed = cache.get_or_compress(&key, rv, chunks).await;
+                let compressed = cache.get_or_compress(&admission.producers(), &key, rv, chunks).await;
                 (builder.header(header::CONTENT_LENGTH, compressed.len()), body::full(compressed))
             }
             // Compressed on the fly: a heavy body, admitted like the JSON ones.
             None => {
                 let slot = admission.heavy().map_err(|_| NotServed::Overloaded)?;
-                let body = admit::offloaded(gzip::GzipChunks::new(chunks));
+                let body = admit::offloaded(admission.producers(), gzip::GzipChunks::new(chunks));
                 (
                     builder,
                     match slot {

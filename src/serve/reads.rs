@@ -64,6 +64,12 @@ pub(crate) struct Reads {
     shutdown: CancellationToken,
     /// The kache's metrics.
     metrics: Metrics,
+    /// The kache's Table state (row cache, CRD column sets, learned generic columns).
+    tables: Arc<crate::codec::table::Tables>,
+    /// The kache's watch frames shared between watchers.
+    frames: Arc<watch::shared::SharedFrames>,
+    /// The kache's heavy-body producers (every read budget it makes produces on them).
+    producers: Arc<crate::serve::admit::Producers>,
 }
 
 // === impl Reads ===
@@ -76,6 +82,7 @@ impl Reads {
         lazy: bool,
         shutdown: CancellationToken,
         metrics: Metrics,
+        producers: Arc<crate::serve::admit::Producers>,
     ) -> Self {
         Self {
             registry,
@@ -83,13 +90,18 @@ impl Reads {
             gzip_cache: GzipCache::default().with_metrics(metrics.clone()),
             body_cache: Arc::new(BodyCache::default().with_metrics(metrics.clone())),
             read_budget: Arc::new(
-                ReadBudget::new(DEFAULT_MAX_READ_BYTES_IN_FLIGHT).with_metrics(metrics.clone()),
+                ReadBudget::new(DEFAULT_MAX_READ_BYTES_IN_FLIGHT)
+                    .with_metrics(metrics.clone())
+                    .with_producers(producers.clone()),
             ),
             crd_fields: CrdFields::default(),
             config,
             lazy,
             shutdown,
             metrics,
+            tables: Arc::default(),
+            frames: Arc::default(),
+            producers,
         }
     }
 
@@ -100,8 +112,11 @@ impl Reads {
     /// Limits the bytes of memory-served lists in flight and the heavy bodies among them (0: unlimited); see
     /// [`crate::serve::admit`].
     pub(crate) fn with_read_budget(mut self, max_bytes: usize, max_heavy_bodies: usize) -> Self {
+        let producers = self.producers.clone();
         self.read_budget = Arc::new(
-            ReadBudget::with_heavy_limit(max_bytes, max_heavy_bodies).with_metrics(self.metrics.clone()),
+            ReadBudget::with_heavy_limit(max_bytes, max_heavy_bodies)
+                .with_metrics(self.metrics.clone())
+                .with_producers(producers),
         );
         self
     }
@@ -110,6 +125,17 @@ impl Reads {
     pub(crate) fn with_list_body_cache(mut self, max_bytes: usize) -> Self {
         self.body_cache = Arc::new(BodyCache::with_max_bytes(max_bytes).with_metrics(self.metrics.clone()));
         self
+    }
+
+    /// Prints Tables with this kache's Table state (the app shares it with its metrics source).
+    pub(crate) fn with_tables(mut self, tables: Arc<crate::codec::table::Tables>) -> Self {
+        self.tables = tables;
+        self
+    }
+
+    /// The kache's Table state.
+    pub(crate) fn tables(&self) -> &Arc<crate::codec::table::Tables> {
+        &self.tables
     }
 
     pub(crate) fn freshness(&self) -> &Arc<Freshness> {
@@ -186,7 +212,7 @@ impl Reads {
             return None;
         }
         let object = crds.current().get(&format!("{}.{}", r.gvr.resource, r.gvr.group))?.clone();
-        crate::codec::table::crd::for_crd_object(&object, &r.gvr.version).map(Printer::Custom)
+        self.tables.crd.for_crd_object(&object, &r.gvr.version).map(Printer::Custom)
     }
 
     /// The generic convertor's printer for a typed resource, once learned from the upstream's own Table.
@@ -194,8 +220,7 @@ impl Reads {
         if store.info().list_items_have_type_meta {
             return None;
         }
-        crate::codec::table::generic::lookup(&r.gvr.group, &r.gvr.version, &r.gvr.resource)
-            .map(Printer::Generic)
+        self.tables.generic.lookup(&r.gvr.group, &r.gvr.version, &r.gvr.resource).map(Printer::Generic)
     }
 
     /// A get of one object: found, a 404 Status, or not served.
@@ -396,6 +421,7 @@ impl Reads {
                 req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()),
             ),
             metrics: self.metrics.clone(),
+            frames: self.frames.clone(),
         };
         watch::request::try_serve_watch(request, &self.config.watch, self.shutdown.clone())
             .map_err(|_| NotServed::Forward("not transcodable to protobuf"))

@@ -10,13 +10,18 @@ use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode, header};
 use http_body_util::BodyExt;
 
-use crate::codec::table::generic::{self, LEARN_PREFIX_BYTES};
+use std::sync::Arc;
+
+use crate::codec::table::Tables;
+use crate::codec::table::generic::LEARN_PREFIX_BYTES;
 use crate::front::body::Body;
 use crate::resource::Gvr;
 
 /// The first bytes of a forwarded Table body; checked when dropped.
 struct Prefix {
     gvr: Gvr,
+    /// The kache's Table state, which learns.
+    tables: Arc<Tables>,
     gzip: bool,
     bytes: BytesMut,
 }
@@ -31,7 +36,7 @@ impl Prefix {
 impl Drop for Prefix {
     fn drop(&mut self) {
         let plain = if self.gzip { gunzip_prefix(&self.bytes) } else { self.bytes.to_vec() };
-        if generic::learn(&self.gvr.group, &self.gvr.version, &self.gvr.resource, &plain) {
+        if self.tables.generic.learn(&self.gvr.group, &self.gvr.version, &self.gvr.resource, &plain) {
             tracing::debug!(resource = %self.gvr, "generic Table columns learned from the upstream");
         }
     }
@@ -53,7 +58,7 @@ fn gunzip_prefix(gz: &[u8]) -> Vec<u8> {
 }
 
 /// Relays `resp` (the upstream's answer to a Table get or list of `gvr`) and learns from its body.
-pub(crate) fn learn_from(resp: Response<Body>, gvr: &Gvr) -> Response<Body> {
+pub(crate) fn learn_from(resp: Response<Body>, gvr: &Gvr, tables: Arc<Tables>) -> Response<Body> {
     let headers = resp.headers();
     let json = headers
         .get(header::CONTENT_TYPE)
@@ -64,7 +69,7 @@ pub(crate) fn learn_from(resp: Response<Body>, gvr: &Gvr) -> Response<Body> {
     if resp.status() != StatusCode::OK || !json || !(encoding.is_none() || gzip) {
         return resp;
     }
-    let mut prefix = Prefix { gvr: gvr.clone(), gzip, bytes: BytesMut::new() };
+    let mut prefix = Prefix { gvr: gvr.clone(), tables, gzip, bytes: BytesMut::new() };
     resp.map(|body| {
         body.map_frame(move |frame| {
             if let Some(data) = frame.data_ref() {
@@ -89,11 +94,12 @@ mod tests {
             .header(header::CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from_static(body.as_bytes())).map_err(|e| match e {}).boxed())
             .expect("response");
-        assert_eq!(generic::lookup("learn.example", "v1", "things"), None);
-        let relayed = learn_from(resp, &gvr);
+        let tables = Arc::new(Tables::default());
+        assert_eq!(tables.generic.lookup("learn.example", "v1", "things"), None);
+        let relayed = learn_from(resp, &gvr, tables.clone());
         let got = relayed.into_body().collect().await.expect("body").to_bytes();
         assert_eq!(&got[..], body.as_bytes());
-        assert!(generic::lookup("learn.example", "v1", "things").is_some());
+        assert!(tables.generic.lookup("learn.example", "v1", "things").is_some());
     }
 
     #[test]

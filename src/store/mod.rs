@@ -35,7 +35,7 @@ pub use dispatch::{
     INDEX_RING_CAPACITY, IndexGuard, IndexKey, IndexKind, IndexStats, MAX_INDEX_SLOTS, Subscription,
 };
 pub use log::{Cursor, Log};
-pub use object::{Key, Labels, Object, ProtoCells, make_key, proto_bytes_held};
+pub use object::{Key, Labels, Object, ProtoCells, make_key};
 pub use snapshot::{FieldIndex, Snapshot, namespace_bounds};
 pub use state::{Event, EventType, Signal, State, Store, StoreStats, TooOld, WaitError};
 pub use writer::{ApplyOutcome, Writer};

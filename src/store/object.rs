@@ -95,14 +95,6 @@ impl kache_k8s::options::selector::Selectable for Object {
     }
 }
 
-/// Protobuf message bytes held by all [`ProtoCells`] of the process (`kache_protobuf_bytes`).
-static PROTO_BYTES_HELD: AtomicU64 = AtomicU64::new(0);
-
-/// Protobuf message bytes held now by every object version's [`ProtoCells`].
-pub fn proto_bytes_held() -> u64 {
-    PROTO_BYTES_HELD.load(Relaxed)
-}
-
 /// The protobuf messages of one object version, each computed at most once, when a protobuf client first
 /// needs it, and dropped with the version.
 ///
@@ -120,33 +112,34 @@ pub struct ProtoCells {
     meta: OnceLock<Option<Held>>,
 }
 
-/// Bytes counted in [`PROTO_BYTES_HELD`] while alive.
-struct Held(Bytes);
+/// Bytes counted in the kache's held-bytes count (`kache_protobuf_bytes`) while alive.
+struct Held(Bytes, Arc<AtomicU64>);
 
 impl Held {
-    fn new(bytes: Vec<u8>) -> Self {
-        PROTO_BYTES_HELD.fetch_add(bytes.len() as u64, Relaxed);
-        Self(Bytes::from(bytes))
+    fn new(bytes: Vec<u8>, held: &Arc<AtomicU64>) -> Self {
+        held.fetch_add(bytes.len() as u64, Relaxed);
+        Self(Bytes::from(bytes), held.clone())
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        PROTO_BYTES_HELD.fetch_sub(self.0.len() as u64, Relaxed);
+        self.1.fetch_sub(self.0.len() as u64, Relaxed);
     }
 }
 
 // === impl ProtoCells ===
 
 impl ProtoCells {
-    /// The object's message, computed by `encode` on first use; `None` when it could not be transcoded.
-    pub fn full(&self, encode: impl FnOnce() -> Option<Vec<u8>>) -> Option<Bytes> {
-        self.full.get_or_init(|| encode().map(Held::new)).as_ref().map(|h| h.0.clone())
+    /// The object's message, computed by `encode` on first use and counted in `held` while kept; `None`
+    /// when it could not be transcoded.
+    pub fn full(&self, held: &Arc<AtomicU64>, encode: impl FnOnce() -> Option<Vec<u8>>) -> Option<Bytes> {
+        self.full.get_or_init(|| encode().map(|m| Held::new(m, held))).as_ref().map(|h| h.0.clone())
     }
 
-    /// The `PartialObjectMetadata` message, computed by `encode` on first use.
-    pub fn meta(&self, encode: impl FnOnce() -> Option<Vec<u8>>) -> Option<Bytes> {
-        self.meta.get_or_init(|| encode().map(Held::new)).as_ref().map(|h| h.0.clone())
+    /// The `PartialObjectMetadata` message, computed by `encode` on first use and counted in `held`.
+    pub fn meta(&self, held: &Arc<AtomicU64>, encode: impl FnOnce() -> Option<Vec<u8>>) -> Option<Bytes> {
+        self.meta.get_or_init(|| encode().map(|m| Held::new(m, held))).as_ref().map(|h| h.0.clone())
     }
 
     /// Bytes held by these cells.
@@ -193,12 +186,13 @@ mod tests {
     #[test]
     fn proto_cells_compute_once_and_count_their_bytes() {
         let cells = ProtoCells::default();
+        let held = Arc::new(AtomicU64::new(0));
         let mut calls = 0;
-        let a = cells.full(|| {
+        let a = cells.full(&held, || {
             calls += 1;
             Some(vec![1, 2, 3])
         });
-        let b = cells.full(|| {
+        let b = cells.full(&held, || {
             calls += 1;
             Some(vec![9])
         });
@@ -208,7 +202,7 @@ mod tests {
         for _ in 0..3 {
             assert!(
                 cells
-                    .meta(|| {
+                    .meta(&held, || {
                         failures += 1;
                         None
                     })
@@ -216,11 +210,10 @@ mod tests {
             );
         }
         assert_eq!((failures, cells.bytes()), (1, 3));
-        // A clone starts empty; the process-wide count covers what is alive (other tests may run alongside,
-        // so only this cell's own share is checked through `bytes`).
+        // A clone starts empty; the kache's count covers what is alive.
         assert_eq!(cells.clone().bytes(), 0);
-        let held = proto_bytes_held();
-        assert!(held >= 3, "{held}");
+        assert_eq!(held.load(Relaxed), 3);
         drop(cells);
+        assert_eq!(held.load(Relaxed), 0);
     }
 }

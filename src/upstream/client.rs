@@ -130,6 +130,8 @@ struct Inner {
     /// Number of clients requests are spread over (for Debug).
     pool_size: usize,
     credentials: Credentials,
+    /// The thread forwarded lists are read on (stopped when the last clone of this client is dropped).
+    forward: Option<super::fwdrt::ForwardThread>,
 }
 
 /// Marks a request for the HTTP/1.1-only upgrade client (a request extension read by [`Dispatch`]).
@@ -252,7 +254,8 @@ impl Upstream {
         let svc = HttpService::new(
             Dispatch::new(vec![client.clone()], client.clone(), client).map_err(BoxError::from),
         );
-        Ok(Self::from_parts(base, svc, 1, Credentials::PassThrough))
+        let forward = super::fwdrt::ForwardThread::start(base.port_u16().unwrap_or(80));
+        Ok(Self::from_parts(base, svc, 1, Credentials::PassThrough, forward))
     }
 
     pub(crate) fn from_parts(
@@ -260,8 +263,14 @@ impl Upstream {
         svc: HttpService,
         pool_size: usize,
         credentials: Credentials,
+        forward: Option<super::fwdrt::ForwardThread>,
     ) -> Self {
-        Self { inner: Arc::new(Inner { base, svc, pool_size, credentials }) }
+        Self { inner: Arc::new(Inner { base, svc, pool_size, credentials, forward }) }
+    }
+
+    /// The runtime of this client's forward thread, if it has one (see [`super::fwdrt`]).
+    pub(crate) fn forward_thread(&self) -> Option<&tokio::runtime::Handle> {
+        self.inner.forward.as_ref().map(super::fwdrt::ForwardThread::handle)
     }
 
     /// The upstream's base URL.

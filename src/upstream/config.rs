@@ -183,7 +183,10 @@ fn build(config: &kube::Config) -> Result<Upstream, UpstreamError> {
         Credentials::PassThrough
     };
 
+    let forward = super::fwdrt::ForwardThread::start(base.port_u16().unwrap_or(443));
+    let forward_handle = forward.as_ref().map(|f| f.handle().clone());
     let client = |http2: bool, forward_thread: bool| {
+        let on_thread = forward_handle.clone().filter(|_| forward_thread);
         let builder = HttpsConnectorBuilder::new().with_tls_config(tls.clone()).https_or_http();
         let builder = match &server_name {
             Some(name) => builder.with_server_name_resolver(FixedServerNameResolver::new(name.clone())),
@@ -196,9 +199,9 @@ fn build(config: &kube::Config) -> Result<Upstream, UpstreamError> {
         } else {
             builder.enable_http1().wrap_connector(tcp)
         };
-        let connector = super::fwdrt::Connector { inner: connector, forward: forward_thread };
-        let mut builder = if forward_thread {
-            Client::builder(super::fwdrt::OnForwardThread)
+        let connector = super::fwdrt::Connector { inner: connector, forward: on_thread.clone() };
+        let mut builder = if on_thread.is_some() {
+            Client::builder(super::fwdrt::OnForwardThread(on_thread))
         } else {
             Client::builder(TokioExecutor::new())
         };
@@ -221,7 +224,7 @@ fn build(config: &kube::Config) -> Result<Upstream, UpstreamError> {
         .option_layer(auth)
         .map_err(BoxError::from)
         .service(dispatch);
-    Ok(Upstream::from_parts(base, HttpService::new(svc), H2_POOL_SIZE, credentials))
+    Ok(Upstream::from_parts(base, HttpService::new(svc), H2_POOL_SIZE, credentials, forward))
 }
 
 #[cfg(test)]

@@ -9,11 +9,15 @@
 //!
 //! Only forwarded lists go here (marked [`ForwardedList`]): gets, the reflectors' lists and probes stay on the
 //! main runtime, where their callers read them.
+//!
+//! The thread belongs to one upstream client ([`ForwardThread`], held by its `Upstream`): started with it,
+//! stopped and joined when the last clone of that client is dropped, so a kache that stops leaves no
+//! thread behind and two kaches in one process share none.
 
 use std::future::Future;
-use std::sync::OnceLock;
 
 use tokio::runtime::Handle;
+use tokio::sync::oneshot;
 
 use crate::front::body::BoxError;
 
@@ -22,49 +26,84 @@ use crate::front::body::BoxError;
 #[derive(Clone, Copy, Debug)]
 pub struct ForwardedList;
 
-/// The forward thread's runtime, started on first use; `None` if it could not be started (forwarded lists then
-/// run on the caller's runtime, as everything else does).
-pub fn handle() -> Option<&'static Handle> {
-    static HANDLE: OnceLock<Option<Handle>> = OnceLock::new();
-    HANDLE.get_or_init(start).as_ref()
+/// A current-thread runtime on a thread of its own (named `kache-fwd-PORT`, after the upstream's port,
+/// as are the runtime's blocking threads), stopped and joined on drop.
+#[derive(Debug)]
+pub struct ForwardThread {
+    handle: Handle,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
-fn start() -> Option<Handle> {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::warn!(error = %e, "no forward thread: forwarded lists run on the runtime workers");
-            return None;
+impl ForwardThread {
+    /// Starts the thread; `None` if it could not be started (forwarded lists then run on the caller's
+    /// runtime, as everything else does).
+    pub fn start(port: u16) -> Option<ForwardThread> {
+        let name = format!("kache-fwd-{port}");
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_name(&name)
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                tracing::warn!(error = %e, "no forward thread: forwarded lists run on the runtime workers");
+                return None;
+            }
+        };
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let started = std::thread::Builder::new().name(name).spawn(move || {
+            // Until stopped (or the owner is gone); dropping the runtime then drops its tasks.
+            runtime.block_on(async move {
+                let _ = stopped.await;
+            });
+        });
+        match started {
+            Ok(thread) => Some(ForwardThread { handle, stop: Some(stop), thread: Some(thread) }),
+            Err(e) => {
+                tracing::warn!(error = %e, "no forward thread: forwarded lists run on the runtime workers");
+                None
+            }
         }
-    };
-    let handle = runtime.handle().clone();
-    let started = std::thread::Builder::new()
-        .name("kache-forward".into())
-        .spawn(move || runtime.block_on(std::future::pending::<()>()));
-    match started {
-        Ok(_) => Some(handle),
-        Err(e) => {
-            tracing::warn!(error = %e, "no forward thread: forwarded lists run on the runtime workers");
-            None
+    }
+
+    /// The runtime's handle (it does not keep the runtime alive: once stopped, what is spawned on it is
+    /// dropped unrun).
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+impl Drop for ForwardThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        // Joined, unless the last owner is dropped on the thread itself (it then ends on its own).
+        if let Some(thread) = self.thread.take()
+            && thread.thread().id() != std::thread::current().id()
+        {
+            let _ = thread.join();
         }
     }
 }
 
-/// Spawns `fut` on the forward thread, or on the current runtime without one.
-pub fn spawn<F>(fut: F)
+/// Spawns `fut` on the forward thread `on`, or on the current runtime without one.
+pub fn spawn<F>(on: Option<&Handle>, fut: F)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    match handle() {
+    match on {
         Some(h) => drop(h.spawn(fut)),
         None => drop(tokio::spawn(fut)),
     }
 }
 
 /// hyper's executor for the forward thread's connections.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct OnForwardThread;
+#[derive(Clone, Debug, Default)]
+pub struct OnForwardThread(pub Option<Handle>);
 
 impl<F> hyper::rt::Executor<F> for OnForwardThread
 where
@@ -72,17 +111,17 @@ where
     F::Output: Send + 'static,
 {
     fn execute(&self, fut: F) {
-        spawn(fut);
+        spawn(self.0.as_ref(), fut);
     }
 }
 
-/// A connector whose connections are made on the forward thread when `forward` is set, so that their sockets
-/// are registered with that thread's reactor (their readiness then wakes no other thread); otherwise `inner`
-/// as is. One type for every client of an upstream.
+/// A connector whose connections are made on the forward thread when `forward` is one, so that their
+/// sockets are registered with that thread's reactor (their readiness then wakes no other thread);
+/// otherwise `inner` as is. One type for every client of an upstream.
 #[derive(Clone, Debug)]
 pub struct Connector<S> {
     pub inner: S,
-    pub forward: bool,
+    pub forward: Option<Handle>,
 }
 
 impl<S> tower::Service<http::Uri> for Connector<S>
@@ -102,7 +141,7 @@ where
 
     fn call(&mut self, uri: http::Uri) -> Self::Future {
         let connecting = self.inner.call(uri);
-        match handle().filter(|_| self.forward) {
+        match &self.forward {
             Some(h) => {
                 let joined = h.spawn(connecting);
                 Box::pin(async move {
@@ -123,11 +162,32 @@ mod tests {
 
     #[tokio::test]
     async fn spawned_futures_run_on_the_forward_thread() {
+        let thread = ForwardThread::start(1).expect("started");
         let (tx, rx) = tokio::sync::oneshot::channel();
-        spawn(async move {
+        spawn(Some(thread.handle()), async move {
             let _ = tx.send(std::thread::current().name().map(str::to_owned));
         });
-        assert_eq!(rx.await.expect("ran").as_deref(), Some("kache-forward"));
+        assert_eq!(rx.await.expect("ran").as_deref(), Some("kache-fwd-1"));
+    }
+
+    /// Dropped, the thread is stopped and joined; what is spawned on its handle afterwards is dropped unrun.
+    #[tokio::test]
+    async fn a_dropped_forward_thread_ends() {
+        let thread = ForwardThread::start(2).expect("started");
+        let handle = thread.handle().clone();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        spawn(Some(&handle), async move {
+            let _keep = tx;
+            std::future::pending::<()>().await;
+        });
+        drop(thread);
+        // The pending task was dropped with the runtime: its sender is gone.
+        assert!(rx.await.is_err());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        spawn(Some(&handle), async move {
+            let _ = tx.send(());
+        });
+        assert!(rx.await.is_err());
     }
 
     /// A forwarded list's connection is made on the forward thread (so its socket belongs to that thread's
@@ -139,10 +199,11 @@ mod tests {
             Ok::<_, std::convert::Infallible>(std::thread::current().name().map(str::to_owned))
         });
         let uri: http::Uri = "http://upstream:1".parse().expect("uri");
-        let mut forward = Connector { inner: thread_of, forward: true };
+        let thread = ForwardThread::start(3).expect("started");
+        let mut forward = Connector { inner: thread_of, forward: Some(thread.handle().clone()) };
         let made = forward.ready().await.expect("ready").call(uri.clone()).await.expect("made");
-        assert_eq!(made.as_deref(), Some("kache-forward"));
-        let mut here = Connector { inner: thread_of, forward: false };
+        assert_eq!(made.as_deref(), Some("kache-fwd-3"));
+        let mut here = Connector { inner: thread_of, forward: None };
         let made = here.ready().await.expect("ready").call(uri).await.expect("made");
         assert_eq!(made, std::thread::current().name().map(str::to_owned));
     }

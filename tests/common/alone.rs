@@ -1,6 +1,5 @@
-//! Tests that must have the process to themselves: they assert process-wide state (the few metrics of
-//! structures the process shares by design; the heap is one per process) that the other tests of the binary, running on
-//! other threads, would move.
+//! Tests that must have the process to themselves: they measure the heap, which is one per process and which
+//! the other tests of the binary, running on other threads, would move.
 //!
 //! The pattern: a plain `#[test] fn x()` calls [`run_in_own_process`] with the full name of an
 //! `#[ignore]`d `x_in_own_process` test, which does the work. The child is this same test binary, filtered

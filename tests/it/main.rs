@@ -14,6 +14,7 @@
 //! | `foreign` | a real cluster's foreign writes (leases, events): no 504 for paginated reads, freshness proofs | — |
 //! | `forward` | the forwarding front over a scripted upstream: headers, streaming, upgrades, limits, TLS kubeconfigs | `openssl`; `kubectl` for `kubectl_through_kache` |
 //! | `impersonation` | `Impersonate-*` under `--auth=delegated`, the chained node → regional deployment, `kubectl --as` | `kubectl` (the last test) |
+//! | `instances` | two kaches in one process share no Table state; a stopped kache leaves no thread behind | — |
 //! | `kube_apiserver` | kache in front of a real kube-apiserver 1.36 cluster (controllers, scheduler, simulated nodes): every built-in kind in JSON, protobuf, Table and metadata, pages, selectors, gets, watches and errors, byte for byte | the testbed (`scripts/cluster.sh`; Go builds it) |
 //! | `kube_protobuf` | every built-in kind of the real kube-apiserver 1.36 (one object of each created first) in protobuf: each object transcoded as the Go encoder does, lists, gets and watches byte for byte and served from memory, no transcoder refusal | the testbed (`kube-proto` too) |
 //! | `kube_control` | the control plane's own clients (controller-manager, scheduler, kwok nodes) through kache with their own tokens: nodes Ready, pods bound and Running, scale and delete carried out, leader-election leases renewed | the testbed |
@@ -48,14 +49,13 @@
 //! **One process.** Every test runs on a thread of this one process, so nothing may depend on process-wide
 //! state another test changes. Every test binds its own ephemeral ports, uses its own temporary directories
 //! (the real apiservers: `target/real-apiserver/<test's own name>`), sets no environment variable and never
-//! changes the current directory; kache installs no tracing subscriber in tests. Each kache has its own
-//! metrics (`Kache::metrics`), but some counters they mirror are process-wide by design (the Table row
-//! cache, the heavy-body producers, held protobuf bytes), and so are the generic Table columns kache
-//! learns from an upstream, so a test that asserts exact values of those, that every metric moved at all,
-//! or that a resource's columns are not learned yet, runs alone in a child process of this binary
-//! (`common::alone::run_in_own_process`, the parent test fails when the child fails or did not run): the
-//! `*_in_own_process` tests below, `#[ignore]`d so that only their parent runs them. Heap measurements
-//! that need the whole process quiet (`memory`) do the same; `resume` counts per thread and needs nothing.
+//! changes the current directory; kache installs no tracing subscriber in tests. Each kache's state is its
+//! own (its metrics, caches, pools and threads: docs/architecture.md), so tests of different kaches never see
+//! each other's figures (`instances`). Only heap measurements, which need the whole process quiet (`memory`,
+//! `forward::large_bodies_stream_with_bounded_memory`), run alone in a child process of this binary
+//! (`common::alone::run_in_own_process`, the parent test fails when the child fails or did not run: the
+//! `*_in_own_process` tests, `#[ignore]`d so that only their parent runs them); `resume` counts per thread and
+//! needs nothing.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -71,6 +71,7 @@ mod filtered;
 mod foreign;
 mod forward;
 mod impersonation;
+mod instances;
 mod kube_apiserver;
 mod kube_control;
 mod kube_protobuf;

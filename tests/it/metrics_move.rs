@@ -122,17 +122,10 @@ fn largest(text: &str, def: &names::MetricDef) -> Option<f64> {
         .reduce(f64::max)
 }
 
-/// Each kache has its own metrics, but some of the counters they mirror are process-wide (the watch fan-out's
-/// stream counters, the Table row cache, the heavy-body producers): another test moving one would hide one
-/// this workload does not move, so the workload runs alone in a child process.
-#[test]
-fn every_documented_metric_moves() {
-    common::alone::run_in_own_process("metrics_move::every_documented_metric_moves_in_own_process");
-}
-
+/// Every series a kache exports is its own (its metrics and the state they mirror belong to it), so other
+/// tests running alongside cannot move one for this workload.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "run alone by every_documented_metric_moves"]
-async fn every_documented_metric_moves_in_own_process() {
+async fn every_documented_metric_moves() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     let sim = common::start_sim().await;

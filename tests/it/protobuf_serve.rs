@@ -665,11 +665,10 @@ async fn measure_protobuf_bytes_of_10k_pods() {
         sim.create("pods", Some(&ns), pod).expect("pod");
     }
     let kache = start_kache(&sim.url(), |_| {}).await;
-    let held_before = kache::store::proto_bytes_held();
     let json = get_with(&kache.url(), "/api/v1/pods?resourceVersion=0", &[]).await;
     let pb = get_with(&kache.url(), "/api/v1/pods?resourceVersion=0", &[("accept", PROTOBUF)]).await;
     assert_eq!(content_type(&pb), PROTOBUF);
-    let held = kache::store::proto_bytes_held() - held_before;
+    let held = kache.metrics().protobuf_bytes_held();
     let store_bytes: usize =
         kache.registry().get(&pods()).expect("pods").current().objects.values().map(|o| o.raw.len()).sum();
     eprintln!(

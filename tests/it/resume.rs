@@ -91,6 +91,7 @@ fn resume_from(rv: u64) -> WatchSpec {
         indexed: true,
         proto: None,
         matched: None,
+        frames: Default::default(),
     }
 }
 
@@ -100,13 +101,16 @@ async fn resuming_watchers(store: &Arc<Store>, n: usize, token: &CancellationTok
     // Warm-up: one-time allocations (the kache's metrics and the resource's series, the first event's shared
     // frame) are not per watcher.
     let metrics = kache::metrics::Metrics::new();
-    let mut warm = Watcher::new(&metrics, store.clone(), resume_from(1), token.clone());
+    // The watchers of one kache share its table of frames.
+    let frames = resume_from(1).frames;
+    let spec = || WatchSpec { frames: frames.clone(), ..resume_from(1) };
+    let mut warm = Watcher::new(&metrics, store.clone(), spec(), token.clone());
     drop(warm.next_frame().await.expect("a replayed event"));
     drop(warm);
     let before = held();
     let mut watchers = Vec::with_capacity(n);
     for _ in 0..n {
-        let mut watcher = Watcher::new(&metrics, store.clone(), resume_from(1), token.clone());
+        let mut watcher = Watcher::new(&metrics, store.clone(), spec(), token.clone());
         let frame = watcher.next_frame().await.expect("a replayed event");
         assert!(frame.starts_with(br#"{"type":"ADDED","object":{"kind":"Pod""#), "{frame:?}");
         assert_eq!(rvs_of(&frame), [2], "the oldest event first");

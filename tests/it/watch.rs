@@ -67,6 +67,7 @@ fn live_spec() -> WatchSpec {
         indexed: true,
         proto: None,
         matched: None,
+        frames: Default::default(),
     }
 }
 

@@ -2,20 +2,21 @@
 //! the apiserver's table convertors and the handlers' transformation (`endpoints/handlers/response.go`
 //! `asTable`, `watch.go`'s `watchEmbeddedEncoder`).
 //!
-//! Which convertor a resource has: the printers for built-in kinds ([`printers`]), the custom resource
-//! convertor for CRDs ([`crd`]), and the generic default (`rest.NewDefaultTableConvertor`: Name and
-//! Created At) for a kind without either. Cells are computed from the object when the response is
+//! Which convertor a resource has: the printers for built-in kinds, the custom resource convertor for
+//! CRDs ([`crd`]: their declared columns), and the generic default (`rest.NewDefaultTableConvertor`: Name
+//! and Created At) for a kind without either. The convertors themselves (columns, cells, ages) are the
+//! Go printers' port in [`kache_k8s::table`], shared with kache; the sim owns which resource uses which
+//! and the Table it builds around the rows. Cells are computed from the object when the response is
 //! written (ages move with the clock). Each row then carries the object as `includeObject` asks: the
 //! object itself (`Object`), its `PartialObjectMetadata` (`Metadata`, the default) or `null` (`None`).
 
 pub mod crd;
-pub mod descriptions;
-pub mod printers;
-pub mod time;
 
 #[cfg(test)]
 mod tests;
 
+use kache_k8s::table::crd::CrdColumns;
+use kache_k8s::table::{Row, age, docs, generic};
 use serde_json::{Map, Value, json};
 
 use crate::http::view::{self, MetaVersion};
@@ -25,16 +26,6 @@ use crate::status::ApiError;
 use crate::store::Obj;
 
 pub use crd::PrinterColumn;
-
-/// One `TableColumnDefinition`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Column<S = &'static str> {
-    pub name: S,
-    pub ty: S,
-    pub format: S,
-    pub description: S,
-    pub priority: i32,
-}
 
 /// `TableOptions.IncludeObject`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,66 +56,53 @@ fn go_quote(s: &str) -> String {
 }
 
 /// How a resource's rows are printed.
-enum Printer<'a> {
-    Builtin(&'a str),
-    Crd(&'a [PrinterColumn]),
+enum Printer {
+    Builtin(kache_k8s::table::Printer),
+    Crd(CrdColumns),
     Default,
 }
 
-fn printer(res: &ResourceDef) -> Printer<'_> {
+/// A built-in resource has its kind's printer (by plural, whatever its group: `events.k8s.io` events are
+/// printed by the core printer too) or the default convertor; a CRD its columns.
+fn printer(res: &ResourceDef) -> Printer {
     if !res.builtin {
-        return Printer::Crd(&res.printer_columns);
+        // A column outside the JSONPath subset: the sim's CRDs are declared in code and never have one.
+        return crd::columns(&res.printer_columns).map_or(Printer::Default, Printer::Crd);
     }
-    match printers::columns(&res.plural) {
-        Some(_) => Printer::Builtin(&res.plural),
-        None => Printer::Default,
-    }
+    kache_k8s::table::Printer::BUILT_IN
+        .into_iter()
+        .find(|p| p.resource().1 == res.plural)
+        .map_or(Printer::Default, Printer::Builtin)
 }
 
-fn column_value<S: AsRef<str>>(c: &Column<S>) -> Value {
-    json!({"name": c.name.as_ref(), "type": c.ty.as_ref(), "format": c.format.as_ref(),
-        "description": c.description.as_ref(), "priority": c.priority})
-}
-
+#[cfg(test)]
 fn column_values(res: &ResourceDef) -> Value {
-    let cols: Vec<Value> = match printer(res) {
-        Printer::Builtin(p) => printers::columns(p).unwrap_or_default().iter().map(column_value).collect(),
-        Printer::Crd(cols) => crd::columns(cols).iter().map(column_value).collect(),
-        Printer::Default => vec![
-            column_value(&Column {
-                name: "Name",
-                ty: "string",
-                format: "name",
-                description: descriptions::NAME,
-                priority: 0,
-            }),
-            column_value(&Column {
-                name: "Created At",
-                ty: "date",
-                format: "",
-                description: descriptions::CREATED,
-                priority: 0,
-            }),
-        ],
+    columns_of(&printer(res))
+}
+
+fn columns_of(p: &Printer) -> Value {
+    let bytes = match p {
+        Printer::Builtin(p) => p.columns_json().to_vec(),
+        Printer::Crd(c) => c.columns_json().to_vec(),
+        Printer::Default => generic::columns_json(docs::NAME, docs::CREATED),
     };
-    Value::Array(cols)
+    serde_json::from_slice(&bytes).unwrap_or_default()
+}
+
+/// The printed row of one object: cells (ages at `now`) and conditions.
+fn printed(p: &Printer, obj: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
+    let row: Row = match p {
+        Printer::Builtin(p) => p.row(obj),
+        Printer::Crd(c) => c.row(obj),
+        Printer::Default => generic::row(obj),
+    };
+    let cells = row.cells.iter().map(|c| c.to_value(now)).collect();
+    (cells, row.conditions.and_then(|c| serde_json::from_str(c).ok()))
 }
 
 /// One row: cells, conditions (pods that ended), and the object as asked.
-fn row(res: &ResourceDef, obj: &Value, include: Include, version: MetaVersion, now: i64) -> Value {
-    let (cells, conditions) = match printer(res) {
-        Printer::Builtin(p) => printers::cells(p, obj, now),
-        Printer::Crd(cols) => (crd::cells(cols, obj, now), None),
-        Printer::Default => {
-            let created = obj
-                .pointer("/metadata/creationTimestamp")
-                .and_then(Value::as_str)
-                .and_then(time::parse_rfc3339)
-                .unwrap_or(time::ZERO_TIME_MS);
-            let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-            (vec![json!(name), json!(time::format_rfc3339(created))], None)
-        }
-    };
+fn row(p: &Printer, obj: &Value, include: Include, version: MetaVersion, now: i64) -> Value {
+    let (cells, conditions) = printed(p, obj, now);
     let mut m = Map::new();
     m.insert("cells".into(), Value::Array(cells));
     if let Some(c) = conditions {
@@ -163,7 +141,8 @@ pub fn table(
     include: Include,
     version: MetaVersion,
 ) -> Value {
-    let now = time::now_ms();
+    let now = age::now_ms();
+    let printer = printer(res);
     let mut lm = Map::new();
     if !meta.resource_version.is_empty() {
         lm.insert("resourceVersion".into(), json!(meta.resource_version));
@@ -174,10 +153,10 @@ pub fn table(
     if let Some(r) = meta.remaining {
         lm.insert("remainingItemCount".into(), json!(r));
     }
-    let rows: Vec<Value> = objects.iter().map(|o| row(res, o, include, version, now)).collect();
+    let rows: Vec<Value> = objects.iter().map(|o| row(&printer, o, include, version, now)).collect();
     // The printers and the CRD convertor make their row slices up front; the default convertor appends
     // to a nil slice, so its empty list has `"rows":null`.
-    let rows = match printer(res) {
+    let rows = match printer {
         Printer::Default if rows.is_empty() => Value::Null,
         _ => Value::Array(rows),
     };
@@ -185,7 +164,7 @@ pub fn table(
     m.insert("kind".into(), json!("Table"));
     m.insert("apiVersion".into(), json!(api_version(version)));
     m.insert("metadata".into(), Value::Object(lm));
-    m.insert("columnDefinitions".into(), if meta.headers { column_values(res) } else { Value::Null });
+    m.insert("columnDefinitions".into(), if meta.headers { columns_of(&printer) } else { Value::Null });
     m.insert("rows".into(), rows);
     Value::Object(m)
 }

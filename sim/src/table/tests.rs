@@ -1,8 +1,13 @@
 use serde_json::{Value, json};
 
-use super::time::{format_rfc3339, human_duration, parse_rfc3339};
 use super::*;
 use crate::kinds::{Crd, table as kinds_table};
+use kache_k8s::table::age::{format_rfc3339, human as human_duration, parse as parse_rfc3339};
+
+/// The cells and conditions the printer of a built-in resource gives one object.
+fn printed_cells(plural: &str, v: &Value, now: i64) -> (Vec<Value>, Option<Value>) {
+    printed(&printer(&res(plural, &[])), v, now)
+}
 
 fn res(plural: &str, crds: &[Crd]) -> ResourceDef {
     kinds_table(crds).into_iter().find(|r| r.plural == plural).expect("resource")
@@ -41,8 +46,8 @@ fn rfc3339_round_trips() {
     assert_eq!(format_rfc3339(t), "2026-11-26T12:57:50Z");
     assert_eq!(parse_rfc3339("2026-11-26T13:57:50+01:00"), Some(t));
     assert_eq!(parse_rfc3339("2026-11-26T12:57:50.123456Z"), Some(t + 123));
-    assert_eq!(format_rfc3339(super::time::ZERO_TIME_MS), "0001-01-01T00:00:00Z");
-    assert_eq!(parse_rfc3339("0001-01-01T00:00:00Z"), Some(super::time::ZERO_TIME_MS));
+    assert_eq!(format_rfc3339(kache_k8s::table::age::GO_ZERO_MS), "0001-01-01T00:00:00Z");
+    assert_eq!(parse_rfc3339("0001-01-01T00:00:00Z"), Some(kache_k8s::table::age::GO_ZERO_MS));
     assert_eq!(parse_rfc3339("yesterday"), None);
 }
 
@@ -97,12 +102,12 @@ fn crd_columns_match_the_real_crd_apiserver() {
     ];
     let crd = Crd::parse("example.com/v1/Widget/widgets/Namespaced").expect("crd").with_columns(cols);
     let r = res("widgets", &[crd]);
-    let now = time::now_ms();
+    let now = age::now_ms();
     let created = format_rfc3339(now - 5000);
     let w1 = json!({"metadata": {"name": "w1", "creationTimestamp": created}, "spec": {"color": "red", "size": 3, "weight": 1.5, "tags": ["a", "b"], "items": [{"name": "x"}], "obj": {"n": 1, "k": "v"}}, "status": {"ready": true}});
     let w2 = json!({"metadata": {"name": "w2", "creationTimestamp": created}, "spec": {"size": "big", "weight": 2.0, "color": 7}});
-    let c1 = crd::cells(&r.printer_columns, &w1, now);
-    let c2 = crd::cells(&r.printer_columns, &w2, now);
+    let p = printer(&r);
+    let (c1, c2) = (printed(&p, &w1, now).0, printed(&p, &w2, now).0);
     assert_eq!(
         String::from_utf8_lossy(&crate::json::compact(&json!([c1, c2]))),
         r#"[["w1","red",3,1.5,true,"[\"a\",\"b\"]","x","{\"k\":\"v\",\"n\":1}","5s"],["w2","7",null,2,null,null,null,null,"5s"]]"#
@@ -119,7 +124,7 @@ fn crd_columns_match_the_real_crd_apiserver() {
     let plain = res("gadgets", &[Crd::parse("example.com/v1/Gadget/gadgets/Cluster").expect("crd")]);
     let defs = column_values(&plain);
     assert_eq!(defs.as_array().map(Vec::len), Some(2));
-    assert_eq!(defs[1]["description"], json!(descriptions::CREATED));
+    assert_eq!(defs[1]["description"], json!(docs::CREATED));
     assert_eq!(defs[1]["type"], json!("date"));
 }
 
@@ -138,7 +143,7 @@ fn pod_printer_aggregates_container_states() {
                  "lastState": {"terminated": {"exitCode": 1, "finishedAt": "2026-01-01T00:55:00Z"}}},
                 {"name": "b", "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}
     });
-    let (cells, conds) = printers::cells("pods", &pod, now);
+    let (cells, conds) = printed_cells("pods", &pod, now);
     assert_eq!(
         Value::Array(cells),
         json!(["p", "2/3", "CrashLoopBackOff", "3 (5m ago)", "60m", "10.0.0.1", "n1", "<none>", "<none>"])
@@ -146,7 +151,7 @@ fn pod_printer_aggregates_container_states() {
     assert!(conds.is_none());
     let done = json!({"metadata": {"name": "d"}, "spec": {"containers": [{"name": "a"}]}, "status": {"phase": "Succeeded",
         "containerStatuses": [{"name": "a", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}});
-    let (cells, conds) = printers::cells("pods", &done, now);
+    let (cells, conds) = printed_cells("pods", &done, now);
     assert_eq!(cells[1..5], [json!("0/1"), json!("Completed"), json!("0"), json!("<unknown>")]);
     assert_eq!(conds.expect("conditions")[0]["reason"], json!("Succeeded"));
 }
@@ -160,20 +165,20 @@ fn workload_printers() {
                  "template": {"spec": {"containers": [{"name": "c1", "image": "i1"}, {"name": "c2", "image": "i2"}]}}},
         "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2}});
     assert_eq!(
-        Value::Array(printers::cells("deployments", &dep, now).0),
+        Value::Array(printed_cells("deployments", &dep, now).0),
         json!(["web", "2/3", 3, 2, "2d", "c1,c2", "i1,i2", "app=web,tier in (a,b)"])
     );
     let svc = json!({"metadata": {"name": "s", "creationTimestamp": ts}, "spec": {"type": "NodePort", "clusterIPs": ["10.96.0.1"],
         "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}, {"port": 53, "protocol": "UDP"}], "selector": {"b": "2", "a": "1"}}});
     assert_eq!(
-        Value::Array(printers::cells("services", &svc, now).0),
+        Value::Array(printed_cells("services", &svc, now).0),
         json!(["s", "NodePort", "10.96.0.1", "<none>", "80:30080/TCP,53/UDP", "2d", "a=1,b=2"])
     );
     let node = json!({"metadata": {"name": "n", "creationTimestamp": ts, "labels": {"node-role.kubernetes.io/worker": "", "node-role.kubernetes.io/control-plane": ""}},
         "spec": {"unschedulable": true}, "status": {"conditions": [{"type": "Ready", "status": "False"}],
         "addresses": [{"type": "InternalIP", "address": "10.0.0.9"}], "nodeInfo": {"kubeletVersion": "v1.36.0"}}});
     assert_eq!(
-        Value::Array(printers::cells("nodes", &node, now).0),
+        Value::Array(printed_cells("nodes", &node, now).0),
         json!([
             "n",
             "NotReady,SchedulingDisabled",
@@ -190,7 +195,7 @@ fn workload_printers() {
     let ev = json!({"metadata": {"name": "e1"}, "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "Started", "type": "Normal",
         "message": " hi ", "source": {"component": "kubelet", "host": "n1"}, "firstTimestamp": ts, "lastTimestamp": ts});
     assert_eq!(
-        Value::Array(printers::cells("events", &ev, now).0),
+        Value::Array(printed_cells("events", &ev, now).0),
         json!(["2d", "Normal", "Started", "pod/p", "", "kubelet, n1", "hi", "2d", 1, "e1"])
     );
 }

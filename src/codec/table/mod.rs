@@ -1,5 +1,6 @@
 //! Table output (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1|v1beta1`, what `kubectl get` asks
-//! for) from stored objects: the apiserver's printers for the built-in kinds kache knows ([`printers`]),
+//! for) from stored objects: the apiserver's convertors ([`kache_k8s::table`]: the printers of built-in
+//! kinds, CRD columns, the generic one), which one prints each resource ([`printers`]),
 //! each object's row computed once per version ([`cache`]), and the handlers' transformation (`asTable`):
 //! every row carries its object as `includeObject` asks — the stored bytes (`Object`), the
 //! `PartialObjectMetadata` built from the stored metadata bytes (`Metadata`, the default) or `null` (`None`).
@@ -7,16 +8,15 @@
 //! once the upstream's own answer has shown that it uses it; until then, and for anything kache cannot
 //! print exactly, Table requests are forwarded, never approximated.
 
-pub mod age;
 pub mod cache;
 pub mod crd;
-mod docs;
 pub mod generic;
 pub mod printers;
-pub mod row;
+
+pub use kache_k8s::table::{age, row};
 
 use std::io::Write as _;
-use std::sync::OnceLock;
+use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
 
@@ -51,14 +51,54 @@ impl Include {
     }
 }
 
-/// How a response's objects are printed as a Table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The Table state of one kache: its row cache, the custom resources' interned column sets and the
+/// generic columns it has learned. Created with the kache (`serve::reads::Reads` owns it), dropped with it;
+/// two kaches in one process share none of it.
+#[derive(Default)]
+pub struct Tables {
+    pub(crate) rows: cache::RowCache,
+    pub(crate) crd: crd::CrdPrinters,
+    pub(crate) generic: generic::GenericPrinters,
+}
+
+impl std::fmt::Debug for Tables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tables").finish_non_exhaustive()
+    }
+}
+
+impl Tables {
+    /// The row of a stored object version, from the row cache.
+    pub(crate) fn row(&self, printer: Printer, object: &Object) -> Arc<row::Row> {
+        self.rows.row(printer, object, || self.compute(printer, &object.raw))
+    }
+
+    /// The row of an object that is not a stored version (bookmarks and departures): computed here.
+    pub(crate) fn compute(&self, printer: Printer, raw: &[u8]) -> row::Row {
+        let value: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
+        printer.row(self, &value)
+    }
+}
+
+/// How a response's objects are printed as a Table, and the kache's Table state that prints them.
+#[derive(Clone, Debug)]
 pub struct TableView {
     pub printer: Printer,
     pub include: Include,
     /// `meta.k8s.io/v1` (else `v1beta1`).
     pub v1: bool,
+    pub tables: Arc<Tables>,
 }
+
+/// Views are equal when they print alike (with the same kache's state).
+impl PartialEq for TableView {
+    fn eq(&self, other: &Self) -> bool {
+        (self.printer, self.include, self.v1) == (other.printer, other.include, other.v1)
+            && Arc::ptr_eq(&self.tables, &other.tables)
+    }
+}
+
+impl Eq for TableView {}
 
 impl TableView {
     fn api_version(&self) -> &'static str {
@@ -83,17 +123,17 @@ impl TableView {
         }
         out.put_slice(b"},\"columnDefinitions\":");
         if let (true, Printer::Custom(id)) = (headers, self.printer) {
-            match crd::get(id) {
+            match self.tables.crd.get(id) {
                 Some(c) => out.put_slice(c.columns_json()),
                 None => out.put_slice(b"[]"),
             }
         } else if let (true, Printer::Generic(id)) = (headers, self.printer) {
-            match generic::columns_json(id) {
+            match self.tables.generic.columns_json(id) {
                 Some(c) => out.put_slice(&c),
                 None => out.put_slice(b"[]"),
             }
-        } else if headers {
-            out.put_slice(columns_json(self.printer));
+        } else if let (true, Printer::BuiltIn(p)) = (headers, self.printer) {
+            out.put_slice(p.columns_json());
         } else {
             out.put_slice(b"null");
         }
@@ -103,7 +143,7 @@ impl TableView {
 
     /// Appends the row of a stored object version (its cells from the row cache).
     pub(crate) fn put_row(&self, out: &mut BytesMut, object: &Object, now: i64) {
-        cache::row(self.printer, object).put_head(out, now);
+        self.tables.row(self.printer, object).put_head(out, now);
         self.put_object(out, &object.raw, object_metadata(object), crate::codec::list::is_typed(object));
         out.put_u8(b'}');
     }
@@ -117,7 +157,7 @@ impl TableView {
         typed: bool,
         now: i64,
     ) {
-        cache::compute(self.printer, raw).put_head(out, now);
+        self.tables.compute(self.printer, raw).put_head(out, now);
         self.put_object(out, raw, metadata.unwrap_or(b"{}"), typed);
         out.put_u8(b'}');
     }
@@ -154,36 +194,6 @@ impl TableView {
 
 fn object_metadata(object: &Object) -> &[u8] {
     object.raw.get(object.metadata_range.start as usize..object.metadata_range.end as usize).unwrap_or(b"{}")
-}
-
-/// The encoded `columnDefinitions` of a printer, built once.
-fn columns_json(printer: Printer) -> &'static [u8] {
-    static ALL: OnceLock<Vec<(Printer, Vec<u8>)>> = OnceLock::new();
-    let all = ALL.get_or_init(|| {
-        Printer::BUILT_IN
-            .into_iter()
-            .map(|p| {
-                let mut out = BytesMut::new();
-                out.put_u8(b'[');
-                for (i, (name, ty, priority, description)) in p.columns().into_iter().enumerate() {
-                    if i > 0 {
-                        out.put_u8(b',');
-                    }
-                    out.put_slice(b"{\"name\":");
-                    json::write_str(&mut out, name);
-                    out.put_slice(b",\"type\":");
-                    json::write_str(&mut out, ty);
-                    out.put_slice(if name == "Name" { b",\"format\":\"name\"" } else { b",\"format\":\"\"" });
-                    out.put_slice(b",\"description\":");
-                    json::write_str(&mut out, description);
-                    let _ = write!((&mut out).writer(), ",\"priority\":{priority}}}");
-                }
-                out.put_u8(b']');
-                (p, out.to_vec())
-            })
-            .collect()
-    });
-    all.iter().find(|(p, _)| *p == printer).map_or(b"null", |(_, j)| j.as_slice())
 }
 
 #[cfg(test)]

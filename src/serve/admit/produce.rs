@@ -11,7 +11,7 @@
 //!   the socket. Small requests find a worker free, and when one wakes up the OS scheduler gives it the core
 //!   before the producer: heavy bodies use what light requests leave (measured on 2 cores beside 40 heavy
 //!   lists: see docs/decisions/0010-heavy-bodies-on-low-priority-threads.md).
-//! - **At most [`producers()`] batches at once in the process** (a fair, FIFO semaphore): the cores heavy
+//! - **At most [`producers()`] batches at once per kache** (a fair, FIFO semaphore): the cores heavy
 //!   bodies may use together, whatever their number. Permits are taken per batch and released in between, so
 //!   the heavy bodies take turns, and a slow client, whose batch waits in its socket, holds no permit.
 //! - **Bounded**: a body holds at most one batch (about [`BATCH_BYTES`]) besides what hyper is writing; a
@@ -20,10 +20,11 @@
 //!   sent), so a body waits at most that many batches for its next turn; shown as
 //!   `kache_heavy_bodies_waiting`.
 //!
-//! One pool per process, not per server: the cores are the process's.
+//! One pool per kache ([`Producers`], shared by its read budgets), started on first use and stopped (its
+//! threads joined) when the kache is dropped; a process runs one kache, whose pool then has its cores.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64 as Counter, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::{Bytes, BytesMut};
@@ -47,46 +48,103 @@ pub fn producers() -> usize {
     crate::front::server::limits::heavy_body_producers()
 }
 
-/// The process's heavy-body producer permits.
-fn permits() -> &'static Arc<Semaphore> {
-    static PERMITS: OnceLock<Arc<Semaphore>> = OnceLock::new();
-    PERMITS.get_or_init(|| Arc::new(Semaphore::new(producers())))
+/// The heavy-body producers of one kache: the permits, the threads (started on first use, stopped and joined
+/// when the last owner drops them) and their gauges.
+pub struct Producers {
+    permits: Arc<Semaphore>,
+    threads: usize,
+    pool: OnceLock<Option<pool::Pool>>,
+    /// Heavy bodies waiting for a permit, and batches running (`kache_heavy_bodies_waiting`,
+    /// `kache_heavy_bodies_producing`).
+    waiting: Arc<Counter>,
+    producing: Arc<Counter>,
+    counts: Arc<pool::Counts>,
 }
 
-/// A body streaming what `chunks` produces, produced in batches on the blocking pool under the process's
-/// producer permits (see the module doc).
-pub fn offloaded<I>(chunks: I) -> Body
+impl Default for Producers {
+    fn default() -> Self {
+        Producers::new(producers())
+    }
+}
+
+impl std::fmt::Debug for Producers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producers").field("threads", &self.threads).finish_non_exhaustive()
+    }
+}
+
+impl Producers {
+    /// `threads` producers (the threads start with the first batch).
+    pub fn new(threads: usize) -> Self {
+        Producers {
+            permits: Arc::new(Semaphore::new(threads.max(1))),
+            threads: threads.max(1),
+            pool: OnceLock::new(),
+            waiting: Arc::default(),
+            producing: Arc::default(),
+            counts: Arc::default(),
+        }
+    }
+
+    /// (waiting, producing) now.
+    pub fn heavy_bodies(&self) -> (u64, u64) {
+        (self.waiting.load(Ordering::Relaxed), self.producing.load(Ordering::Relaxed))
+    }
+
+    /// (lowered, normal) producer threads now (`kache_heavy_body_threads{priority}`).
+    pub fn heavy_body_threads(&self) -> (u64, u64) {
+        self.counts.get()
+    }
+
+    /// Runs `job` on a producer thread. The permit bounds the queued jobs to the pool's capacity, so a job
+    /// comes back only if no producer thread could be started: the blocking pool then runs it at normal
+    /// priority.
+    fn submit(&self, job: pool::Job) {
+        let pool = self.pool.get_or_init(|| pool::Pool::start(self.threads, &self.counts));
+        let unsent = match pool {
+            Some(pool) => pool.submit(job).err(),
+            None => Some(job),
+        };
+        if let Some(job) = unsent {
+            tokio::task::spawn_blocking(job);
+        }
+    }
+}
+
+/// A body streaming what `chunks` produces, produced in batches on the kache's `producers` (see the module
+/// doc).
+pub fn offloaded<I>(producers: Arc<Producers>, chunks: I) -> Body
 where
     I: Iterator<Item = Bytes> + Send + Sync + 'static,
 {
     let state = State { chunks: Some(chunks), ready: VecDeque::new() };
-    let stream = futures_util::stream::unfold(state, |mut st| async move {
+    let stream = futures_util::stream::unfold((state, producers), |(mut st, producers)| async move {
         if st.ready.is_empty() {
             let chunks = st.chunks.take()?;
-            match batch(chunks).await {
+            match batch(&producers, chunks).await {
                 Ok((rest, produced)) => {
                     st.chunks = rest;
                     st.ready = produced.into();
                 }
-                Err(e) => return Some((Err(e), st)),
+                Err(e) => return Some((Err(e), (st, producers))),
             }
         }
         let chunk = st.ready.pop_front()?;
-        Some((Ok(Frame::data(chunk)), st))
+        Some((Ok(Frame::data(chunk)), (st, producers)))
     });
     StreamBody::new(stream).boxed()
 }
 
 /// Everything `chunks` produces, concatenated, produced in batches like an [`offloaded`] body (the gzip
 /// cache compresses whole lists with it, so its compressions share the producers).
-pub async fn collect<I>(chunks: I) -> Result<Bytes, BoxError>
+pub async fn collect<I>(producers: &Producers, chunks: I) -> Result<Bytes, BoxError>
 where
     I: Iterator<Item = Bytes> + Send + 'static,
 {
     let mut out = BytesMut::new();
     let mut chunks = Some(chunks);
     while let Some(c) = chunks.take() {
-        let (rest, produced) = batch(c).await?;
+        let (rest, produced) = batch(producers, c).await?;
         for p in produced {
             out.extend_from_slice(&p);
         }
@@ -103,20 +161,21 @@ struct State<I> {
 
 /// Produces up to [`BATCH_BYTES`] from `chunks` on a producer thread once a permit is free; the iterator
 /// comes back unless it ended.
-async fn batch<I>(mut chunks: I) -> Result<(Option<I>, Vec<Bytes>), BoxError>
+async fn batch<I>(producers: &Producers, mut chunks: I) -> Result<(Option<I>, Vec<Bytes>), BoxError>
 where
     I: Iterator<Item = Bytes> + Send + 'static,
 {
     let permit = {
-        let _waiting = Gauge::up(&WAITING);
-        permits().clone().acquire_owned().await.expect("the producer semaphore is never closed")
+        let _waiting = Gauge::up(&producers.waiting);
+        producers.permits.clone().acquire_owned().await.expect("the producer semaphore is never closed")
     };
     // The permit moves into the batch: if the body is dropped meanwhile, the batch still finishes (it is
     // bounded) before another may start, so at most `producers()` batches ever run.
     let (done, result) = tokio::sync::oneshot::channel();
-    submit(Box::new(move || {
+    let producing = producers.producing.clone();
+    producers.submit(Box::new(move || {
         let _permit: OwnedSemaphorePermit = permit;
-        let _producing = Gauge::up(&PRODUCING);
+        let _producing = Gauge::up(&producing);
         let (mut out, mut bytes) = (Vec::new(), 0);
         let produced = loop {
             if bytes >= BATCH_BYTES {
@@ -136,40 +195,13 @@ where
     result.await.map_err(|_| -> BoxError { "producing a response body failed".into() })
 }
 
-/// Runs `job` on a producer thread. The permit bounds the queued jobs to the pool's capacity, so a job comes
-/// back only if no producer thread could be started: the blocking pool then runs it at normal priority.
-fn submit(job: pool::Job) {
-    let unsent = match pool::Pool::get(producers()) {
-        Some(pool) => pool.submit(job).err(),
-        None => Some(job),
-    };
-    if let Some(job) = unsent {
-        tokio::task::spawn_blocking(job);
-    }
-}
-
-/// Heavy bodies waiting for a producer permit, and batches running: process-wide like the pool they queue
-/// for, read at scrape time (`kache_heavy_bodies_waiting`, `kache_heavy_bodies_producing`).
-static WAITING: AtomicU64 = AtomicU64::new(0);
-static PRODUCING: AtomicU64 = AtomicU64::new(0);
-
-/// (lowered, normal) producer threads now (`kache_heavy_body_threads{priority}`).
-pub fn heavy_body_threads() -> (u64, u64) {
-    pool::threads()
-}
-
-/// (waiting, producing) now.
-pub fn heavy_bodies() -> (u64, u64) {
-    (WAITING.load(Ordering::Relaxed), PRODUCING.load(Ordering::Relaxed))
-}
-
 /// A gauge raised while this lives.
-struct Gauge(&'static AtomicU64);
+struct Gauge(Arc<Counter>);
 
 impl Gauge {
-    fn up(g: &'static AtomicU64) -> Self {
+    fn up(g: &Arc<Counter>) -> Self {
         g.fetch_add(1, Ordering::Relaxed);
-        Self(g)
+        Self(g.clone())
     }
 }
 

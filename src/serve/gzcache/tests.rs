@@ -24,20 +24,20 @@ fn gunzip(b: &[u8]) -> String {
 async fn hit_after_miss_newer_snapshot_replaces_older_is_bypassed() {
     let c = GzipCache::default();
     let n = Arc::new(AtomicUsize::new(0));
-    let a = c.get_or_compress("pods|", 5, chunks("a", &n)).await;
+    let a = c.get_or_compress(&producers(), "pods|", 5, chunks("a", &n)).await;
     assert_eq!(gunzip(&a), "aaaa");
-    let again = c.get_or_compress("pods|", 5, chunks("a", &n)).await;
+    let again = c.get_or_compress(&producers(), "pods|", 5, chunks("a", &n)).await;
     assert_eq!(again, a);
     assert_eq!(n.load(Ordering::SeqCst), 1, "the second request was a hit");
     assert_eq!(c.bytes(), a.len());
 
-    let b = c.get_or_compress("pods|", 6, chunks("b", &n)).await;
+    let b = c.get_or_compress(&producers(), "pods|", 6, chunks("b", &n)).await;
     assert_eq!(gunzip(&b), "bbbb");
     assert_eq!((c.entries(), c.bytes()), (1, b.len()), "the newer snapshot replaced the older");
     // A slow request still at snapshot 5 is answered but does not displace 6.
-    let old = c.get_or_compress("pods|", 5, chunks("a", &n)).await;
+    let old = c.get_or_compress(&producers(), "pods|", 5, chunks("a", &n)).await;
     assert_eq!(gunzip(&old), "aaaa");
-    assert_eq!(c.get_or_compress("pods|", 6, chunks("x", &n)).await, b);
+    assert_eq!(c.get_or_compress(&producers(), "pods|", 6, chunks("x", &n)).await, b);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -47,7 +47,7 @@ async fn concurrent_requests_for_one_snapshot_compress_once() {
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..20 {
         let (c, n) = (c.clone(), n.clone());
-        set.spawn(async move { c.get_or_compress("pods|ns", 9, chunks("z", &n)).await });
+        set.spawn(async move { c.get_or_compress(&producers(), "pods|ns", 9, chunks("z", &n)).await });
     }
     let bodies = set.join_all().await;
     assert!(bodies.iter().all(|b| gunzip(b) == "zzzz"));
@@ -57,18 +57,18 @@ async fn concurrent_requests_for_one_snapshot_compress_once() {
 #[tokio::test]
 async fn least_recently_used_goes_first_when_over_the_byte_bound() {
     let n = Arc::new(AtomicUsize::new(0));
-    let one = GzipCache::default().get_or_compress("k", 1, chunks("a", &n)).await.len();
+    let one = GzipCache::default().get_or_compress(&producers(), "k", 1, chunks("a", &n)).await.len();
     // Room for two entries, not three.
     let c = GzipCache::with_max_bytes(one * 2 + one / 2);
-    c.get_or_compress("a", 1, chunks("a", &n)).await;
-    c.get_or_compress("b", 1, chunks("a", &n)).await;
-    c.get_or_compress("a", 1, chunks("a", &n)).await; // a is now more recent than b
-    c.get_or_compress("c", 1, chunks("a", &n)).await;
+    c.get_or_compress(&producers(), "a", 1, chunks("a", &n)).await;
+    c.get_or_compress(&producers(), "b", 1, chunks("a", &n)).await;
+    c.get_or_compress(&producers(), "a", 1, chunks("a", &n)).await; // a is now more recent than b
+    c.get_or_compress(&producers(), "c", 1, chunks("a", &n)).await;
     assert_eq!(c.entries(), 2);
     let before = n.load(Ordering::SeqCst);
-    c.get_or_compress("a", 1, chunks("a", &n)).await;
+    c.get_or_compress(&producers(), "a", 1, chunks("a", &n)).await;
     assert_eq!(n.load(Ordering::SeqCst), before, "a stayed (hit)");
-    c.get_or_compress("b", 1, chunks("a", &n)).await;
+    c.get_or_compress(&producers(), "b", 1, chunks("a", &n)).await;
     assert_eq!(n.load(Ordering::SeqCst), before + 1, "b was evicted (miss)");
     assert!(c.bytes() <= one * 2 + one / 2);
 }
@@ -77,7 +77,7 @@ async fn least_recently_used_goes_first_when_over_the_byte_bound() {
 async fn entries_unused_for_the_idle_time_are_evicted() {
     let c = GzipCache::default();
     let n = Arc::new(AtomicUsize::new(0));
-    c.get_or_compress("a", 1, chunks("a", &n)).await;
+    c.get_or_compress(&producers(), "a", 1, chunks("a", &n)).await;
     let mut inner = c.lock();
     evict_idle_locked(&mut inner, Instant::now() + IDLE_EVICT / 2);
     assert_eq!(inner.entries.len(), 1);
@@ -91,15 +91,20 @@ async fn a_newer_snapshot_of_a_resource_drops_its_entries_at_older_ones() {
     // entries at 5 are dead. Other resources keep theirs; a list of an older snapshot is not cached.
     let c = GzipCache::default();
     let n = Arc::new(AtomicUsize::new(0));
-    c.get_or_compress("pods|ns-1|Full|json", 5, chunks("a", &n)).await;
-    c.get_or_compress("pods|ns-2|Full|json", 5, chunks("a", &n)).await;
-    c.get_or_compress("nodes||Full|json", 3, chunks("a", &n)).await;
+    c.get_or_compress(&producers(), "pods|ns-1|Full|json", 5, chunks("a", &n)).await;
+    c.get_or_compress(&producers(), "pods|ns-2|Full|json", 5, chunks("a", &n)).await;
+    c.get_or_compress(&producers(), "nodes||Full|json", 3, chunks("a", &n)).await;
     assert_eq!(c.entries(), 3);
-    c.get_or_compress("pods|ns-3|Full|json", 8, chunks("a", &n)).await;
+    c.get_or_compress(&producers(), "pods|ns-3|Full|json", 8, chunks("a", &n)).await;
     assert_eq!(c.entries(), 2, "pods at 5 dropped; pods at 8 and nodes kept");
     let before = n.load(Ordering::SeqCst);
-    c.get_or_compress("nodes||Full|json", 3, chunks("a", &n)).await;
+    c.get_or_compress(&producers(), "nodes||Full|json", 3, chunks("a", &n)).await;
     assert_eq!(n.load(Ordering::SeqCst), before, "nodes stayed (hit)");
-    c.get_or_compress("pods|ns-1|Full|json", 6, chunks("a", &n)).await;
+    c.get_or_compress(&producers(), "pods|ns-1|Full|json", 6, chunks("a", &n)).await;
     assert_eq!(c.entries(), 2, "a list older than the resource's newest is not cached");
+}
+
+/// Producers of the tests' own (one thread, joined when dropped).
+fn producers() -> crate::serve::admit::Producers {
+    crate::serve::admit::Producers::new(1)
 }

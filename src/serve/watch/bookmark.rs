@@ -174,7 +174,7 @@ impl BookmarkShape {
                         Include::None => Include::Metadata,
                         other => other,
                     },
-                    ..*table
+                    ..table.clone()
                 };
                 let meta = ListMeta { resource_version: rv, ..Default::default() };
                 out.put_slice(&view.header(&meta, headers));
@@ -283,15 +283,22 @@ mod tests {
     /// generic convertor's output for the bookmark object; `includeObject=None` still shows its metadata.
     #[test]
     fn table_bookmarks_match_the_apiserver() {
-        use crate::codec::table::{Include, Printer, TableView, generic};
+        use crate::codec::table::{Include, Printer, TableView, Tables};
         const COLUMNS: &str = r#"[{"name":"Name","type":"string","format":"name","description":"N","priority":0},{"name":"Created At","type":"date","format":"","description":"C","priority":0}]"#;
         let body = format!(r#"{{"kind":"Table","columnDefinitions":{COLUMNS},"rows":null}}"#);
-        assert!(generic::learn("wardle.example.com", "v1alpha1", "flunders-bookmark", body.as_bytes()));
-        let id = generic::lookup("wardle.example.com", "v1alpha1", "flunders-bookmark").expect("learned");
+        let tables = std::sync::Arc::new(Tables::default());
+        assert!(tables.generic.learn("wardle.example.com", "v1alpha1", "flunders", body.as_bytes()));
+        let id = tables.generic.lookup("wardle.example.com", "v1alpha1", "flunders").expect("learned");
         let flunder = info("wardle.example.com", "v1alpha1", "flunders", "Flunder");
         let learned = Bytes::from_static(br#","spec":{},"status":{}"#);
-        let table =
-            |include| WatchView::Table(TableView { printer: Printer::Generic(id), include, v1: true });
+        let table = |include| {
+            WatchView::Table(TableView {
+                printer: Printer::Generic(id),
+                include,
+                v1: true,
+                tables: tables.clone(),
+            })
+        };
         let head = r#"{"type":"BOOKMARK","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"3"},"columnDefinitions":"#;
         let cells = r#","rows":[{"cells":["","0001-01-01T00:00:00Z"],"object":"#;
         let partial = r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"3","annotations":{"k8s.io/initial-events-end":"true"}}}"#;

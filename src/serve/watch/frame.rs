@@ -55,7 +55,7 @@ const PARTIAL_HEAD: &[u8] =
     b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":";
 
 /// How a watcher wants objects rendered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum WatchView {
     /// The full object as the upstream sent it.
     #[default]

@@ -128,6 +128,7 @@ fn spec(filter: Filter, indexed: bool) -> WatchSpec {
         indexed,
         proto: None,
         matched: None,
+        frames: std::sync::Arc::default(),
     }
 }
 

@@ -43,6 +43,8 @@ pub struct WatchRequest {
     pub proto_errors: bool,
     /// The kache's metrics (the watcher counts itself in `kache_watchers`).
     pub metrics: Metrics,
+    /// The kache's table of frames shared between watchers.
+    pub frames: Arc<super::shared::SharedFrames>,
 }
 
 /// A protobuf watch whose initial state or replayed history holds an object that cannot be transcoded:
@@ -94,7 +96,7 @@ pub fn resolve(req: &WatchRequest, cfg: &WatchConfig) -> Result<WatchSpec, ApiEr
     Ok(WatchSpec {
         start,
         filter: filter(req),
-        view: req.view,
+        view: req.view.clone(),
         bookmarks: req.opts.allow_watch_bookmarks,
         timeout: cfg.lifetime(req.opts.timeout_seconds),
         bookmark_interval: cfg.bookmark_interval,
@@ -106,6 +108,7 @@ pub fn resolve(req: &WatchRequest, cfg: &WatchConfig) -> Result<WatchSpec, ApiEr
             metrics: req.metrics.clone(),
         }),
         matched: req.matched.clone(),
+        frames: req.frames.clone(),
     })
 }
 
@@ -194,6 +197,7 @@ mod tests {
             proto: None,
             proto_errors: false,
             metrics: Metrics::default(),
+            frames: Arc::default(),
         }
     }
 

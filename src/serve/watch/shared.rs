@@ -1,8 +1,8 @@
 //! Frames that differ from an event's own frame but not between watchers — the PartialObjectMetadata
 //! view, and the ADDED/DELETED lines of selector transitions — built once per event and variant and shared.
 //!
-//! The full-view frames live in `Event::json_frame` and `Event::proto_frame`; these live in a small fixed table of slots indexed by
-//! the event's address. A slot holds a `Weak<Event>`, which keeps the allocation (not the event) alive, so
+//! The full-view frames live in `Event::json_frame` and `Event::proto_frame`; these live in a small fixed
+//! table of slots ([`SharedFrames`], one per kache, owned by its reads) indexed by the event's address. A slot holds a `Weak<Event>`, which keeps the allocation (not the event) alive, so
 //! an address in a slot cannot be reused by another event: comparing addresses is an exact identity test.
 //! A slot serves the most recent event that hashed to it; an evicted event's frames are simply rebuilt.
 
@@ -41,14 +41,40 @@ struct Slot {
     frames: [Option<Bytes>; VARIANTS],
 }
 
-static TABLE: [Mutex<Option<Slot>>; SLOTS] = [const { Mutex::new(None) }; SLOTS];
+/// The shared frames of one kache's watchers.
+pub struct SharedFrames {
+    slots: [Mutex<Option<Slot>>; SLOTS],
+}
 
-/// The `variant` frame of `event`, built by `build` at most once while the event stays in its slot.
-pub fn frame(event: &Arc<Event>, variant: Variant, build: impl FnOnce() -> Bytes) -> Bytes {
+impl Default for SharedFrames {
+    fn default() -> Self {
+        SharedFrames { slots: [const { Mutex::new(None) }; SLOTS] }
+    }
+}
+
+impl std::fmt::Debug for SharedFrames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedFrames").finish_non_exhaustive()
+    }
+}
+
+impl SharedFrames {
+    /// The `variant` frame of `event`, built by `build` at most once while the event stays in its slot.
+    pub fn frame(&self, event: &Arc<Event>, variant: Variant, build: impl FnOnce() -> Bytes) -> Bytes {
+        frame_in(&self.slots, event, variant, build)
+    }
+}
+
+fn frame_in(
+    table: &[Mutex<Option<Slot>>; SLOTS],
+    event: &Arc<Event>,
+    variant: Variant,
+    build: impl FnOnce() -> Bytes,
+) -> Bytes {
     let addr = Arc::as_ptr(event);
     // Events are heap allocations of more than 64 bytes: drop the low bits before spreading.
     let index = ((addr as usize) >> 6).wrapping_mul(0x9E37_79B9) % SLOTS;
-    let mut slot = TABLE[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut slot = table[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let same = slot.as_ref().is_some_and(|s| std::ptr::eq(s.event.as_ptr(), addr));
     if !same {
         *slot = Some(Slot { event: Arc::downgrade(event), frames: Default::default() });
@@ -90,18 +116,19 @@ mod tests {
 
     #[test]
     fn built_once_per_event_and_variant() {
+        let frames = SharedFrames::default();
         let e = event(1);
         let mut builds = 0;
-        let a = frame(&e, Variant::PartialAsIs, || {
+        let a = frames.frame(&e, Variant::PartialAsIs, || {
             builds += 1;
             Bytes::from_static(b"a")
         });
-        let b = frame(&e, Variant::PartialAsIs, || {
+        let b = frames.frame(&e, Variant::PartialAsIs, || {
             builds += 1;
             Bytes::from_static(b"b")
         });
         assert_eq!((a, b, builds), (Bytes::from_static(b"a"), Bytes::from_static(b"a"), 1));
-        let c = frame(&e, Variant::Entered, || Bytes::from_static(b"c"));
+        let c = frames.frame(&e, Variant::Entered, || Bytes::from_static(b"c"));
         assert_eq!(c, Bytes::from_static(b"c"), "variants are distinct");
     }
 
@@ -109,10 +136,11 @@ mod tests {
     fn a_new_event_never_gets_another_events_frame() {
         // Many short-lived events: addresses get reused by the allocator once an event is gone, but never
         // while a slot still references it.
+        let frames = SharedFrames::default();
         for rv in 0..10_000u64 {
             let e = event(rv);
             let want = Bytes::from(rv.to_string());
-            assert_eq!(frame(&e, Variant::Left, || want.clone()), want);
+            assert_eq!(frames.frame(&e, Variant::Left, || want.clone()), want);
         }
     }
 }

@@ -81,6 +81,8 @@ pub struct WatchSpec {
     pub proto: Option<ProtoWatch>,
     /// A consistent WatchList proven by a census starts from exactly the snapshot the census matched.
     pub matched: Option<Matched>,
+    /// The kache's table of frames shared between watchers.
+    pub frames: Arc<shared::SharedFrames>,
 }
 
 pub use crate::fresh::Matched;
@@ -118,6 +120,8 @@ pub struct Watcher {
     index: Option<IndexGuard>,
     filter: Filter,
     view: WatchView,
+    /// The kache's frames shared between watchers.
+    frames: Arc<shared::SharedFrames>,
     /// Present iff the client negotiated protobuf.
     proto: Option<ProtoWatch>,
     /// Present iff the client allows bookmarks.
@@ -168,8 +172,9 @@ impl Watcher {
         let now = Instant::now();
         // `timeoutSeconds` is client input: an absurd value must not overflow the clock.
         let deadline = now.checked_add(spec.timeout.min(MAX_LIFETIME)).unwrap_or(now);
-        let bookmark =
-            spec.bookmarks.then(|| BookmarkShape::new(store.info(), spec.view, store.bookmark_tail()));
+        let bookmark = spec
+            .bookmarks
+            .then(|| BookmarkShape::new(store.info(), spec.view.clone(), store.bookmark_tail()));
         let next = if spec.bookmarks { next_bookmark(now, spec.bookmark_interval, deadline) } else { None };
         let mut watcher = Self {
             rx,
@@ -177,6 +182,7 @@ impl Watcher {
             index,
             filter: spec.filter,
             view: spec.view,
+            frames: spec.frames,
             proto: spec.proto,
             bookmark,
             phase: Phase::Done,
@@ -377,7 +383,7 @@ impl Watcher {
                 if !self.filter.matches(object) {
                     continue;
                 }
-                match self.view {
+                match self.view.clone() {
                     WatchView::Table(table) => {
                         frame::put_table_frame(
                             &mut out,
@@ -596,7 +602,7 @@ impl Watcher {
             return None;
         }
         self.position = event.rv;
-        let view = self.view;
+        let view = self.view.clone();
         if let WatchView::Table(table) = view {
             return self.table_event(event, &table);
         }
@@ -619,10 +625,12 @@ impl Watcher {
             Transition::Left => {
                 let prev = event.prev.as_deref()?;
                 let variant = if partial { Variant::PartialLeft } else { Variant::Left };
-                return Some(shared::frame(event, variant, || frame::departure_frame(prev, event.rv, view)));
+                return Some(
+                    self.frames.frame(event, variant, || frame::departure_frame(prev, event.rv, view)),
+                );
             }
         };
-        Some(shared::frame(event, variant, || frame::object_frame(kind, &event.object, view)))
+        Some(self.frames.frame(event, variant, || frame::object_frame(kind, &event.object, view)))
     }
 
     /// A store event's protobuf frame (`None`: nothing to send; empty: it could not be transcoded). Each
@@ -640,10 +648,10 @@ impl Watcher {
             Transition::Left => {
                 let prev = event.prev.as_deref()?;
                 let variant = if partial { Variant::ProtoPartialLeft } else { Variant::ProtoLeft };
-                return Some(shared::frame(event, variant, || proto.departure_frame(prev, event.rv)));
+                return Some(self.frames.frame(event, variant, || proto.departure_frame(prev, event.rv)));
             }
         };
-        Some(shared::frame(event, variant, || proto.object_frame(kind, &event.object)))
+        Some(self.frames.frame(event, variant, || proto.object_frame(kind, &event.object)))
     }
 
     /// An object of this protobuf watch could not be transcoded: the stream ends (the client re-watches;

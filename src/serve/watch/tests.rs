@@ -78,6 +78,7 @@ fn spec(start: Start) -> WatchSpec {
         indexed: true,
         proto: None,
         matched: None,
+        frames: Arc::default(),
     }
 }
 
@@ -377,12 +378,14 @@ async fn every_watcher_gets_the_same_shared_frame() {
 #[tokio::test(start_paused = true)]
 async fn transition_and_metadata_frames_are_shared_too() {
     let (store, mut writer) = synced();
-    let live = || Start::Resume { rv: None };
-    let mut sel1 = watcher(&store, WatchSpec { filter: app("web"), ..spec(live()) });
-    let mut sel2 = watcher(&store, WatchSpec { filter: app("web"), ..spec(live()) });
+    // The watchers of one kache share its frame table.
+    let one_kache = spec(Start::Resume { rv: None });
+    let live = || one_kache.clone();
+    let mut sel1 = watcher(&store, WatchSpec { filter: app("web"), ..live() });
+    let mut sel2 = watcher(&store, WatchSpec { filter: app("web"), ..live() });
     let view = WatchView::PartialObjectMetadata;
-    let mut meta1 = watcher(&store, WatchSpec { view, ..spec(live()) });
-    let mut meta2 = watcher(&store, WatchSpec { view, ..spec(live()) });
+    let mut meta1 = watcher(&store, WatchSpec { view: view.clone(), ..live() });
+    let mut meta2 = watcher(&store, WatchSpec { view, ..live() });
     // b enters the app=web selection.
     writer.apply([(EventType::Modified, pod("ns1", "b", 11, "web"))]);
     let (s1, s2) = (sel1.next_frame().await.expect("s1"), sel2.next_frame().await.expect("s2"));

@@ -15,10 +15,10 @@
 //! `kache_heavy_body_threads{priority}` counts the threads, by whether lowering their priority succeeded.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex, OnceLock};
-
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 /// How much the producers' nice value is raised above the process's (0 → 10): CFS weighs a nice-10 thread
 /// about 1/10 of a nice-0 one, so light requests on the runtime workers win the core when they want it,
@@ -29,50 +29,75 @@ pub(crate) const NICE: i32 = 10;
 /// A batch to run on a producer thread.
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
-/// The process's producer threads (started on first use).
+/// Producer threads running, by whether lowering their priority succeeded (`kache_heavy_body_threads{priority}`).
+#[derive(Debug, Default)]
+pub(crate) struct Counts {
+    lowered: AtomicU64,
+    normal: AtomicU64,
+}
+
+impl Counts {
+    /// (lowered, normal) producer threads now.
+    pub(crate) fn get(&self) -> (u64, u64) {
+        (self.lowered.load(Ordering::Relaxed), self.normal.load(Ordering::Relaxed))
+    }
+}
+
+/// One kache's producer threads: they end, and are joined, when the pool is dropped.
 pub(crate) struct Pool {
-    jobs: SyncSender<Job>,
+    /// Closed on drop: the threads then find the queue empty and closed, and end.
+    jobs: Option<SyncSender<Job>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 // === impl Pool ===
 
 impl Pool {
-    /// The process's pool, with `threads` producers, started on first use.
-    pub fn get(threads: usize) -> Option<&'static Pool> {
-        static POOL: OnceLock<Option<Pool>> = OnceLock::new();
-        POOL.get_or_init(|| Pool::start(threads)).as_ref()
-    }
-
-    /// Starts `threads` producers; None if not one could be spawned (callers then use the blocking pool).
-    /// The threads end when the pool is dropped (the process's never is).
-    pub fn start(threads: usize) -> Option<Pool> {
+    /// Starts `threads` producers counted in `counts`; None if not one could be spawned (callers then use
+    /// the blocking pool).
+    pub fn start(threads: usize, counts: &Arc<Counts>) -> Option<Pool> {
         let (jobs, rx) = sync_channel::<Job>(threads.max(1));
         let rx = Arc::new(Mutex::new(rx));
-        let mut started = 0;
+        let mut started = Vec::new();
         for i in 0..threads.max(1) {
-            let rx = rx.clone();
+            let (rx, counts) = (rx.clone(), counts.clone());
             let spawned =
-                std::thread::Builder::new().name(format!("kache-heavy-{i}")).spawn(move || run(&rx));
+                std::thread::Builder::new().name(format!("kache-heavy-{i}")).spawn(move || run(&rx, &counts));
             match spawned {
-                Ok(_) => started += 1,
+                Ok(thread) => started.push(thread),
                 Err(e) => tracing::warn!(error = %e, "could not start a heavy-body producer thread"),
             }
         }
-        (started > 0).then_some(Pool { jobs })
+        (!started.is_empty()).then_some(Pool { jobs: Some(jobs), threads: started })
     }
 
     /// Queues `job`; it comes back if the queue is full, which the producer permits rule out.
     pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
-        self.jobs.try_send(job).map_err(|e| match e {
+        let Some(jobs) = &self.jobs else { return Err(job) };
+        jobs.try_send(job).map_err(|e| match e {
             TrySendError::Full(job) | TrySendError::Disconnected(job) => job,
         })
     }
 }
 
-/// A producer thread: lowers its own priority, then runs jobs until the process ends. A job that panics
+impl Drop for Pool {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        // Each thread finishes the job it runs (bounded: one batch) and ends. Not joined from a producer
+        // thread itself (the last owner dropped there): that one ends on its own.
+        let me = std::thread::current().id();
+        for thread in self.threads.drain(..) {
+            if thread.thread().id() != me {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// A producer thread: lowers its own priority, then runs jobs until the pool is dropped. A job that panics
 /// is contained (its caller sees its result channel closed) so the thread lives on.
-fn run(jobs: &Mutex<Receiver<Job>>) {
-    let counter = if lower_own_priority() { &LOWERED } else { &NORMAL };
+fn run(jobs: &Mutex<Receiver<Job>>, counts: &Counts) {
+    let counter = if lower_own_priority() { &counts.lowered } else { &counts.normal };
     counter.fetch_add(1, Ordering::Relaxed);
     loop {
         // The lock is held only to receive; the job runs without it.
@@ -84,16 +109,6 @@ fn run(jobs: &Mutex<Receiver<Job>>) {
         let _ = catch_unwind(AssertUnwindSafe(job));
     }
     counter.fetch_sub(1, Ordering::Relaxed);
-}
-
-/// Producer threads running, by whether lowering their priority succeeded: process-wide like the pool,
-/// read at scrape time (`kache_heavy_body_threads{priority}`).
-static LOWERED: AtomicU64 = AtomicU64::new(0);
-static NORMAL: AtomicU64 = AtomicU64::new(0);
-
-/// (lowered, normal) producer threads now.
-pub fn threads() -> (u64, u64) {
-    (LOWERED.load(Ordering::Relaxed), NORMAL.load(Ordering::Relaxed))
 }
 
 /// Raises the calling thread's nice value by [`NICE`]; false where that is not possible.

@@ -1,7 +1,5 @@
-//! Column descriptions: the swagger documentation of the fields the apiserver's printers name
-//! (`metav1.ObjectMeta{}.SwaggerDoc()["name"]`, `corev1.PodStatus{}.SwaggerDoc()["podIP"]`, …), as
-//! k8s.io/api 1.36 generates them. The two `ObjectMeta` texts were checked byte for byte against the real
-//! 1.36 apiservers' Tables; the others come from the same generated documentation.
+//! The descriptions of the printers' columns: the swagger documentation of the fields each names
+//! (k8s.io/api 1.36), as the apiserver copies it into `TableColumnDefinition.description`.
 
 pub const NAME: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 pub const CREATED: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";

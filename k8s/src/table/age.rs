@@ -1,10 +1,12 @@
-//! Ages: `duration.HumanDuration` of the time since an RFC 3339 timestamp. The only part of a row that
-//! moves with the clock, so it is stored as the timestamp and rendered when a response is written.
+//! Ages: `duration.HumanDuration` of the time since an RFC 3339 timestamp (the AGE of every printer and of
+//! custom resources' `date` columns), and timestamps as Go's `time.RFC3339` layout prints them. An age is
+//! the only part of a row that moves with the clock, so a row keeps the timestamp and the age is rendered
+//! when a response is written.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Go's zero `time.Time` (0001-01-01T00:00:00Z) as milliseconds since the Unix epoch.
-pub(crate) const GO_ZERO_MS: i64 = -62_135_596_800_000;
+pub const GO_ZERO_MS: i64 = -62_135_596_800_000;
 
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> i64 {
@@ -106,6 +108,23 @@ pub fn since(at: Option<i64>, now: i64) -> String {
     }
 }
 
+/// `Time.UTC().Format(time.RFC3339)` of milliseconds since the epoch: whole seconds, in UTC.
+pub fn format_rfc3339(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +159,14 @@ mod tests {
         assert_eq!(parse("0001-01-01T00:00:00Z"), Some(GO_ZERO_MS));
         assert_eq!(parse("2026-11-26T12:57:50Z"), Some(1_795_697_870_000));
         assert_eq!(parse("nope"), None);
+    }
+
+    #[test]
+    fn formats_go_rfc3339() {
+        assert_eq!(format_rfc3339(GO_ZERO_MS), "0001-01-01T00:00:00Z");
+        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_rfc3339(1_795_697_870_999), "2026-11-26T12:57:50Z");
+        assert_eq!(parse("2026-11-26T12:57:50.123456Z"), Some(1_795_697_870_123));
+        assert_eq!(parse("2026-11-26T13:57:50+01:00"), Some(1_795_697_870_000));
     }
 }

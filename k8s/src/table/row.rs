@@ -1,5 +1,5 @@
-//! One object's row, computed once per object version: cells that do not depend on the clock are encoded
-//! JSON; ages keep their timestamp and are rendered per response.
+//! One object's row: cells that do not depend on the clock are encoded JSON; ages keep their timestamp and
+//! are rendered per response, so a row can be computed once per object version and kept.
 
 use std::fmt::Write as _;
 
@@ -29,30 +29,39 @@ pub struct Row {
 impl Cell {
     pub fn str(s: &str) -> Cell {
         let mut out = BytesMut::with_capacity(s.len() + 2);
-        kache_k8s::json::write_str(&mut out, s);
+        crate::json::write_str(&mut out, s);
         Cell::Json(String::from_utf8(out.to_vec()).unwrap_or_default().into_boxed_str())
     }
 
-    pub(crate) fn int(i: i64) -> Cell {
+    pub fn int(i: i64) -> Cell {
         Cell::Json(i.to_string().into_boxed_str())
     }
 
-    fn put(&self, out: &mut BytesMut, now: i64) {
+    pub fn put(&self, out: &mut BytesMut, now: i64) {
         match self {
             Cell::Json(j) => out.put_slice(j.as_bytes()),
-            Cell::Age(t) => kache_k8s::json::write_str(out, &age::since(*t, now)),
+            Cell::Age(t) => crate::json::write_str(out, &age::since(*t, now)),
             Cell::RestartsAgo { count, at } => {
                 let mut s = String::new();
                 let _ = write!(s, "{count} ({} ago)", age::since(Some(*at), now));
-                kache_k8s::json::write_str(out, &s);
+                crate::json::write_str(out, &s);
             }
         }
     }
 }
 
+impl Cell {
+    /// The cell as a JSON value, its age rendered at `now` (for a writer that builds values, the sim).
+    pub fn to_value(&self, now: i64) -> serde_json::Value {
+        let mut out = BytesMut::new();
+        self.put(&mut out, now);
+        serde_json::from_slice(&out).unwrap_or_default()
+    }
+}
+
 impl Row {
     /// Appends `{"cells":[…]` and the conditions, without the `object` member or the closing brace.
-    pub(crate) fn put_head(&self, out: &mut BytesMut, now: i64) {
+    pub fn put_head(&self, out: &mut BytesMut, now: i64) {
         out.put_slice(b"{\"cells\":[");
         for (i, c) in self.cells.iter().enumerate() {
             if i > 0 {
@@ -68,7 +77,7 @@ impl Row {
     }
 
     /// Heap bytes held (for the cache's weight).
-    pub(crate) fn heap_bytes(&self) -> usize {
+    pub fn heap_bytes(&self) -> usize {
         let cells: usize = self
             .cells
             .iter()
