@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use kache::app::{Kache, UpstreamSource};
 use kache::auth::{AuthMode, AuthSettings};
+use kache::front::server::TlsConfig;
 
 use super::DemoArgs;
 
@@ -68,6 +69,19 @@ pub(super) async fn run(args: DemoArgs, dir: PathBuf) -> anyhow::Result<()> {
     let metrics = crate::bind_metrics(&args.common.metrics_listen).await?;
     let mut config = args.common.clone().into_config(UpstreamSource::Kubeconfig(Some(admin_kc.into())))?;
     config.auth = AuthSettings { mode: AuthMode::Delegated, ..AuthSettings::default() };
+    // TLS with the apiserver's own certificate (it names 127.0.0.1 and localhost; the kubeconfig trusts the
+    // cluster's CA), and client certificates of that CA: kubectl sends no token over plain HTTP.
+    if config.tls.is_none() {
+        let pki = dir.join("pki");
+        config.tls = Some(
+            TlsConfig::with_client_ca(
+                &pki.join("apiserver.crt"),
+                &pki.join("apiserver.key"),
+                &pki.join("ca.crt"),
+            )
+            .with_context(|| format!("the cluster's serving certificate in {}", pki.display()))?,
+        );
+    }
     let kache = Kache::start_with_metrics(config, listener, metrics).await?;
     let started = Instant::now();
     let mut last_print = Instant::now();
@@ -153,6 +167,7 @@ clusters:
 - name: kache-demo
   cluster:
     server: {kache}
+    certificate-authority: {ca}
 - name: kache-demo-upstream
   cluster:
     server: {apiserver}

@@ -10,8 +10,6 @@ use crate::common;
 
 use std::time::Duration;
 
-use tokio::io::AsyncBufReadExt as _;
-
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -148,7 +146,7 @@ async fn client_go_informers_through_kache_match_the_cluster() {
         assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
     for watchlist in [true, false] {
-        let mut child = tokio::process::Command::new(&program)
+        let mut child = std::process::Command::new(&program)
             .args(["--server", &kache.url(), "--compare-server", cluster.url(), "--insecure"])
             .args([
                 "--token",
@@ -162,13 +160,21 @@ async fn client_go_informers_through_kache_match_the_cluster() {
             .args(["--duration", "25s", "--sync-timeout", "90s"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("informer-check starts");
-        let mut stdout = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+        let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let stdout = child.stdout.take().expect("piped stdout");
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
         let mut seen = Vec::new();
         let synced = tokio::time::timeout(Duration::from_secs(120), async {
-            while let Ok(Some(line)) = stdout.next_line().await {
+            while let Some(line) = lines.recv().await {
                 let done = line.starts_with("synced");
                 seen.push(line);
                 if done {
@@ -179,12 +185,18 @@ async fn client_go_informers_through_kache_match_the_cluster() {
         })
         .await
         .unwrap_or(false);
+        if !synced {
+            let _ = child.kill();
+        }
         assert!(synced, "informer-check (WatchList {watchlist}) synced through kache: {seen:?}");
         // The controllers carry the scale out while the informer watches: creates, binds, status, deletes.
         let replicas = if watchlist { "6" } else { "2" };
         kubectl(&["scale", "deploy/worker", "-n", "team-c", "--replicas", replicas]);
-        let out = child.wait_with_output().await.expect("informer-check exits");
-        while let Ok(Some(line)) = stdout.next_line().await {
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .expect("wait thread")
+            .expect("informer-check exits");
+        while let Some(line) = lines.recv().await {
             seen.push(line);
         }
         assert!(
