@@ -454,7 +454,7 @@ impl Freshness {
     }
 
     /// What the read sees now.
-    fn observation(&self, store: &Arc<Store>, slot: &Slot, read: &Read, p: &Progress) -> Observation {
+    fn observation(&self, store: &Store, slot: &Slot, read: &Read, p: &Progress) -> Observation {
         let now = Instant::now();
         let state = store.load();
         let times = state.retained.iter().rev().take(plan::ACTIVITY_SAMPLES).map(|s| s.taken_at);
@@ -474,10 +474,7 @@ impl Freshness {
             upstream: plan::UpstreamView {
                 known: self.known_revision(),
                 probe: p.probe,
-                etcd: self
-                    .etcd
-                    .get()
-                    .is_some_and(|o| o.ready(store, self.selection_of(&store.info().gvr).is_some())),
+                etcd: self.etcd.get().is_some(),
             },
             measured: Measured {
                 round_trip: s.round_trip.unwrap_or(plan::ROUND_TRIP),

@@ -135,8 +135,8 @@ pub(crate) struct UpstreamView {
     pub(crate) known: u64,
     /// The answer of a probe (or census, or the etcd oracle) started after the read arrived.
     pub(crate) probe: Probed,
-    /// Whether the etcd oracle can prove this resource's reads now ([`super::etcd`]: its prefix watch is
-    /// verified and open).
+    /// Whether etcd is the freshness oracle ([`super::etcd`]); whether it can prove this resource's reads
+    /// (its prefix watch verified and open) it answers at once.
     pub(crate) etcd: bool,
 }
 

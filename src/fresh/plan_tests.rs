@@ -77,7 +77,7 @@ enum M {
     LastProof(u64),
     /// A read at this revision, ahead of the store (block timeout 3 s).
     Ahead(u64),
-    /// The etcd oracle can prove the resource's reads (its prefix watch is ready).
+    /// etcd is the freshness oracle.
     Etcd,
     /// The read asked the oracle already (it proved nothing).
     OracleAsked,
@@ -166,7 +166,7 @@ fn decisions() {
             &[Etcd, OracleAsked, Behind],
             Step::Prove,
         ),
-        ("etcd not ready (starting, down, unverified): the apiserver's way", &[Get], forward(Reason::Small)),
+        ("without etcd: the apiserver's way", &[Get], forward(Reason::Small)),
         ("a read ahead of the store: not the oracle's (a probe)", &[Etcd, Ahead(200)], Step::Probe),
         // --- consistent reads, before the probe ---
         (

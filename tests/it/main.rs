@@ -17,6 +17,7 @@
 //! | `kube_apiserver` | kache in front of a real kube-apiserver 1.36 cluster (controllers, scheduler, simulated nodes): every built-in kind in JSON, protobuf, Table and metadata, pages, selectors, gets, watches and errors, byte for byte | the testbed (`scripts/cluster.sh`; Go builds it) |
 //! | `kube_control` | the control plane's own clients (controller-manager, scheduler, kwok nodes) through kache with their own tokens: nodes Ready, pods bound and Running, scale and delete carried out, leader-election leases renewed | the testbed |
 //! | `kube_security` | `--auth=delegated` against the real kube-apiserver's TokenReview and RBAC: the read matrix (users, a group, a service account, a client certificate, a bad token, impersonation) answered as the apiserver answers; a certificate with a token is the certificate's user | the testbed |
+//! | `kube_etcd` | etcd as the freshness oracle (`--etcd-endpoints`) in front of the real cluster: consistent get, lists and WatchList linearizable under a writer and foreign writes, across etcd and apiserver restarts and a compaction, served from memory; etcd unreachable falls back without error; etcd revision == resourceVersion | the testbed |
 //! | `kube_rs` | kube-rs reflectors and a controller loop through kache, across kache and sim restarts | — |
 //! | `kubectl` | every kubectl command against kache and against the sim directly: equal output | `kubectl` |
 //! | `list` | differential get and list: bodies, continue tokens, remainingItemCount, served from memory | — |
@@ -72,6 +73,7 @@ mod forward;
 mod impersonation;
 mod kube_apiserver;
 mod kube_control;
+mod kube_etcd;
 mod kube_rs;
 mod kube_security;
 mod kubectl;

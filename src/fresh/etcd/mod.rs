@@ -227,12 +227,6 @@ impl Oracle {
             .clone()
     }
 
-    /// Whether the oracle can prove reads of `store`'s resource now (its watch is verified and open). Starts
-    /// the watch on first use.
-    pub(crate) fn ready(&self, store: &Arc<Store>, filtered: bool) -> bool {
-        self.watch_of(store, filtered).is_some_and(|w| w.state() == WatchState::Ready)
-    }
-
     /// Proves `store` fresh at etcd's revision R, read after `arrived`: returns R once the store is at R.
     pub(crate) async fn prove(
         &self,
