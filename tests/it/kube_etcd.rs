@@ -279,3 +279,93 @@ async fn consistent_reads_proven_by_etcd_are_linearizable_through_restarts_and_c
     stop.store(true, SeqCst);
     writing.await.expect("writer");
 }
+
+/// The time of `read`, run `n` times one after the other: (median, p99) in ms.
+async fn timed<F, Fut>(n: usize, mut read: F) -> (f64, f64)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut took = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = std::time::Instant::now();
+        read().await;
+        took.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    took.sort_by(f64::total_cmp);
+    (took[n / 2], took[(n * 99 / 100).min(n - 1)])
+}
+
+/// Latency of consistent reads of a quiet namespace (3 configmaps, no writes; the nodes' leases move the
+/// revision) in one run: a get and a WatchList's initial events, direct, through kache proven by etcd, and
+/// through kache without etcd (the get forwarded, the WatchList proven by a bookmark). Prints medians and
+/// p99; asserts nothing about time. `cargo test -p kache --test it kube_etcd::measure -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run by hand"]
+async fn measure() {
+    const N: usize = 300;
+    /// A bookmark proof takes ~1–1.5 s: fewer of them.
+    const PROOFS: usize = 40;
+    let _one = common::cluster::one_at_a_time().await;
+    let Some(cluster) =
+        tokio::task::spawn_blocking(|| Cluster::start("etcd-measure", NODES)).await.expect("cluster start")
+    else {
+        return;
+    };
+    let etcd_url = cluster.var("ETCD_URL").to_owned();
+    let api = Endpoint::from_kubeconfig("kube-apiserver", &cluster.admin_kubeconfig()).await;
+    create(
+        &api,
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    )
+    .await;
+    for name in ["counter", "a", "b"] {
+        let cm =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"n": "1"}});
+        create(&api, &format!("/api/v1/namespaces/{NS}/configmaps"), &cm).await;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let with_etcd = cluster.start_kache(|c| c.freshness.etcd = Some(etcd(&etcd_url))).await;
+    // Without etcd, and without a census: a consistent WatchList of the quiet namespace is proven by a bookmark.
+    let without = cluster.start_kache(|c| c.freshness.census = false).await;
+    let via_etcd = kubeconfig_endpoint("kache-etcd", &with_etcd, &dir).await;
+    let via_plain = kubeconfig_endpoint("kache", &without, &dir).await;
+    let get = |e: Endpoint| async move {
+        let r = e.get(COUNTER).await;
+        assert_eq!(r.status, StatusCode::OK);
+    };
+    let watch = |e: Endpoint| async move {
+        assert!(watch_list(&e).await.len() >= 3);
+    };
+    // Warm each path once (the oracle's prefix watch, connections).
+    for e in [&api, &via_etcd, &via_plain] {
+        get(e.clone()).await;
+        watch(e.clone()).await;
+    }
+    let proven = oracle(&with_etcd).proven;
+    let proofs = without.freshness().stats.proofs_succeeded.load(SeqCst);
+    let rows = [
+        ("get, direct", timed(N, || get(api.clone())).await, N),
+        ("get, kache + etcd (memory)", timed(N, || get(via_etcd.clone())).await, N),
+        ("get, kache without etcd (forwarded)", timed(N, || get(via_plain.clone())).await, N),
+        ("WatchList, direct", timed(N, || watch(api.clone())).await, N),
+        ("WatchList, kache + etcd (memory)", timed(N, || watch(via_etcd.clone())).await, N),
+        (
+            "WatchList, kache, bookmark proof (memory)",
+            timed(PROOFS, || watch(via_plain.clone())).await,
+            PROOFS,
+        ),
+    ];
+    println!("| read | n | median ms | p99 ms |\n|---|---|---|---|");
+    for (what, (median, p99), n) in rows {
+        println!("| {what} | {n} | {median:.2} | {p99:.2} |");
+    }
+    let proven = oracle(&with_etcd).proven - proven;
+    let proofs = without.freshness().stats.proofs_succeeded.load(SeqCst) - proofs;
+    println!(
+        "reads proven by etcd: {proven} of {}; bookmark proofs: {proofs}\n{:?}",
+        2 * N,
+        oracle(&with_etcd)
+    );
+}
