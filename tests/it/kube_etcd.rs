@@ -58,7 +58,7 @@ async fn writer(api: Endpoint, acked: Arc<Acked>, stop: Arc<AtomicBool>) {
                 continue;
             }
         }
-        if n % 5 == 0 {
+        if n.is_multiple_of(5) {
             let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("w-{n}")}});
             let path = format!("/api/v1/namespaces/{NS}/configmaps");
             if let Some(r) = api.try_request(Method::POST, &path, "application/json", &cm).await
@@ -207,8 +207,18 @@ async fn consistent_reads_proven_by_etcd_are_linearizable_through_restarts_and_c
     let kache = cluster.start_kache(|c| c.freshness.etcd = Some(etcd(&etcd_url))).await;
     // etcd unreachable (a closed port): every read goes the apiserver's way.
     let dark = cluster.start_kache(|c| c.freshness.etcd = Some(etcd("http://127.0.0.1:9"))).await;
+    // A wrong prefix for configmaps (one etcd holds nothing under, as a quiet resource's would look): its
+    // verification against the store fails, and its reads go the apiserver's way.
+    let wrong = cluster
+        .start_kache(|c| {
+            let mut config = etcd(&etcd_url);
+            config.resource_prefixes = vec!["configmaps=/registry/nothing-here".into()];
+            c.freshness.etcd = Some(config);
+        })
+        .await;
     let via = kubeconfig_endpoint("kache", &kache, &dir).await;
     let via_dark = kubeconfig_endpoint("kache-dark", &dark, &dir).await;
+    let via_wrong = kubeconfig_endpoint("kache-wrong", &wrong, &dir).await;
 
     let (acked, stop) = (Arc::new(Acked::default()), Arc::new(AtomicBool::new(false)));
     let writing = tokio::spawn(writer(api.clone(), acked.clone(), stop.clone()));
@@ -274,7 +284,18 @@ async fn consistent_reads_proven_by_etcd_are_linearizable_through_restarts_and_c
     assert_eq!(d.proven, 0, "{d:?}");
     let fell_back: u64 = d.fallbacks.iter().map(|(_, n)| n).sum();
     assert!(fell_back >= ROUNDS as u64, "every consistent read fell back: {d:?}");
-    eprintln!("oracle: {:?}\nunreachable: {d:?}", oracle(&kache));
+    // A prefix that does not match the store: never trusted.
+    for _ in 0..ROUNDS {
+        assert_eq!(round(&via_wrong, &acked, true).await, 4);
+    }
+    eventually("the wrong prefix fails its verification", RECOVER, || async {
+        round(&via_wrong, &acked, true).await;
+        oracle(&wrong).watch_states.contains(&("layout", 1))
+    })
+    .await;
+    let w = oracle(&wrong);
+    assert_eq!(w.proven, 0, "{w:?}");
+    eprintln!("oracle: {:?}\nunreachable: {d:?}\nwrong prefix: {w:?}", oracle(&kache));
 
     stop.store(true, SeqCst);
     writing.await.expect("writer");

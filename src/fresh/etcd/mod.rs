@@ -216,15 +216,21 @@ impl Oracle {
     fn watch_of(&self, store: &Arc<Store>, filtered: bool) -> Option<Arc<PrefixWatch>> {
         let info = store.info();
         let mut watches = self.watches.lock().expect("etcd watches lock poisoned");
-        watches
-            .entry(info.gvr.clone())
-            .or_insert_with(|| {
-                let (prefix, origin) = self.layout.prefix(&info.gvr)?;
-                let watch = Arc::new(PrefixWatch::new(prefix, origin, info.namespaced, filtered));
-                tokio::spawn(watch.clone().run(self.inner.clone(), Arc::downgrade(store)));
-                Some(watch)
-            })
-            .clone()
+        if let Some(watch) = watches.get(&info.gvr) {
+            match watch {
+                Some(w) if !std::ptr::eq(w.store.as_ptr(), Arc::as_ptr(store)) => w.retired.cancel(),
+                _ => return watch.clone(),
+            }
+        }
+        // A new resource, or its store replaced (a resource registered again).
+        let watch = self.layout.prefix(&info.gvr).map(|(prefix, origin)| {
+            let watch =
+                Arc::new(PrefixWatch::new(prefix, origin, info.namespaced, filtered, Arc::downgrade(store)));
+            tokio::spawn(watch.clone().run(self.inner.clone()));
+            watch
+        });
+        watches.insert(info.gvr.clone(), watch.clone());
+        watch
     }
 
     /// Proves `store` fresh at etcd's revision R, read after `arrived`: returns R once the store is at R.

@@ -18,6 +18,7 @@ use std::time::Duration;
 use etcd_client::{GetOptions, WatchOptions};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::layout::{Origin, object_key};
 use super::{Inner, WatchState};
@@ -82,6 +83,10 @@ pub(super) struct PrefixWatch {
     pub(super) requested: Mutex<Option<Instant>>,
     pub(super) nudge: Notify,
     pub(super) state: Mutex<WatchState>,
+    /// The store it vouches for (a resource's store replaced gets a watch of its own).
+    pub(super) store: Weak<Store>,
+    /// Cancelled when the watch is replaced: its task ends.
+    pub(super) retired: CancellationToken,
 }
 
 /// Why a session ended.
@@ -93,7 +98,13 @@ enum End {
 }
 
 impl PrefixWatch {
-    pub(super) fn new(prefix: String, origin: Origin, namespaced: bool, filtered: bool) -> Self {
+    pub(super) fn new(
+        prefix: String,
+        origin: Origin,
+        namespaced: bool,
+        filtered: bool,
+        store: Weak<Store>,
+    ) -> Self {
         Self {
             prefix,
             origin,
@@ -104,6 +115,8 @@ impl PrefixWatch {
             requested: Mutex::new(None),
             nudge: Notify::new(),
             state: Mutex::new(WatchState::Starting),
+            store,
+            retired: CancellationToken::new(),
         }
     }
 
@@ -120,11 +133,15 @@ impl PrefixWatch {
     }
 
     /// Runs sessions until the store is gone.
-    pub(super) async fn run(self: Arc<Self>, inner: Arc<Inner>, store: Weak<Store>) {
+    pub(super) async fn run(self: Arc<Self>, inner: Arc<Inner>) {
         loop {
-            let Some(strong) = store.upgrade() else { return };
-            let end = self.session(&inner, &strong).await;
-            drop(strong);
+            if self.store.strong_count() == 0 || self.retired.is_cancelled() {
+                return;
+            }
+            let end = tokio::select! {
+                end = self.session(&inner) => end,
+                () = self.retired.cancelled() => return,
+            };
             *self.known() = Known::default();
             let pause = match end {
                 End::Retry(why) => {
@@ -143,10 +160,13 @@ impl PrefixWatch {
         }
     }
 
-    async fn session(&self, inner: &Inner, store: &Arc<Store>) -> End {
+    async fn session(&self, inner: &Inner) -> End {
         self.set_state(WatchState::Starting);
         let Ok(mut client) = inner.client().await else { return End::Retry("etcd unreachable") };
-        let snapshot = store.load().snapshot.clone();
+        // Only the snapshot is needed (the watch itself never holds the store).
+        let Some(snapshot) = self.store.upgrade().map(|s| s.load().snapshot.clone()) else {
+            return End::Retry("store gone");
+        };
         let x = snapshot.rv;
         if x == 0 {
             return End::Retry("store not synced");
