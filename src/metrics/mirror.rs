@@ -232,7 +232,7 @@ impl Metrics {
             let value = s.fallbacks.iter().find(|(r, _)| *r == reason.as_str()).map_or(0, |(_, v)| *v);
             self.counter(ETCD_FALLBACKS_TOTAL, vec![label("reason", reason.as_str())]).absolute(value);
         }
-        self.counter(ETCD_PROGRESS_MICROSECONDS_TOTAL, vec![]).absolute(s.progress_micros);
+        self.gauge(ETCD_PROGRESS_SECONDS, vec![]).set(s.progress_recent_micros as f64 / 1e6);
         self.counter(ETCD_PROGRESS_TOTAL, vec![]).absolute(s.progress_count);
         self.counter(ETCD_WATCH_RESTARTS_TOTAL, vec![]).absolute(s.watch_restarts);
         for state in WatchState::ALL {

@@ -82,7 +82,7 @@ pub(crate) const FRESHNESS_UPSTREAM_PROBES_TOTAL: &str = "kache_freshness_upstre
 pub(crate) const ETCD_REQUESTS_TOTAL: &str = "kache_etcd_requests_total";
 pub(crate) const ETCD_PROVEN_TOTAL: &str = "kache_etcd_proven_total";
 pub(crate) const ETCD_FALLBACKS_TOTAL: &str = "kache_etcd_fallbacks_total";
-pub(crate) const ETCD_PROGRESS_MICROSECONDS_TOTAL: &str = "kache_etcd_progress_microseconds_total";
+pub(crate) const ETCD_PROGRESS_SECONDS: &str = "kache_etcd_progress_seconds";
 pub(crate) const ETCD_PROGRESS_TOTAL: &str = "kache_etcd_progress_total";
 pub(crate) const ETCD_WATCHES: &str = "kache_etcd_watches";
 pub(crate) const ETCD_WATCH_RESTARTS_TOTAL: &str = "kache_etcd_watch_restarts_total";
@@ -351,15 +351,15 @@ pub const ALL: &[MetricDef] = &[
         &["reason"],
         "Consistent reads the etcd oracle could not prove, which went the apiserver's way: unknown_prefix, not_ready (the prefix watch is starting, down, cancelled or compacted, or its prefix does not match the store), unreachable (etcd's revision could not be read), progress_timeout, store_behind (the store had not applied etcd's last write to the prefix within 100 ms) or not_applied.",
     ),
-    counter(
-        ETCD_PROGRESS_MICROSECONDS_TOTAL,
+    gauge(
+        ETCD_PROGRESS_SECONDS,
         &[],
-        "Time from asking etcd for its revision to the prefix watch's progress reaching it, summed over the reads of kache_etcd_progress_total (their mean is the oracle's latency).",
+        "The oracle's latency: the recent mean (each read counts for 1/8) of the time from asking etcd for its revision to the prefix watch's progress reaching it.",
     ),
     counter(
         ETCD_PROGRESS_TOTAL,
         &[],
-        "Reads whose prefix watch reached etcd's revision (the count of kache_etcd_progress_microseconds_total).",
+        "Reads whose prefix watch reached etcd's revision (the reads kache_etcd_progress_seconds averages).",
     ),
     gauge(
         ETCD_WATCHES,

@@ -159,6 +159,8 @@ pub struct EtcdStats {
     /// Sum and count of the times from asking for R to the watch's progress reaching it (µs).
     pub progress_micros: AtomicU64,
     pub progress_waits: AtomicU64,
+    /// Their recent mean (µs; each new time counts for 1/8).
+    pub progress_recent_micros: AtomicU64,
 }
 
 /// What the executor reads of the oracle for the metrics.
@@ -171,6 +173,7 @@ pub struct EtcdCounters {
     pub proven: u64,
     pub fallbacks: Vec<(&'static str, u64)>,
     pub progress_micros: u64,
+    pub progress_recent_micros: u64,
     pub progress_count: u64,
     pub watch_restarts: u64,
     pub watch_states: Vec<(&'static str, u64)>,
@@ -279,7 +282,11 @@ impl Oracle {
             }
         }
         let stats = &self.inner.stats;
-        stats.progress_micros.fetch_add(asked.elapsed().as_micros() as u64, Relaxed);
+        let took = asked.elapsed().as_micros() as u64;
+        stats.progress_micros.fetch_add(took, Relaxed);
+        let _ = stats
+            .progress_recent_micros
+            .fetch_update(Relaxed, Relaxed, |m| Some(if m == 0 { took } else { m - m / 8 + took / 8 }));
         stats.progress_waits.fetch_add(1, Relaxed);
         let floor = watch.known().floor(r).ok_or(Unproven::NotReady)?;
         // The store must hold the last write at or below R (its event comes through the apiserver).
@@ -313,6 +320,7 @@ impl Oracle {
                 .map(|u| (u.as_str(), s.fallbacks[u.index()].load(Relaxed)))
                 .collect(),
             progress_micros: s.progress_micros.load(Relaxed),
+            progress_recent_micros: s.progress_recent_micros.load(Relaxed),
             progress_count: s.progress_waits.load(Relaxed),
             watch_restarts: s.watch_restarts.load(Relaxed),
             watch_states: WatchState::ALL.iter().zip(states).map(|(w, n)| (w.as_str(), n)).collect(),
