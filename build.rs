@@ -1,6 +1,6 @@
-//! Exports the path of the protoc vendored by `protoc-bin-vendored` (`KACHE_VENDORED_PROTOC`, shown by
-//! `kache version`-style diagnostics and used by nothing at run time). etcd-client's build script finds the
-//! same binary through `scripts/protoc` (`.cargo/config.toml`), since cargo runs it before this one.
+//! Exports the path of the protoc vendored by `protoc-bin-vendored` as `KACHE_VENDORED_PROTOC` (nothing reads
+//! it at run time). The build-dependency is what matters: it makes cargo unpack the vendored protoc before any
+//! build script runs, so etcd-client's finds it through `scripts/protoc` (`.cargo/config.toml`'s `PROTOC`).
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
