@@ -12,6 +12,7 @@
 #       (re)start kube-controller-manager, kube-scheduler and kwok with kubeconfigs whose server is URL
 #       (default: the apiserver itself), e.g. a kache in front of the apiserver; then as `up`.
 #   scripts/cluster.sh down DIR      stop exactly what `up` started (by PID) and wait for it to exit
+#   scripts/cluster.sh stop DIR NAME stop one component (etcd, kube-apiserver, …) by PID; `up DIR` starts it again
 #   scripts/cluster.sh env DIR       print DIR/env
 #   scripts/cluster.sh stats DIR [S] each process's CPU use over S seconds (default 20) and its RSS
 #
@@ -33,7 +34,7 @@ NAMESPACES=(team-a team-b team-c)
 DEPLOYMENTS=(web api worker)
 SERVICE_CIDR=10.96.0.0/16 # the `kubernetes` Service gets 10.96.0.1 (in the serving certificate)
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
 # === processes ===
@@ -694,6 +695,16 @@ cmd_down() {
   echo "cluster.sh: stopped everything started in $DIR (its data stays; rm -rf it to start afresh)" >&2
 }
 
+cmd_stop() {
+  [ $# -eq 2 ] || usage
+  [ -d "$1" ] || die "$1: no such directory"
+  DIR=$(cd "$1" && pwd)
+  [[ " ${COMPONENTS[*]} " == *" $2 "* ]] || die "$2: not one of ${COMPONENTS[*]}"
+  exec 9> "$DIR/.lock"
+  flock -w 600 9 || die "another cluster.sh holds $DIR/.lock"
+  stop "$2"
+}
+
 # CPU from /proc/PID/stat (utime + stime) over S seconds, as a share of one core; RSS from /proc/PID/status.
 cmd_stats() {
   [ -d "${1:-}" ] || usage
@@ -716,6 +727,7 @@ case ${1:-} in
   up) shift; cmd_up "$@" ;;
   clients) shift; cmd_clients "$@" ;;
   down) shift; cmd_down "$@" ;;
+  stop) shift; cmd_stop "$@" ;;
   stats) shift; cmd_stats "$@" ;;
   env) [ -f "${2:?usage: cluster.sh env DIR}/env" ] || die "$2/env: no cluster running there"; cat "$2/env" ;;
   -h|--help|help) usage 0 ;;

@@ -522,6 +522,7 @@ impl StatsSource for KacheStats {
             census_behind: s.census_behind.load(Relaxed),
             census_failed: s.census_failed.load(Relaxed),
             too_large: s.too_large.load(Relaxed),
+            etcd: self.freshness.as_deref()?.etcd_stats(),
         })
     }
 

@@ -15,8 +15,8 @@
 //! - [`reflector`]: one supervised task per cached resource (restarted with backoff if it panics); list+watch
 //!   state machine that feeds the store.
 //! - [`store`]: per-resource immutable snapshots (arc-swap), retained snapshots, bounded event history.
-//! - [`fresh`]: proves consistent reads fresh against the upstream (probes, proof watches, waits), beside the
-//!   store it vouches for.
+//! - [`fresh`]: proves consistent reads fresh against the upstream (probes, proof watches, waits), or by
+//!   etcd beside the control plane (`fresh::etcd`), beside the store it vouches for.
 //! - [`codec`]: bytes in and out: field extraction, list/watch assembly, Tables (`kubectl get`: which of
 //!   the apiserver's convertors prints a resource, rows cached per object version), Status errors, tokens,
 //!   gzip.

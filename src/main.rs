@@ -204,6 +204,27 @@ pub(crate) struct CommonArgs {
     /// resource compared with the store. `false` forwards such lists and proves WatchLists with a bookmark.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     consistent_census: bool,
+    /// etcd client URLs (comma-separated): etcd becomes the freshness oracle of consistent reads, as for the
+    /// apiserver's own watch cache (docs/consistency.md). kache needs read and watch on the cached resources'
+    /// key prefixes only. Off by default.
+    #[arg(long, value_delimiter = ',')]
+    etcd_endpoints: Vec<String>,
+    /// TLS client certificate (PEM) for etcd.
+    #[arg(long, requires = "etcd_key")]
+    etcd_cert: Option<PathBuf>,
+    /// TLS client key (PEM) for etcd.
+    #[arg(long, requires = "etcd_cert")]
+    etcd_key: Option<PathBuf>,
+    /// CA (PEM) of etcd's serving certificate; TLS to etcd (https:// endpoints) needs it.
+    #[arg(long)]
+    etcd_ca: Option<PathBuf>,
+    /// The apiserver's --etcd-prefix.
+    #[arg(long, default_value = "/registry")]
+    etcd_prefix: String,
+    /// The key prefix of a resource whose prefix is not the apiserver's default (repeatable):
+    /// RESOURCE.GROUP=/registry/... (a core resource: RESOURCE=/registry/...).
+    #[arg(long = "etcd-resource-prefix")]
+    etcd_resource_prefixes: Vec<String>,
     /// Period of watch bookmarks sent to clients that ask for them (the apiserver uses 1 minute).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     watch_bookmark_interval: Duration,
@@ -248,6 +269,18 @@ impl CommonArgs {
         } else {
             Fallback::Forward
         };
+        if !self.etcd_endpoints.is_empty() {
+            let etcd = kache::fresh::etcd::EtcdConfig {
+                endpoints: self.etcd_endpoints,
+                cert: self.etcd_cert,
+                key: self.etcd_key,
+                ca: self.etcd_ca,
+                prefix: self.etcd_prefix,
+                resource_prefixes: self.etcd_resource_prefixes,
+            };
+            etcd.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+            config.freshness.etcd = Some(etcd);
+        }
         config.handler.watch.bookmark_interval = self.watch_bookmark_interval;
         config.handler.watch.indexed = self.watch_index;
         config.reflector.store.history_window = self.history_window;

@@ -10,6 +10,7 @@
 //! [`Freshness`] only carries the steps out and feeds what it learns back in.
 
 pub(crate) mod census;
+pub mod etcd;
 pub(crate) mod plan;
 mod probe;
 pub mod proof;
@@ -68,6 +69,8 @@ pub struct FreshnessConfig {
     /// step pays when it saves that much. Tests whose small objects stand for big ones lower it.
     pub request_bytes: usize,
     pub fallback: Fallback,
+    /// etcd as the freshness oracle ([`etcd`]), when kache runs beside the control plane.
+    pub etcd: Option<etcd::EtcdConfig>,
 }
 
 impl Default for FreshnessConfig {
@@ -80,6 +83,7 @@ impl Default for FreshnessConfig {
             probe_small_reads: false,
             request_bytes: plan::REQUEST_BYTES,
             fallback: Fallback::Forward,
+            etcd: None,
         }
     }
 }
@@ -196,6 +200,8 @@ pub struct Freshness {
     known: Arc<AtomicU64>,
     /// A filtered mirror's selection as a query string (`--resource-selector`), for proofs.
     selection: OnceLock<SelectionLookup>,
+    /// The etcd oracle, when kache runs beside the control plane (`--etcd-endpoints`).
+    etcd: OnceLock<Arc<etcd::Oracle>>,
     pub stats: Arc<FreshnessStats>,
 }
 
@@ -223,12 +229,22 @@ enum Outcome {
 
 impl Freshness {
     pub fn new(upstream: Upstream, config: FreshnessConfig) -> Self {
+        let etcd = OnceLock::new();
+        if let Some(c) = &config.etcd {
+            match etcd::Oracle::new(c.clone()) {
+                Ok(oracle) => {
+                    let _ = etcd.set(Arc::new(oracle));
+                }
+                Err(e) => tracing::error!(error = %e, "etcd oracle not started"),
+            }
+        }
         Self {
             upstream,
             config,
             slots: Mutex::new(HashMap::new()),
             known: Arc::new(AtomicU64::new(0)),
             selection: OnceLock::new(),
+            etcd,
             stats: Arc::new(FreshnessStats::default()),
         }
     }
@@ -237,6 +253,11 @@ impl Freshness {
     /// own selection, which other selections' events (other nodes' pods) do not interrupt. Set once.
     pub(crate) fn set_selection_lookup(&self, lookup: SelectionLookup) {
         let _ = self.selection.set(lookup);
+    }
+
+    /// The etcd oracle's counters, when there is one.
+    pub fn etcd_stats(&self) -> Option<etcd::EtcdCounters> {
+        self.etcd.get().map(|o| o.stats())
     }
 
     /// The selection query of `gvr` when it is mirrored filtered.
@@ -371,6 +392,16 @@ impl Freshness {
                     let matched = p.matched.take().expect("planned only once the read's census matched");
                     return Outcome::Serve(Fresh::Matched(matched));
                 }
+                Step::Oracle => {
+                    p.done.oracle = true;
+                    let filtered = self.selection_of(&store.info().gvr).is_some();
+                    if let Some(oracle) = self.etcd.get()
+                        && let Ok(rv) = oracle.prove(store, read.arrived, filtered).await
+                    {
+                        self.observe(rv);
+                        p.probe = Probed::At(rv.max(min_rv));
+                    }
+                }
                 Step::Probe => {
                     let after = if p.done.probes == 0 { read.arrived } else { Instant::now() };
                     p.done.probes += 1;
@@ -440,7 +471,11 @@ impl Freshness {
                 census_bytes: (state.live_bytes as f64 * share) as usize,
                 activity,
             },
-            upstream: plan::UpstreamView { known: self.known_revision(), probe: p.probe },
+            upstream: plan::UpstreamView {
+                known: self.known_revision(),
+                probe: p.probe,
+                etcd: self.etcd.get().is_some(),
+            },
             measured: Measured {
                 round_trip: s.round_trip.unwrap_or(plan::ROUND_TRIP),
                 census: s.census_took,

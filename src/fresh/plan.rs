@@ -133,8 +133,11 @@ pub(crate) struct StoreView {
 pub(crate) struct UpstreamView {
     /// The highest revision the upstream is known to have reached (any resource's answers).
     pub(crate) known: u64,
-    /// The answer of a probe (or census) started after the read arrived.
+    /// The answer of a probe (or census, or the etcd oracle) started after the read arrived.
     pub(crate) probe: Probed,
+    /// Whether etcd is the freshness oracle ([`super::etcd`]); whether it can prove this resource's reads
+    /// (its prefix watch verified and open) it answers at once.
+    pub(crate) etcd: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -166,6 +169,8 @@ pub(crate) struct InFlight {
 /// What this read has done already.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub(crate) struct Done {
+    /// Asked the etcd oracle.
+    pub(crate) oracle: bool,
     pub(crate) probes: u8,
     pub(crate) waited: bool,
     pub(crate) census: bool,
@@ -190,6 +195,9 @@ pub(crate) struct Observation {
 pub(crate) enum Step {
     /// Answer from memory: the store's current snapshot, or the snapshot the read's census matched.
     Serve(Source),
+    /// Ask the etcd oracle ([`super::etcd`]): etcd's revision read after the read arrived and its watch's
+    /// progress to it prove the store at that revision, at no cost to the apiserver.
+    Oracle,
     /// Learn the upstream's revision by a probe started after the read arrived (after the last wait, for a
     /// second probe of a read ahead).
     Probe,
@@ -299,6 +307,11 @@ pub(crate) fn plan(o: &Observation) -> Step {
 
 impl Observation {
     fn consistent(&self) -> Step {
+        // etcd proves any consistent read, a get as well as a watch, in a few of its round trips without a
+        // request to the apiserver: asked first, once; whatever it cannot prove goes the apiserver's way.
+        if self.upstream.etcd && !self.done.oracle && self.upstream.probe == Probed::No {
+            return Step::Oracle;
+        }
         let required = match self.upstream.probe {
             Probed::Failed => return forward(Reason::ProbeFailed, false),
             Probed::At(rv) => Some(rv),
@@ -450,7 +463,7 @@ impl Observation {
     /// What `step` costs the upstream (a proof in flight is joined: only its probe is this read's).
     pub(crate) fn cost(&self, step: Step) -> Cost {
         let (requests, bytes) = match step {
-            Step::Serve(_) | Step::Wait { .. } | Step::TooLarge { .. } => (0, 0),
+            Step::Serve(_) | Step::Wait { .. } | Step::TooLarge { .. } | Step::Oracle => (0, 0),
             Step::Probe => (1, 0),
             Step::Census(cover) => (1, self.census_bytes(cover)),
             Step::Prove if self.flight.proof.is_some() => (1, 0),
@@ -472,7 +485,7 @@ impl Observation {
                 Some(started) => (started + self.measured.proof).saturating_duration_since(self.now).max(rt),
                 None => self.measured.proof,
             },
-            Step::Probe => rt,
+            Step::Probe | Step::Oracle => rt,
             Step::Wait { until } => until.saturating_duration_since(self.now),
             Step::Forward { .. } => self.transfer(self.read.bytes),
             Step::Serve(_) | Step::TooLarge { .. } => Duration::ZERO,

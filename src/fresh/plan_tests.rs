@@ -20,7 +20,7 @@ fn base(now: Instant) -> Observation {
             census_bytes: 2 * MB / 10,
             activity: Activity::QUIET,
         },
-        upstream: UpstreamView { known: 100, probe: Probed::No },
+        upstream: UpstreamView { known: 100, probe: Probed::No, etcd: false },
         measured: Measured { round_trip: ms(2), census: None, proof: PROOF_LATENCY },
         flight: InFlight::default(),
         done: Done::default(),
@@ -77,6 +77,10 @@ enum M {
     LastProof(u64),
     /// A read at this revision, ahead of the store (block timeout 3 s).
     Ahead(u64),
+    /// etcd is the freshness oracle.
+    Etcd,
+    /// The read asked the oracle already (it proved nothing).
+    OracleAsked,
 }
 
 fn apply(o: &mut Observation, m: M) {
@@ -108,6 +112,8 @@ fn apply(o: &mut Observation, m: M) {
         Proving(t) => o.flight.proof = Some(o.now - ms(t)),
         LastProof(t) => o.flight.last_proof = Some(o.now - ms(t)),
         Ahead(rv) => (o.read.want, o.read.census) = (Want::At { rv, block: Duration::from_secs(3) }, None),
+        Etcd => o.upstream.etcd = true,
+        OracleAsked => o.done.oracle = true,
     }
 }
 
@@ -126,6 +132,42 @@ fn decisions() {
     let real = Sizes(30 * MB, 3_500_000, 1_500_000);
     let namespace = Census(Some(Cover::Part));
     let cases: &[(&str, &[M], Step)] = &[
+        // --- the etcd oracle: costs the apiserver nothing, asked first and once ---
+        (
+            "with etcd, a get: the oracle (a probe would not pay, the oracle costs the apiserver nothing)",
+            &[Get, Etcd],
+            Step::Oracle,
+        ),
+        ("with etcd, a big list", &[Etcd], Step::Oracle),
+        ("with etcd, a big list of a quiet store behind", &[Etcd, Behind], Step::Oracle),
+        ("with etcd, a consistent watch", &[Etcd, Watch, Behind], Step::Oracle),
+        (
+            "with etcd, preferring latency changes nothing: the oracle is the fastest too",
+            &[Etcd, Latency, Behind],
+            Step::Oracle,
+        ),
+        (
+            "the oracle proved the store at etcd's revision: served",
+            &[Etcd, OracleAsked, ProbedAt(100)],
+            Step::Serve(Source::Store),
+        ),
+        (
+            "the oracle proved nothing for a get: the apiserver's way (forwarded, small)",
+            &[Get, Etcd, OracleAsked],
+            forward(Reason::Small),
+        ),
+        (
+            "the oracle proved nothing for a big list: the apiserver's way (a probe)",
+            &[Etcd, OracleAsked],
+            Step::Probe,
+        ),
+        (
+            "the oracle proved nothing for a quiet store behind: the apiserver's way (a proof)",
+            &[Etcd, OracleAsked, Behind],
+            Step::Prove,
+        ),
+        ("without etcd: the apiserver's way", &[Get], forward(Reason::Small)),
+        ("a read ahead of the store: not the oracle's (a probe)", &[Etcd, Ahead(200)], Step::Probe),
         // --- consistent reads, before the probe ---
         (
             "a get: a probe costs the upstream what the get does (it serves gets from etcd)",
@@ -327,12 +369,17 @@ fn no_step_costs_the_upstream_more_than_forwarding() {
     for bytes in [1_000, 50_000, 150_000, 2 * MB, 200 * MB] {
         for share in [1, 10, 100] {
             for prefer in [Prefer::Offload, Prefer::Latency] {
-                for (known, probe) in [(100, Probed::No), (120, Probed::No), (120, Probed::At(120))] {
+                for (known, probe, etcd) in [
+                    (100, Probed::No, false),
+                    (120, Probed::No, false),
+                    (120, Probed::At(120), false),
+                    (120, Probed::No, true),
+                ] {
                     for round_trip in [ms(1), ms(50), Duration::from_secs(1)] {
                         let mut o = base(now);
                         (o.read.bytes, o.store.census_bytes) = (bytes, o.store.bytes / share);
                         (o.policy.prefer, o.measured.round_trip) = (prefer, round_trip);
-                        o.upstream = UpstreamView { known, probe };
+                        o.upstream = UpstreamView { known, probe, etcd };
                         let step = plan(&o);
                         let (cost, forward) = (o.cost(step), o.cost(forward(Reason::Small)));
                         assert!(

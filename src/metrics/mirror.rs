@@ -97,6 +97,8 @@ pub struct FreshnessCounters {
     pub census_failed: u64,
     /// 504s decided by the freshness check.
     pub too_large: u64,
+    /// The etcd oracle's, when there is one.
+    pub etcd: Option<crate::fresh::etcd::EtcdCounters>,
 }
 
 /// Counters of structures read at scrape time: the kache's Table state (row cache, learned generic columns)
@@ -177,8 +179,10 @@ impl Metrics {
             }
             self.counter(FRESHNESS_UPSTREAM_CENSUSES_TOTAL, vec![]).increment(0);
             self.counter(TOO_LARGE_RESOURCE_VERSION_TOTAL, vec![]).absolute(watch_too_large);
+            self.mirror_etcd(None);
             return;
         };
+        self.mirror_etcd(s.etcd.as_ref());
         self.counter(FRESHNESS_UPSTREAM_PROBES_TOTAL, vec![]).absolute(s.probes);
         for (outcome, value) in [
             (FreshnessOutcome::Fresh, s.fresh),
@@ -206,6 +210,35 @@ impl Metrics {
         }
         // Reads' 504s are decided by the freshness check; watches' by the watch start.
         self.counter(TOO_LARGE_RESOURCE_VERSION_TOTAL, vec![]).absolute(s.too_large + watch_too_large);
+    }
+}
+
+impl Metrics {
+    /// Mirrors the etcd oracle's counters (`None`: no oracle; the series are registered at zero).
+    fn mirror_etcd(&self, stats: Option<&crate::fresh::etcd::EtcdCounters>) {
+        use crate::fresh::etcd::{EtcdCounters, Unproven, WatchState};
+        let none = EtcdCounters::default();
+        let s = stats.unwrap_or(&none);
+        for (kind, value) in [
+            ("revision", s.revisions),
+            ("progress", s.progress_requests),
+            ("verify", s.verifies),
+            ("watch", s.watches_opened),
+        ] {
+            self.counter(ETCD_REQUESTS_TOTAL, vec![label("kind", kind)]).absolute(value);
+        }
+        self.counter(ETCD_PROVEN_TOTAL, vec![]).absolute(s.proven);
+        for reason in Unproven::ALL {
+            let value = s.fallbacks.iter().find(|(r, _)| *r == reason.as_str()).map_or(0, |(_, v)| *v);
+            self.counter(ETCD_FALLBACKS_TOTAL, vec![label("reason", reason.as_str())]).absolute(value);
+        }
+        self.gauge(ETCD_PROGRESS_SECONDS, vec![]).set(s.progress_recent_micros as f64 / 1e6);
+        self.counter(ETCD_PROGRESS_TOTAL, vec![]).absolute(s.progress_count);
+        self.counter(ETCD_WATCH_RESTARTS_TOTAL, vec![]).absolute(s.watch_restarts);
+        for state in WatchState::ALL {
+            let value = s.watch_states.iter().find(|(w, _)| *w == state.as_str()).map_or(0, |(_, v)| *v);
+            self.gauge(ETCD_WATCHES, vec![label("state", state.as_str())]).set(value as f64);
+        }
     }
 }
 

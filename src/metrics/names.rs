@@ -79,6 +79,13 @@ pub(crate) const WATCH_INDEX_FULL_TOTAL: &str = "kache_watch_index_full_total";
 // --- consistency, forwarding, auth, limits, encodings (kache) ---
 pub(crate) const FRESHNESS_PROBES_TOTAL: &str = "kache_freshness_probes_total";
 pub(crate) const FRESHNESS_UPSTREAM_PROBES_TOTAL: &str = "kache_freshness_upstream_probes_total";
+pub(crate) const ETCD_REQUESTS_TOTAL: &str = "kache_etcd_requests_total";
+pub(crate) const ETCD_PROVEN_TOTAL: &str = "kache_etcd_proven_total";
+pub(crate) const ETCD_FALLBACKS_TOTAL: &str = "kache_etcd_fallbacks_total";
+pub(crate) const ETCD_PROGRESS_SECONDS: &str = "kache_etcd_progress_seconds";
+pub(crate) const ETCD_PROGRESS_TOTAL: &str = "kache_etcd_progress_total";
+pub(crate) const ETCD_WATCHES: &str = "kache_etcd_watches";
+pub(crate) const ETCD_WATCH_RESTARTS_TOTAL: &str = "kache_etcd_watch_restarts_total";
 pub(crate) const FRESHNESS_WAITS_TOTAL: &str = "kache_freshness_waits_total";
 pub(crate) const FRESHNESS_AHEAD_READS_TOTAL: &str = "kache_freshness_ahead_reads_total";
 pub(crate) const FRESHNESS_PROOFS_TOTAL: &str = "kache_freshness_proofs_total";
@@ -328,6 +335,41 @@ pub const ALL: &[MetricDef] = &[
         FRESHNESS_UPSTREAM_PROBES_TOTAL,
         &[],
         "Revision probes sent upstream for consistent reads (coalesced: one in flight per resource).",
+    ),
+    counter(
+        ETCD_REQUESTS_TOTAL,
+        &["kind"],
+        "Requests to etcd by the freshness oracle (--etcd-endpoints): revision (a linearizable read of one key, coalesced across readers), progress (a watch progress request, coalesced per resource), verify (a prefix checked against the store) and watch (prefix watches opened).",
+    ),
+    counter(
+        ETCD_PROVEN_TOTAL,
+        &[],
+        "Consistent reads the etcd oracle proved fresh (served from memory at etcd's revision).",
+    ),
+    counter(
+        ETCD_FALLBACKS_TOTAL,
+        &["reason"],
+        "Consistent reads the etcd oracle could not prove, which went the apiserver's way: unknown_prefix, not_ready (the prefix watch is starting, down, cancelled or compacted, or its prefix does not match the store), unreachable (etcd's revision could not be read), progress_timeout, store_behind (the store had not applied etcd's last write to the prefix within 100 ms) or not_applied.",
+    ),
+    gauge(
+        ETCD_PROGRESS_SECONDS,
+        &[],
+        "The oracle's latency: the recent mean (each read counts for 1/8) of the time from asking etcd for its revision to the prefix watch's progress reaching it.",
+    ),
+    counter(
+        ETCD_PROGRESS_TOTAL,
+        &[],
+        "Reads whose prefix watch reached etcd's revision (the reads kache_etcd_progress_seconds averages).",
+    ),
+    gauge(
+        ETCD_WATCHES,
+        &["state"],
+        "The etcd oracle's prefix watches (one per resource read consistently) by state: starting, ready, down (etcd unreachable, cancelled or compacted: retried every second) or layout (the prefix does not match the store, or cannot be checked yet: retried every 10 s).",
+    ),
+    counter(
+        ETCD_WATCH_RESTARTS_TOTAL,
+        &[],
+        "Prefix watch sessions of the etcd oracle that ended (etcd down, the watch cancelled or compacted, a key outside the resource's layout, a prefix that does not match the store).",
     ),
     counter(
         FORWARDED_REQUESTS_TOTAL,

@@ -111,6 +111,18 @@ impl Cluster {
         self.env = parse_env(&env);
     }
 
+    /// Stops `component` (`etcd`, `kube-apiserver`, …: `cluster.sh stop`, by the PID its start recorded) and
+    /// starts it again with `up` (same ports, same data), which waits as at the start.
+    pub fn restart(&mut self, component: &str) {
+        let out = cluster_sh(&["stop", component], &self.dir);
+        assert!(
+            out.status.success(),
+            "cluster.sh stop {component}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.run(&["up"]);
+    }
+
     /// The CA that signed every certificate of the cluster.
     pub fn ca(&self) -> PathBuf {
         self.dir.join("pki/ca.crt")

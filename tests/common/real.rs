@@ -376,6 +376,16 @@ impl Endpoint {
         Some(Resp { status, headers, body })
     }
 
+    /// A GET that may fail (the upstream restarting): `None` when no whole response came.
+    pub async fn try_get(&self, path: &str) -> Option<Resp> {
+        let req = Request::builder().uri(path).body(kache::front::body::empty()).expect("request");
+        let resp = tokio::time::timeout(RESPONSE_TIMEOUT, self.client.send(req)).await.ok()?.ok()?;
+        let (status, headers) = (resp.status(), resp.headers().clone());
+        let body =
+            tokio::time::timeout(RESPONSE_TIMEOUT, resp.into_body().collect()).await.ok()?.ok()?.to_bytes();
+        Some(Resp { status, headers, body })
+    }
+
     /// A request, its response read whole.
     pub async fn request(
         &self,

@@ -19,6 +19,7 @@
 //! | `kube_protobuf` | every built-in kind of the real kube-apiserver 1.36 (one object of each created first) in protobuf: each object transcoded as the Go encoder does, lists, gets and watches byte for byte and served from memory, no transcoder refusal | the testbed (`kube-proto` too) |
 //! | `kube_control` | the control plane's own clients (controller-manager, scheduler, kwok nodes) through kache with their own tokens: nodes Ready, pods bound and Running, scale and delete carried out, leader-election leases renewed | the testbed |
 //! | `kube_security` | `--auth=delegated` against the real kube-apiserver's TokenReview and RBAC: the read matrix (users, a group, a service account, a client certificate, a bad token, impersonation) answered as the apiserver answers; a certificate with a token is the certificate's user | the testbed |
+//! | `kube_etcd` | etcd as the freshness oracle (`--etcd-endpoints`) in front of the real cluster: consistent get, lists and WatchList linearizable under a writer and foreign writes, across etcd and apiserver restarts and a compaction, served from memory; etcd unreachable falls back without error; etcd revision == resourceVersion | the testbed |
 //! | `kube_rs` | kube-rs reflectors and a controller loop through kache, across kache and sim restarts | — |
 //! | `kubectl` | every kubectl command against kache and against the sim directly: equal output | `kubectl` |
 //! | `list` | differential get and list: bodies, continue tokens, remainingItemCount, served from memory | — |
@@ -74,6 +75,7 @@ mod impersonation;
 mod instances;
 mod kube_apiserver;
 mod kube_control;
+mod kube_etcd;
 mod kube_protobuf;
 mod kube_rs;
 mod kube_security;

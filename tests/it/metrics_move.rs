@@ -91,6 +91,34 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
         "kache_too_large_resource_version_total",
         "tests/it/foreign.rs (the 504 counter stays 0 under foreign writes, counts a read at an unreachable revision)",
     ),
+    (
+        "kache_etcd_requests_total",
+        "tests/it/kube_etcd.rs (--etcd-endpoints against the real cluster: the oracle's counters, which /metrics mirrors)",
+    ),
+    (
+        "kache_etcd_proven_total",
+        "tests/it/kube_etcd.rs (--etcd-endpoints against the real cluster: the oracle's counters, which /metrics mirrors)",
+    ),
+    (
+        "kache_etcd_fallbacks_total",
+        "tests/it/kube_etcd.rs (--etcd-endpoints against the real cluster: the oracle's counters, which /metrics mirrors)",
+    ),
+    (
+        "kache_etcd_progress_seconds",
+        "tests/it/kube_etcd.rs (--etcd-endpoints against the real cluster: the oracle's counters, which /metrics mirrors)",
+    ),
+    (
+        "kache_etcd_progress_total",
+        "tests/it/kube_etcd.rs (--etcd-endpoints against the real cluster: the oracle's counters, which /metrics mirrors)",
+    ),
+    (
+        "kache_etcd_watches",
+        "tests/it/kube_etcd.rs (--etcd-endpoints against the real cluster: the oracle's counters, which /metrics mirrors)",
+    ),
+    (
+        "kache_etcd_watch_restarts_total",
+        "tests/it/kube_etcd.rs (--etcd-endpoints against the real cluster: the oracle's counters, which /metrics mirrors)",
+    ),
     // Up only while a read's body is being sent or a compression runs; asserted above while a list body is
     // unread, and the compressions' own histogram moves below.
     ("kache_memory_reads_in_flight", "this test, mid-request (a gauge back at 0 by the final scrape)"),

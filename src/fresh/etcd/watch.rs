@@ -1,0 +1,298 @@
+//! One etcd watch per cached resource, on its key prefix: what it tells the oracle is which revisions wrote
+//! to the prefix and up to which revision it has told everything (its progress). Only keys and revisions
+//! are read: the values etcd sends with each event are dropped undecoded (etcd has no keys-only watch).
+//!
+//! A session: wait for the store to be synced; **verify** the prefix against the store's snapshot at its
+//! revision X (etcd, read at X, holds as many keys under the prefix as the snapshot holds objects, and the
+//! snapshot's first object's key with its resourceVersion as mod_revision: a wrong prefix, another etcd or
+//! a revision space that is not the apiserver's fails it); then watch from X + 1, so every write after X is
+//! seen and writes up to X are in the store already. Events whose key is not an object key of the resource
+//! ([`super::layout::object_key`]), a cancelled or compacted watch, an error or the end of the stream end the
+//! session: the oracle is off for the resource until a new session is verified.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use etcd_client::{GetOptions, WatchOptions};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::layout::{Origin, object_key};
+use super::{Inner, WatchState};
+use crate::store::Store;
+
+/// Write revisions remembered per prefix: older ones are folded into the base (a safe over-estimate of the
+/// last write at or below a revision).
+const MAX_WRITES: usize = 4096;
+/// Wait between sessions after a failure (etcd down, a cancelled watch).
+const RETRY: Duration = Duration::from_secs(1);
+/// Wait before verifying again a prefix that did not match the store (or could not be verified yet: an
+/// empty store under a guessed prefix).
+const REVERIFY: Duration = Duration::from_secs(10);
+/// An etcd request of a session that takes longer fails it.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the watch knows. Invariant: while `ready`, every write to the prefix in `(base, progress]` is in
+/// `writes` or at or below `base`.
+#[derive(Debug, Default)]
+pub(super) struct Known {
+    pub(super) ready: bool,
+    pub(super) base: u64,
+    pub(super) progress: u64,
+    writes: VecDeque<u64>,
+}
+
+impl Known {
+    /// The revision of the last write to the prefix at or below `r` (over-estimated at worst), once the
+    /// watch's progress has reached `r`.
+    pub(super) fn floor(&self, r: u64) -> Option<u64> {
+        if !self.ready || self.progress < r {
+            return None;
+        }
+        let last = self.writes.iter().rev().find(|&&w| w <= r).copied().unwrap_or(0);
+        Some(self.base.max(last))
+    }
+
+    fn write(&mut self, rev: u64) {
+        if self.writes.back().is_none_or(|&last| rev > last) {
+            self.writes.push_back(rev);
+        }
+        if self.writes.len() > MAX_WRITES
+            && let Some(old) = self.writes.pop_front()
+        {
+            self.base = self.base.max(old);
+        }
+        self.progress = self.progress.max(rev);
+    }
+}
+
+/// One resource's prefix watch, shared by its readers.
+pub(super) struct PrefixWatch {
+    pub(super) prefix: String,
+    origin: Origin,
+    namespaced: bool,
+    filtered: bool,
+    pub(super) known: Mutex<Known>,
+    /// The watch's progress, published for readers waiting for a revision.
+    pub(super) progress: watch::Sender<u64>,
+    /// When the last progress request was asked for (coalescing: one request serves every reader whose
+    /// revision was known by then).
+    pub(super) requested: Mutex<Option<Instant>>,
+    pub(super) nudge: Notify,
+    pub(super) state: Mutex<WatchState>,
+    /// The store it vouches for (a resource's store replaced gets a watch of its own).
+    pub(super) store: Weak<Store>,
+    /// Cancelled when the watch is replaced: its task ends.
+    pub(super) retired: CancellationToken,
+}
+
+/// Why a session ended.
+enum End {
+    /// Try again soon (etcd unreachable, the watch cancelled, compacted or ended).
+    Retry(&'static str),
+    /// The prefix does not hold the resource as the store does: try again much later.
+    Layout(&'static str),
+}
+
+impl PrefixWatch {
+    pub(super) fn new(
+        prefix: String,
+        origin: Origin,
+        namespaced: bool,
+        filtered: bool,
+        store: Weak<Store>,
+    ) -> Self {
+        Self {
+            prefix,
+            origin,
+            namespaced,
+            filtered,
+            known: Mutex::new(Known::default()),
+            progress: watch::channel(0).0,
+            requested: Mutex::new(None),
+            nudge: Notify::new(),
+            state: Mutex::new(WatchState::Starting),
+            store,
+            retired: CancellationToken::new(),
+        }
+    }
+
+    pub(super) fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().expect("etcd watch lock poisoned")
+    }
+
+    pub(super) fn state(&self) -> WatchState {
+        *self.state.lock().expect("etcd watch state lock poisoned")
+    }
+
+    fn set_state(&self, state: WatchState) {
+        *self.state.lock().expect("etcd watch state lock poisoned") = state;
+    }
+
+    /// Runs sessions until the store is gone.
+    pub(super) async fn run(self: Arc<Self>, inner: Arc<Inner>) {
+        loop {
+            if self.store.strong_count() == 0 || self.retired.is_cancelled() {
+                return;
+            }
+            let end = tokio::select! {
+                end = self.session(&inner) => end,
+                () = self.retired.cancelled() => return,
+            };
+            *self.known() = Known::default();
+            let pause = match end {
+                End::Retry(why) => {
+                    tracing::debug!(prefix = %self.prefix, why, "etcd watch session ended");
+                    self.set_state(WatchState::Down);
+                    RETRY
+                }
+                End::Layout(why) => {
+                    tracing::info!(prefix = %self.prefix, why, "etcd prefix does not match the store: oracle off for it");
+                    self.set_state(WatchState::Layout);
+                    REVERIFY
+                }
+            };
+            inner.stats.watch_restarts.fetch_add(1, Relaxed);
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    async fn session(&self, inner: &Inner) -> End {
+        self.set_state(WatchState::Starting);
+        let Ok(mut client) = inner.client().await else { return End::Retry("etcd unreachable") };
+        // Only the snapshot is needed (the watch itself never holds the store).
+        let Some(snapshot) = self.store.upgrade().map(|s| s.load().snapshot.clone()) else {
+            return End::Retry("store gone");
+        };
+        let x = snapshot.rv;
+        if x == 0 {
+            return End::Retry("store not synced");
+        }
+        // Verify the prefix at the snapshot's revision.
+        inner.stats.verifies.fetch_add(1, Relaxed);
+        if !self.filtered {
+            let counted = client.get(
+                self.prefix.as_str(),
+                Some(GetOptions::new().with_prefix().with_count_only().with_revision(x as i64)),
+            );
+            match tokio::time::timeout(REQUEST_TIMEOUT, counted).await {
+                Ok(Ok(resp)) if resp.count() == snapshot.len() as i64 => {}
+                Ok(Ok(_)) => return End::Layout("key count differs from the store's"),
+                _ => return End::Retry("verification failed"),
+            }
+        }
+        match snapshot.objects.values().next() {
+            Some(object) => {
+                let key = format!("{}{}", self.prefix, object.key);
+                let got = client.get(key, Some(GetOptions::new().with_keys_only().with_revision(x as i64)));
+                match tokio::time::timeout(REQUEST_TIMEOUT, got).await {
+                    Ok(Ok(resp)) => match resp.kvs().first() {
+                        Some(kv) if kv.mod_revision() as u64 == object.resource_version => {}
+                        _ => return End::Layout("an object's key or revision differs from the store's"),
+                    },
+                    _ => return End::Retry("verification failed"),
+                }
+            }
+            // Nothing to compare a guessed prefix with (or, filtered, no count either): not before the store
+            // holds an object.
+            None if self.origin == Origin::Custom || self.filtered => {
+                return End::Layout("nothing to verify yet");
+            }
+            None => {}
+        }
+        let options = WatchOptions::new().with_prefix().with_start_revision(x as i64 + 1);
+        inner.stats.watches.fetch_add(1, Relaxed);
+        let opened =
+            tokio::time::timeout(REQUEST_TIMEOUT, client.watch(self.prefix.as_str(), Some(options))).await;
+        let Ok(Ok(stream)) = opened else { return End::Retry("watch failed") };
+        let (mut sender, mut responses) = stream.split();
+        {
+            let mut known = self.known();
+            *known = Known { ready: true, base: x, progress: x, writes: VecDeque::new() };
+        }
+        self.progress.send_replace(x);
+        self.set_state(WatchState::Ready);
+        loop {
+            tokio::select! {
+                () = self.nudge.notified() => {
+                    inner.stats.progress_requests.fetch_add(1, Relaxed);
+                    if sender.request_progress().await.is_err() {
+                        return End::Retry("progress request failed");
+                    }
+                }
+                message = responses.message() => {
+                    let resp = match message {
+                        Ok(Some(resp)) => resp,
+                        Ok(None) => return End::Retry("watch ended"),
+                        Err(_) => return End::Retry("watch failed"),
+                    };
+                    if resp.canceled() || resp.compact_revision() > 0 {
+                        return End::Retry("watch cancelled or compacted");
+                    }
+                    let progress = if resp.events().is_empty() {
+                        if resp.created() {
+                            continue;
+                        }
+                        // A progress notification: every event up to its revision was sent.
+                        resp.header().map_or(0, |h| h.revision() as u64)
+                    } else {
+                        let mut known = self.known();
+                        for event in resp.events() {
+                            let Some(kv) = event.kv() else { return End::Layout("an event without a key") };
+                            if object_key(&self.prefix, kv.key(), self.namespaced).is_none() {
+                                return End::Layout("a key outside the resource's layout");
+                            }
+                            known.write(kv.mod_revision() as u64);
+                        }
+                        known.progress
+                    };
+                    let mut known = self.known();
+                    known.progress = known.progress.max(progress);
+                    let now = known.progress;
+                    drop(known);
+                    self.progress.send_if_modified(|p| {
+                        let moved = now > *p;
+                        *p = (*p).max(now);
+                        moved
+                    });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_floor_is_the_last_write_at_or_below_the_revision_once_progress_reached_it() {
+        let mut k = Known { ready: true, base: 10, progress: 10, writes: VecDeque::new() };
+        assert_eq!(k.floor(10), Some(10));
+        assert_eq!(k.floor(11), None, "progress not there yet");
+        k.write(15);
+        k.write(20);
+        k.progress = 30;
+        assert_eq!(k.floor(14), Some(10));
+        assert_eq!(k.floor(17), Some(15));
+        assert_eq!(k.floor(30), Some(20));
+        assert_eq!(k.floor(31), None);
+        k.ready = false;
+        assert_eq!(k.floor(20), None, "a watch that is not ready knows nothing");
+    }
+
+    #[test]
+    fn forgotten_writes_raise_the_base() {
+        let mut k = Known { ready: true, base: 0, progress: 0, writes: VecDeque::new() };
+        for rev in 1..=(MAX_WRITES as u64 + 2) {
+            k.write(rev);
+        }
+        assert_eq!(k.base, 2);
+        // Never below a write it forgot.
+        assert_eq!(k.floor(1), Some(2));
+        assert_eq!(k.floor(MAX_WRITES as u64 + 2), Some(MAX_WRITES as u64 + 2));
+    }
+}
