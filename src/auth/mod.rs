@@ -384,7 +384,7 @@ impl Auth {
         }
         // A token not seen before costs a review upstream: budgeted per source address.
         if let Some(conn) = conn
-            && let Err(e) = self.reviews.check_rate(&ClientKey::Ip(conn.peer.ip()), now)
+            && let Err(e) = self.reviews.check_rate(&ClientKey::Ip(conn.peer.ip()))
         {
             self.metrics.limit_rejected(metrics::Limit::TokenReviews);
             return Err(e);
@@ -435,7 +435,7 @@ impl Auth {
                 self.metrics.auth_cache(AuthResult::Hit, label);
                 d
             }
-            None if self.access_reviews.check_rate(&ClientKey::User(id.user.clone()), now).is_err() => {
+            None if self.access_reviews.check_rate(&ClientKey::User(id.user.clone())).is_err() => {
                 self.metrics.limit_rejected(metrics::Limit::AccessReviews);
                 return Err(ApiError::TooManyRequests {
                     message: "Too many requests, please try again later.".to_owned(),

@@ -134,7 +134,7 @@ impl KacheHandler {
             Ok(authenticated) => authenticated,
             Err(resp) => return resp,
         };
-        let slot = match self.client_limits(&req, &route, &id, arrived) {
+        let slot = match self.client_limits(&req, &route, &id) {
             Ok(slot) => slot,
             Err(e) => return respond::error(&e, req.headers(), false),
         };
@@ -187,10 +187,9 @@ impl KacheHandler {
         req: &Request<Body>,
         route: &Route,
         id: &Identity,
-        arrived: Instant,
     ) -> Result<Option<WatchSlot>, ApiError> {
         let Some(key) = client_key(id, req.extensions().get::<ConnInfo>()) else { return Ok(None) };
-        self.client_limits.check_rate(&key, arrived)?;
+        self.client_limits.check_rate(&key)?;
         if !route.resource().is_some_and(|r| r.verb == Verb::Watch) {
             return Ok(None);
         }

@@ -14,11 +14,11 @@
 //!   end; it is served only for the same key and resourceVersion.
 //! - **Bounded and not stale**: at most [`MAX_ENTRIES`] entries and the cache's byte bound (least recently
 //!   used evicted first; a body over the bound is neither assembled nor cached); an entry unused for
-//!   [`IDLE_EVICT`] is dropped at the next access. A newer snapshot replaces an older one of the same key; an
-//!   older never replaces a newer. Only lists at their resource's current snapshot are cached, so once a
-//!   list of a resource is looked up at a newer snapshot, every entry of that resource at an older one can
-//!   never be served again: it is dropped then (under churn the cache holds next to nothing, instead of its
-//!   bound in dead bodies of other namespaces).
+//!   [`IDLE_EVICT`] expires. A newer snapshot replaces an older one of the same key; an older never replaces
+//!   a newer. Only lists at their resource's current snapshot are cached, so once a list of a resource is
+//!   looked up at a newer snapshot, every entry of that resource at an older one can never be served again:
+//!   it is dropped then (under churn the cache holds next to nothing, instead of its bound in dead bodies of
+//!   other namespaces). The entries are kept by [`SnapshotCache`] (moka).
 //! - **Assembled on the second miss**: a list is assembled for the cache only when another list of the same
 //!   key missed at the same snapshot before it ([`BodyCache::lookup`]), so under churn, where no snapshot is
 //!   listed twice, nothing is assembled ahead and the cache costs nothing.
@@ -28,13 +28,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::time::Instant;
 
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use crate::metrics::{BodyCacheResult, GzipEviction, Metrics};
-use crate::serve::newest::Newest;
+use crate::metrics::{BodyCacheResult, Metrics};
+use crate::serve::snapcache::{Kind, SnapshotCache};
 
 /// At most this many (resource, namespace, view, encoding) entries.
 pub(crate) const MAX_ENTRIES: usize = 64;
@@ -48,13 +47,6 @@ pub(crate) const IDLE_EVICT: Duration = Duration::from_secs(120);
 /// An assembly yields its runtime worker after this many chunks (1 MiB of 64 KiB chunks), so the requests
 /// queued behind it wait a millisecond, not the whole body.
 pub(crate) const YIELD_EVERY: usize = 16;
-
-/// One snapshot's body of one key.
-struct Entry {
-    rv: u64,
-    body: CachedBody,
-    last_used: Instant,
-}
 
 /// A cached list body: its chunks as first sent, its length and item count.
 #[derive(Clone)]
@@ -108,7 +100,7 @@ pub struct Assembly {
 impl Assembly {
     /// Whether a body of `len` bytes can be cached at all (within the cache's byte bound).
     pub fn fits(&self, len: usize) -> bool {
-        len <= self.cache.max_bytes
+        self.cache.entries.fits(len)
     }
 
     /// Produces `chunks` (`len` bytes, `items` items) to their end, yielding the worker every [`YIELD_EVERY`]
@@ -128,7 +120,7 @@ impl Assembly {
         }
         let body = CachedBody { chunks: parts.into(), len: produced, items };
         if produced == len {
-            self.cache.publish(self.key.clone(), self.rv, body.clone());
+            self.cache.entries.insert(&self.key, self.rv, body.clone(), body.len);
         }
         self.done.send_replace(Some(body.clone()));
         body
@@ -147,45 +139,42 @@ impl Drop for Assembly {
 
 #[derive(Default)]
 struct Inner {
-    entries: HashMap<String, Entry>,
     /// Per key, the snapshot of its last miss (a second miss there makes the list worth assembling for the
     /// cache). At most [`MAX_MISSED_KEYS`] keys; forgotten all at once beyond (a forgotten key costs one more
     /// assembly).
     missed: HashMap<String, u64>,
-    /// Per resource, the newest snapshot a list was looked up at: entries of the resource at older snapshots
-    /// are dead. At most [`MAX_MISSED_KEYS`] resources.
-    newest: Newest,
     /// Per key, the snapshot whose body a list is assembling, and where it will be announced.
     assembling: HashMap<String, (u64, watch::Receiver<Option<CachedBody>>)>,
-    bytes: usize,
-    /// The kache's metrics (here so the `…_locked` helpers can count).
-    metrics: Metrics,
 }
 
 /// A bounded cache of uncompressed full-list bodies.
 pub struct BodyCache {
+    /// The published bodies.
+    entries: SnapshotCache<CachedBody>,
+    /// Misses and assemblies in progress.
     inner: Mutex<Inner>,
-    max_bytes: usize,
+    metrics: Metrics,
 }
 
 impl Default for BodyCache {
     fn default() -> Self {
-        Self::with_max_bytes(MAX_BYTES)
+        Self::new(MAX_BYTES, Metrics::default())
     }
 }
 
 // === impl BodyCache ===
 
 impl BodyCache {
-    /// A cache holding at most `max_bytes` body bytes (0: nothing is cached).
-    pub(crate) fn with_max_bytes(max_bytes: usize) -> Self {
-        Self { inner: Mutex::default(), max_bytes }
+    /// A cache holding at most `max_bytes` body bytes (0: nothing is cached), counting into `metrics`.
+    pub(crate) fn new(max_bytes: usize, metrics: Metrics) -> Self {
+        let entries = SnapshotCache::new(Kind::Body, metrics.clone(), max_bytes, MAX_ENTRIES, IDLE_EVICT);
+        Self { entries, inner: Mutex::default(), metrics }
     }
 
-    /// Counts into the kache's `metrics` instead of an instance of its own.
-    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
-        self.inner.get_mut().expect("body cache lock poisoned").metrics = metrics;
-        self
+    /// A cache holding at most `max_bytes` body bytes, with metrics of its own.
+    #[cfg(test)]
+    pub(crate) fn with_max_bytes(max_bytes: usize) -> Self {
+        Self::new(max_bytes, Metrics::default())
     }
 
     /// The body of `key` at `rv`, when cached (counted as a hit or a miss; a miss that would assemble gives
@@ -208,27 +197,17 @@ impl BodyCache {
     /// (docs/decisions/0009-list-body-cache.md); a relist
     /// storm or a repeated list of a quiet resource pays one extra assembly before its hits.
     pub fn lookup(self: &Arc<Self>, key: &str, rv: u64) -> Lookup {
-        let now = Instant::now();
-        let mut inner = self.lock();
-        evict_idle_locked(&mut inner, now);
-        let i = &mut *inner;
-        for old in i.newest.advance(key, rv, MAX_MISSED_KEYS, &mut i.entries, |e| e.rv) {
-            remove_accounted_locked(i, &old, GzipEviction::Replaced);
-        }
-        let found = inner.entries.get_mut(key).filter(|e| e.rv == rv).map(|e| {
-            e.last_used = now;
-            e.body.clone()
-        });
-        if let Some(body) = found {
-            inner.metrics.body_cache(BodyCacheResult::Hit);
+        if let Some(body) = self.entries.get(key, rv) {
+            self.metrics.body_cache(BodyCacheResult::Hit);
             return Lookup::Hit(body);
         }
+        let mut inner = self.lock();
         if let Some((_, rx)) = inner.assembling.get(key).filter(|(at, _)| *at == rv) {
             let pending = Pending(rx.clone());
-            inner.metrics.body_cache(BodyCacheResult::Coalesced);
+            self.metrics.body_cache(BodyCacheResult::Coalesced);
             return Lookup::Pending(pending);
         }
-        inner.metrics.body_cache(BodyCacheResult::Miss);
+        self.metrics.body_cache(BodyCacheResult::Miss);
         let second = inner.missed.get(key) == Some(&rv);
         if !second {
             if inner.missed.len() >= MAX_MISSED_KEYS {
@@ -237,7 +216,7 @@ impl BodyCache {
             inner.missed.insert(key.to_owned(), rv);
             return Lookup::Miss { assembly: None };
         }
-        if self.max_bytes == 0 {
+        if !self.entries.fits(1) {
             return Lookup::Miss { assembly: None };
         }
         let (done, rx) = watch::channel(None);
@@ -245,85 +224,19 @@ impl BodyCache {
         Lookup::Miss { assembly: Some(Assembly { cache: self.clone(), key: key.to_owned(), rv, done }) }
     }
 
-    /// Publishes a finished body (unless a newer snapshot of its key is cached already, or its resource has
-    /// been listed at a newer snapshot since) and evicts least recently used entries until the cache fits its
-    /// bounds.
-    fn publish(&self, key: String, rv: u64, body: CachedBody) {
-        let now = Instant::now();
-        let mut inner = self.lock();
-        evict_idle_locked(&mut inner, now);
-        if inner.entries.get(&key).is_some_and(|e| e.rv >= rv) || inner.newest.is_older(&key, rv) {
-            return;
-        }
-        if let Some(old) = inner.entries.remove(&key) {
-            remove_accounted_locked(&mut inner, &old, GzipEviction::Replaced);
-        }
-        while inner.bytes + body.len > self.max_bytes || inner.entries.len() >= MAX_ENTRIES {
-            if !evict_lru_locked(&mut inner) {
-                break;
-            }
-        }
-        if inner.bytes + body.len > self.max_bytes {
-            return;
-        }
-        inner.bytes += body.len;
-        inner.metrics.body_cache_size(body.len as i64, 1);
-        inner.entries.insert(key, Entry { rv, body, last_used: now });
-    }
-
     /// Body bytes held.
     pub fn bytes(&self) -> usize {
-        self.lock().bytes
+        self.entries.bytes()
     }
 
     /// Entries held.
     pub fn entries(&self) -> usize {
-        self.lock().entries.len()
+        self.entries.entries()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().expect("body cache lock poisoned")
     }
-}
-
-impl Drop for BodyCache {
-    fn drop(&mut self) {
-        let inner = self.lock();
-        inner.metrics.body_cache_size(-(inner.bytes as i64), -(inner.entries.len() as i64));
-    }
-}
-
-/// Un-accounts an entry already removed from the map.
-fn remove_accounted_locked(inner: &mut Inner, old: &Entry, reason: GzipEviction) {
-    inner.bytes -= old.body.len;
-    inner.metrics.body_cache_size(-(old.body.len as i64), -1);
-    inner.metrics.body_cache_evicted(reason);
-}
-
-/// Drops entries unused for [`IDLE_EVICT`].
-fn evict_idle_locked(inner: &mut Inner, now: Instant) {
-    let idle: Vec<String> = inner
-        .entries
-        .iter()
-        .filter(|(_, e)| now.duration_since(e.last_used) >= IDLE_EVICT)
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in idle {
-        if let Some(old) = inner.entries.remove(&k) {
-            remove_accounted_locked(inner, &old, GzipEviction::Idle);
-        }
-    }
-}
-
-/// Drops the least recently used entry; false when there is none.
-fn evict_lru_locked(inner: &mut Inner) -> bool {
-    let Some(key) = inner.entries.iter().min_by_key(|(_, e)| e.last_used).map(|(k, _)| k.clone()) else {
-        return false;
-    };
-    if let Some(old) = inner.entries.remove(&key) {
-        remove_accounted_locked(inner, &old, GzipEviction::Size);
-    }
-    true
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@
 //! - **Compression never runs on a runtime worker**: in batches on the blocking pool, under the same
 //!   producer permits as every other heavy body ([`admit::collect`]), so it takes turns with them.
 //! - **Bounded and not stale**: at most [`MAX_ENTRIES`] entries and [`MAX_BYTES`] compressed bytes (least
-//!   recently used evicted first); an entry unused for [`IDLE_EVICT`] is dropped at the next access, so a
-//!   snapshot nobody lists any more does not stay pinned. Only lists at their resource's current snapshot
+//!   recently used evicted first); an entry unused for [`IDLE_EVICT`] expires, so a snapshot nobody lists
+//!   any more does not stay pinned. The entries are kept by [`SnapshotCache`] (moka); the compressions in
+//!   progress, one per key, beside it. Only lists at their resource's current snapshot
 //!   are cached, so once a resource is listed at a newer snapshot, its entries at older ones are dropped
 //!   (under churn: every other namespace's entry of that resource).
 
@@ -24,9 +25,9 @@ use bytes::Bytes;
 use tokio::sync::OnceCell;
 
 use crate::codec::gzip::GzipChunks;
-use crate::metrics::{GzipCacheResult, GzipEviction, Metrics};
+use crate::metrics::{GzipCacheResult, Metrics};
 use crate::serve::admit;
-use crate::serve::newest::Newest;
+use crate::serve::snapcache::{Kind, SnapshotCache};
 
 /// At most this many (resource, namespace, view) entries.
 pub(crate) const MAX_ENTRIES: usize = 256;
@@ -36,52 +37,38 @@ pub(crate) const MAX_BYTES: usize = 256 << 20;
 /// after a watch failure, and a list whose snapshot moved on is never served from the entry again.
 pub(crate) const IDLE_EVICT: Duration = Duration::from_secs(120);
 
-/// One cached snapshot of one key.
-struct Entry {
-    rv: u64,
-    cell: Arc<OnceCell<Bytes>>,
-    /// Compressed bytes accounted for this entry (0 while compressing).
-    bytes: usize,
-    last_used: Instant,
-}
-
-#[derive(Default)]
-struct Inner {
-    entries: HashMap<String, Entry>,
-    /// Per resource, the newest snapshot listed: older entries of it are dead. At most [`MAX_ENTRIES`]
-    /// resources.
-    newest: Newest,
-    bytes: usize,
-    /// The kache's metrics (here so the `…_locked` helpers can count).
-    metrics: Metrics,
-}
+/// A compression of one key at one snapshot, awaited by every request for it.
+type Compression = Arc<OnceCell<Bytes>>;
 
 /// A bounded cache of compressed list bodies with coalesced, bounded compression.
 pub struct GzipCache {
-    inner: Mutex<Inner>,
-    max_bytes: usize,
+    /// The finished compressions.
+    entries: SnapshotCache<Bytes>,
+    /// Per key, the snapshot being compressed (at most [`MAX_ENTRIES`] keys; one whose requests all went
+    /// away stays until the next request of its key takes it over or a newer snapshot replaces it).
+    compressing: Mutex<HashMap<String, (u64, Compression)>>,
     metrics: Metrics,
 }
 
 impl Default for GzipCache {
     fn default() -> Self {
-        Self::with_max_bytes(MAX_BYTES)
+        Self::new(MAX_BYTES, Metrics::default())
     }
 }
 
 // === impl GzipCache ===
 
 impl GzipCache {
-    /// A cache holding at most `max_bytes` compressed bytes.
-    pub(crate) fn with_max_bytes(max_bytes: usize) -> Self {
-        Self { inner: Mutex::default(), max_bytes, metrics: Metrics::default() }
+    /// A cache holding at most `max_bytes` compressed bytes, counting into `metrics`.
+    pub(crate) fn new(max_bytes: usize, metrics: Metrics) -> Self {
+        let entries = SnapshotCache::new(Kind::Gzip, metrics.clone(), max_bytes, MAX_ENTRIES, IDLE_EVICT);
+        Self { entries, compressing: Mutex::default(), metrics }
     }
 
-    /// Counts into the kache's `metrics` instead of an instance of its own.
-    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
-        self.inner.get_mut().expect("gzip cache lock poisoned").metrics = metrics.clone();
-        self.metrics = metrics;
-        self
+    /// A cache holding at most `max_bytes` compressed bytes, with metrics of its own.
+    #[cfg(test)]
+    pub(crate) fn with_max_bytes(max_bytes: usize) -> Self {
+        Self::new(max_bytes, Metrics::default())
     }
 
     /// The gzip body of `chunks` (the list of `key` at snapshot `rv`): cached, awaited from a concurrent
@@ -96,39 +83,27 @@ impl GzipCache {
     where
         I: Iterator<Item = Bytes> + Send + 'static,
     {
-        let now = Instant::now();
+        if let Some(body) = self.entries.get(key, rv) {
+            self.metrics.gzip_cache(GzipCacheResult::Hit);
+            return body;
+        }
         let cell = {
-            let mut inner = self.lock();
-            evict_idle_locked(&mut inner, now);
-            let i = &mut *inner;
-            for old in i.newest.advance(key, rv, MAX_ENTRIES, &mut i.entries, |e| e.rv) {
-                remove_accounted_locked(i, &old, GzipEviction::Replaced);
-            }
-            let dead = inner.newest.is_older(key, rv);
-            match inner.entries.get_mut(key) {
-                Some(e) if e.rv == rv => {
-                    e.last_used = now;
-                    self.metrics.gzip_cache(if e.cell.initialized() {
-                        GzipCacheResult::Hit
-                    } else {
-                        GzipCacheResult::Coalesced
-                    });
-                    Some(e.cell.clone())
+            let mut compressing = self.lock();
+            match compressing.get(key) {
+                Some((at, cell)) if *at == rv => {
+                    self.metrics.gzip_cache(GzipCacheResult::Coalesced);
+                    Some(cell.clone())
                 }
-                // An older snapshot than the cached one (a slow request): compress, do not cache.
-                Some(e) if e.rv > rv => None,
-                // Older than a snapshot its resource was listed at: dead on arrival, do not cache.
-                _ if dead => None,
+                // An older snapshot than the one compressing or cached (a slow request), or than one its
+                // resource was listed at (dead on arrival): compress, do not cache.
+                Some((at, _)) if *at > rv => None,
+                _ if self.entries.is_outdated(key, rv) => None,
                 _ => {
-                    if let Some(old) = inner.entries.remove(key) {
-                        remove_accounted_locked(&mut inner, &old, GzipEviction::Replaced);
-                    } else if inner.entries.len() >= MAX_ENTRIES {
-                        evict_lru_locked(&mut inner, key);
+                    if compressing.len() >= MAX_ENTRIES && !compressing.contains_key(key) {
+                        compressing.retain(|_, (_, cell)| Arc::strong_count(cell) > 1);
                     }
-                    let cell = Arc::new(OnceCell::new());
-                    let entry = Entry { rv, cell: cell.clone(), bytes: 0, last_used: now };
-                    inner.entries.insert(key.to_owned(), entry);
-                    self.metrics.gzip_cache_size(0, 1);
+                    let cell = Compression::default();
+                    compressing.insert(key.to_owned(), (rv, cell.clone()));
                     self.metrics.gzip_cache(GzipCacheResult::Miss);
                     Some(cell)
                 }
@@ -147,7 +122,11 @@ impl GzipCache {
             .await
             .clone();
         if compressed_here {
-            self.account(key, &cell, body.len());
+            self.entries.insert(key, rv, body.clone(), body.len());
+            let mut compressing = self.lock();
+            if compressing.get(key).is_some_and(|(_, c)| Arc::ptr_eq(c, &cell)) {
+                compressing.remove(key);
+            }
         }
         body
     }
@@ -165,83 +144,19 @@ impl GzipCache {
         compressed.expect("compressing bytes into a Vec does not panic")
     }
 
-    /// Accounts the bytes of a finished compression to its entry (if it is still the cached one) and
-    /// evicts least recently used entries until the cache fits its byte bound.
-    fn account(&self, key: &str, cell: &Arc<OnceCell<Bytes>>, len: usize) {
-        let mut inner = self.lock();
-        let Some(e) = inner.entries.get_mut(key).filter(|e| Arc::ptr_eq(&e.cell, cell)) else { return };
-        e.bytes = len;
-        inner.bytes += len;
-        self.metrics.gzip_cache_size(len as i64, 0);
-        while inner.bytes > self.max_bytes {
-            // Another entry first; this one last (alone, it is simply too big to keep).
-            if !evict_lru_locked(&mut inner, key) {
-                if let Some(own) = inner.entries.remove(key) {
-                    remove_accounted_locked(&mut inner, &own, GzipEviction::Size);
-                }
-                break;
-            }
-        }
-    }
-
     /// Compressed bytes held.
     pub fn bytes(&self) -> usize {
-        self.lock().bytes
+        self.entries.bytes()
     }
 
-    /// Entries held (compressed or being compressed).
+    /// Entries held (compressed).
     pub fn entries(&self) -> usize {
-        self.lock().entries.len()
+        self.entries.entries()
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().expect("gzip cache lock poisoned")
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, (u64, Compression)>> {
+        self.compressing.lock().expect("gzip cache lock poisoned")
     }
-}
-
-impl Drop for GzipCache {
-    fn drop(&mut self) {
-        let inner = self.lock();
-        inner.metrics.gzip_cache_size(-(inner.bytes as i64), -(inner.entries.len() as i64));
-    }
-}
-
-/// Un-accounts an entry already removed from the map.
-fn remove_accounted_locked(inner: &mut Inner, old: &Entry, reason: GzipEviction) {
-    inner.bytes -= old.bytes;
-    inner.metrics.gzip_cache_size(-(old.bytes as i64), -1);
-    inner.metrics.gzip_evicted(reason);
-}
-
-/// Drops entries unused for [`IDLE_EVICT`] (at most [`MAX_ENTRIES`] to look at).
-fn evict_idle_locked(inner: &mut Inner, now: Instant) {
-    let idle: Vec<String> = inner
-        .entries
-        .iter()
-        .filter(|(_, e)| now.duration_since(e.last_used) >= IDLE_EVICT)
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in idle {
-        if let Some(old) = inner.entries.remove(&k) {
-            remove_accounted_locked(inner, &old, GzipEviction::Idle);
-        }
-    }
-}
-
-/// Evicts the least recently used entry other than `keep`; false when there is none.
-fn evict_lru_locked(inner: &mut Inner, keep: &str) -> bool {
-    let Some(victim) = inner
-        .entries
-        .iter()
-        .filter(|(k, _)| k.as_str() != keep)
-        .min_by_key(|(_, e)| e.last_used)
-        .map(|(k, _)| k.clone())
-    else {
-        return false;
-    };
-    let old = inner.entries.remove(&victim).expect("the key was just found");
-    remove_accounted_locked(inner, &old, GzipEviction::Size);
-    true
 }
 
 #[cfg(test)]

@@ -14,5 +14,6 @@ pub mod read;
 pub mod reads;
 pub mod resolve;
 pub mod scan;
+pub(crate) mod snapcache;
 pub mod table_learn;
 pub mod watch;

@@ -17,29 +17,24 @@ pub(crate) struct Newest {
 }
 
 impl Newest {
-    /// A list of `key` at `rv`. When that is newer than any seen for its resource, removes the entries of
-    /// that resource at older snapshots (`rv_of` an entry's snapshot) from `entries` and returns them: dead, for
-    /// the cache to account for.
-    pub(crate) fn advance<E>(
-        &mut self,
-        key: &str,
-        rv: u64,
-        bound: usize,
-        entries: &mut HashMap<String, E>,
-        rv_of: impl Fn(&E) -> u64,
-    ) -> Vec<E> {
+    /// A list of `key` at `rv`: whether that is newer than any seen for its resource (then the cache's entries
+    /// of that resource at older snapshots are dead, for it to remove).
+    pub(crate) fn raise(&mut self, key: &str, rv: u64, bound: usize) -> bool {
         let resource = resource_of(key);
         match self.rv.get_mut(resource) {
-            Some(newest) if *newest >= rv => return Vec::new(),
-            Some(newest) => *newest = rv,
+            Some(newest) if *newest >= rv => false,
+            Some(newest) => {
+                *newest = rv;
+                true
+            }
             None => {
                 if self.rv.len() >= bound {
                     self.rv.clear();
                 }
                 self.rv.insert(resource.to_owned(), rv);
+                true
             }
         }
-        entries.extract_if(|k, e| rv_of(e) < rv && resource_of(k) == resource).map(|(_, e)| e).collect()
     }
 
     /// Whether a list of `key` at `rv` is older than its resource's newest (dead on arrival: not cached).
@@ -59,21 +54,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn older_entries_of_the_resource_only_and_only_when_newer() {
-        let mut entries: HashMap<String, u64> = [("pods|a", 5), ("pods|b", 7), ("pods|c", 9), ("nodes|", 1)]
-            .map(|(k, v)| (k.to_owned(), v))
-            .into();
+    fn newer_snapshots_of_a_resource_only_and_bounded() {
         let mut n = Newest::default();
-        let mut dead = n.advance("pods|x", 8, 10, &mut entries, |rv| *rv);
-        dead.sort();
-        assert_eq!(dead, [5, 7]);
-        let mut left: Vec<_> = entries.keys().cloned().collect();
-        left.sort();
-        assert_eq!(left, ["nodes|", "pods|c"]);
-        assert!(n.advance("pods|y", 8, 10, &mut entries, |rv| *rv).is_empty(), "not newer: nothing more");
-        assert!(n.is_older("pods|z", 7) && !n.is_older("pods|z", 8) && !n.is_older("nodes|", 0));
+        assert!(n.raise("pods|x", 8, 10), "first seen");
+        assert!(!n.raise("pods|y", 8, 10), "not newer");
+        assert!(!n.raise("pods|y", 7, 10), "older");
+        assert!(n.raise("pods|y", 9, 10), "newer");
+        assert!(n.is_older("pods|z", 8) && !n.is_older("pods|z", 9) && !n.is_older("nodes|", 0));
         for i in 0..25 {
-            n.advance(&format!("r{i}|"), 1, 10, &mut entries, |rv| *rv);
+            n.raise(&format!("r{i}|"), 1, 10);
             assert!(n.len() <= 10);
         }
     }

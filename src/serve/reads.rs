@@ -87,8 +87,8 @@ impl Reads {
         Self {
             registry,
             freshness,
-            gzip_cache: GzipCache::default().with_metrics(metrics.clone()),
-            body_cache: Arc::new(BodyCache::default().with_metrics(metrics.clone())),
+            gzip_cache: GzipCache::new(crate::serve::gzcache::MAX_BYTES, metrics.clone()),
+            body_cache: Arc::new(BodyCache::new(crate::serve::bodycache::MAX_BYTES, metrics.clone())),
             read_budget: Arc::new(
                 ReadBudget::new(DEFAULT_MAX_READ_BYTES_IN_FLIGHT)
                     .with_metrics(metrics.clone())
@@ -123,7 +123,7 @@ impl Reads {
 
     /// Keeps at most `max_bytes` of whole-list bodies for resending (`--list-body-cache-bytes`; 0: none).
     pub(crate) fn with_list_body_cache(mut self, max_bytes: usize) -> Self {
-        self.body_cache = Arc::new(BodyCache::with_max_bytes(max_bytes).with_metrics(self.metrics.clone()));
+        self.body_cache = Arc::new(BodyCache::new(max_bytes, self.metrics.clone()));
         self
     }
 

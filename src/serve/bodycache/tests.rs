@@ -79,7 +79,7 @@ async fn lists_arriving_during_an_assembly_wait_for_it() {
     a.finish(4, 2, parts("ab", 2).into_iter()).await;
     assert_eq!(waiters.await.expect("waiters"), vec![b"abab".to_vec(); 3]);
     assert!(matches!(c.lookup("pods|", 3), Lookup::Hit(_)), "then it is cached");
-    let rendered = c.lock().metrics.render();
+    let rendered = c.metrics.render();
     assert!(rendered.contains("kache_list_body_cache_total{result=\"coalesced\"} 3"), "{rendered}");
 }
 
@@ -172,6 +172,26 @@ fn the_memory_of_resources_is_bounded() {
     let c = Arc::new(BodyCache::default());
     for i in 0..(MAX_MISSED_KEYS * 3) {
         let _ = c.lookup(&format!("r{i}|ns|Full|json"), 1);
-        assert!(c.lock().newest.len() <= MAX_MISSED_KEYS);
+        assert!(c.entries.resources() <= crate::serve::snapcache::NEWEST_RESOURCES);
     }
+}
+
+/// The hot path: a hit on a warm cache (`cargo test -p kache --lib serve::bodycache -- --ignored --nocapture`).
+#[tokio::test]
+#[ignore = "a measurement, not a check"]
+async fn measure_hits() {
+    let c = Arc::new(BodyCache::default());
+    let keys: Vec<String> = (0..48).map(|i| format!("r{i}|ns|Full|json")).collect();
+    for k in &keys {
+        send(&c, k, 5, parts("x", 1)).await;
+    }
+    let n = 1_000_000;
+    let started = std::time::Instant::now();
+    let mut found = 0;
+    for i in 0..n {
+        found += usize::from(c.get(&keys[i % keys.len()], 5).is_some());
+    }
+    let took = started.elapsed();
+    assert_eq!(found, n);
+    println!("bodycache hit: {:.0} ns per lookup", took.as_nanos() as f64 / n as f64);
 }

@@ -74,18 +74,6 @@ async fn least_recently_used_goes_first_when_over_the_byte_bound() {
 }
 
 #[tokio::test]
-async fn entries_unused_for_the_idle_time_are_evicted() {
-    let c = GzipCache::default();
-    let n = Arc::new(AtomicUsize::new(0));
-    c.get_or_compress(&producers(), "a", 1, chunks("a", &n)).await;
-    let mut inner = c.lock();
-    evict_idle_locked(&mut inner, Instant::now() + IDLE_EVICT / 2);
-    assert_eq!(inner.entries.len(), 1);
-    evict_idle_locked(&mut inner, Instant::now() + IDLE_EVICT);
-    assert_eq!((inner.entries.len(), inner.bytes), (0, 0));
-}
-
-#[tokio::test]
 async fn a_newer_snapshot_of_a_resource_drops_its_entries_at_older_ones() {
     // Lists are cached only at the current snapshot: once pods are listed at 8, the other namespaces'
     // entries at 5 are dead. Other resources keep theirs; a list of an older snapshot is not cached.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::support::{find_program, target_dir};
@@ -31,31 +32,18 @@ fn manifest_files() -> Vec<PathBuf> {
     files
 }
 
-/// A Python that has PyYAML: the test venv's, else the system's.
-fn python_with_yaml() -> PathBuf {
-    let venv = target_dir().join("ops-venv").join("bin").join("python");
-    let candidates = [Some(venv), find_program("python3", &["/usr/bin/python3"])];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|py| Command::new(py).args(["-c", "import yaml"]).output().is_ok_and(|o| o.status.success()))
-        .expect("a python3 with PyYAML (run scripts/install-test-deps.sh, or apt-get install python3-yaml)")
+/// Every YAML document of `text`, as JSON (empty documents left out).
+fn parse_yaml_str(text: &str, what: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(text)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{what} is not valid YAML: {e}")))
+        .filter(|doc| !doc.is_null())
+        .collect()
 }
 
 /// Every YAML document of a file, as JSON.
-fn parse_yaml(python: &Path, file: &Path) -> Vec<Value> {
-    const TO_JSON: &str = "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d is not None]))";
-    let out = Command::new(python).args(["-c", TO_JSON]).arg(file).output().expect("run python");
-    assert!(
-        out.status.success(),
-        "{} is not valid YAML: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    match serde_json::from_slice(&out.stdout).expect("python prints JSON") {
-        Value::Array(docs) => docs,
-        other => panic!("unexpected YAML→JSON output {other}"),
-    }
+fn parse_yaml(file: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+    parse_yaml_str(&text, &file.display().to_string())
 }
 
 fn str_at<'a>(v: &'a Value, path: &str) -> Option<&'a str> {
@@ -74,12 +62,11 @@ fn subset(small: &BTreeMap<String, String>, big: &BTreeMap<String, String>) -> b
 
 /// Every object of every manifest, tagged with its file.
 fn all_objects() -> Vec<(String, Value)> {
-    let python = python_with_yaml();
     manifest_files()
         .iter()
         .flat_map(|f| {
             let name = f.file_name().expect("file name").to_string_lossy().into_owned();
-            parse_yaml(&python, f).into_iter().map(move |d| (name.clone(), d))
+            parse_yaml(f).into_iter().map(move |d| (name.clone(), d))
         })
         .collect()
 }
@@ -339,16 +326,13 @@ fn rbac_grants_what_kache_needs() {
 #[test]
 fn sidecar_kubeconfig_points_at_the_sidecar() {
     let objects = all_objects();
-    let python = python_with_yaml();
     let cm = objects
         .iter()
         .map(|(_, o)| o)
         .find(|o| str_at(o, "/metadata/name") == Some("my-controller-kubeconfig"))
         .expect("the controller's kubeconfig");
     let text = str_at(cm, "/data/kubeconfig").expect("kubeconfig key");
-    let tmp = tempfile::NamedTempFile::new().expect("temp file");
-    std::fs::write(tmp.path(), text).expect("write kubeconfig");
-    let kubeconfig = parse_yaml(&python, tmp.path()).pop().expect("one kubeconfig document");
+    let kubeconfig = parse_yaml_str(text, "the kubeconfig").pop().expect("one kubeconfig document");
     let server = str_at(&kubeconfig, "/clusters/0/cluster/server").expect("cluster server");
     let (_, _, kache) = kache_containers(&objects)
         .into_iter()
@@ -387,9 +371,7 @@ fn manifests_validate_against_kubernetes_schemas() {
 
 #[test]
 fn kustomization_builds() {
-    let python = python_with_yaml();
-    let kustomization =
-        parse_yaml(&python, &deploy_dir().join("kustomization.yaml")).pop().expect("one document");
+    let kustomization = parse_yaml(&deploy_dir().join("kustomization.yaml")).pop().expect("one document");
     let resources =
         kustomization.pointer("/resources").and_then(Value::as_array).cloned().unwrap_or_default();
     assert!(!resources.is_empty());
@@ -412,9 +394,7 @@ fn kustomization_builds() {
 
 /// The alerting rules of deploy/prometheus-rules.yaml as a plain Prometheus rules file (JSON is YAML).
 fn rules_file(dir: &Path) -> (PathBuf, Value) {
-    let python = python_with_yaml();
-    let rule =
-        parse_yaml(&python, &deploy_dir().join("prometheus-rules.yaml")).pop().expect("one PrometheusRule");
+    let rule = parse_yaml(&deploy_dir().join("prometheus-rules.yaml")).pop().expect("one PrometheusRule");
     assert_eq!(str_at(&rule, "/kind"), Some("PrometheusRule"));
     let groups = rule.pointer("/spec/groups").cloned().expect("spec.groups");
     let path = dir.join("rules.yml");
