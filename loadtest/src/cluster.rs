@@ -445,7 +445,10 @@ async fn run_mix(
         let (n, every) = (args.storm, Duration::from_secs_f64(args.storm_every.max(1.0)));
         tokio::spawn(async move {
             let mut next = Instant::now() + Duration::from_secs(5);
-            while n > 0 {
+            if n == 0 {
+                return;
+            }
+            loop {
                 tokio::time::sleep_until(next.into()).await;
                 if phase.over() {
                     break;
