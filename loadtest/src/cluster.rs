@@ -16,8 +16,8 @@
 //! - **namespace lists**: `--ns-listers` clients each listing the pods of one workload namespace
 //!   (consistent, JSON) `--ns-list-rate` times a second.
 //!
-//! An idle phase first measures the cluster's own cost (controllers, scheduler, nodes); each later phase's
-//! apiserver and etcd CPU is given beside it and minus it. The apiserver's requests are read from its
+//! An idle window before each phase measures the cluster's own cost (controllers, scheduler, nodes) as it
+//! drifts; each phase's apiserver and etcd CPU is given beside it and above it. The apiserver's requests are read from its
 //! `/metrics` (`apiserver_request_total`, by verb) before and after each phase; kache's from its own.
 
 use std::collections::BTreeMap;
@@ -597,6 +597,22 @@ const HELD_GAUGES: &[&str] = &[
     "kache_memory_read_bytes_in_flight",
 ];
 
+/// The cluster alone for `secs` (its controllers, scheduler and nodes), measured right before `next`: the
+/// baseline that phase's cost is taken above (the cluster's own work drifts over a run).
+async fn idle_window(client: &Client, env: &ClusterEnv, secs: f64, next: &str) -> Measured {
+    eprintln!("idle before {next}: {secs} s");
+    let before = meter(client, env, None).await;
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    let cost = meter(client, env, None).await.since(&before);
+    Measured {
+        name: format!("idle before {next}"),
+        cost,
+        classes: BTreeMap::new(),
+        memory: None,
+        held: Vec::new(),
+    }
+}
+
 /// The node names the kubelet watches narrow to.
 async fn node_names(client: &Client, env: &ClusterEnv) -> anyhow::Result<Vec<String>> {
     let send = http::Send { keep_body: true, bearer: Some(&env.token), ..Default::default() };
@@ -663,7 +679,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
              directly and through kache, one {} s phase after the other in one run: {} kubelet pod watches \
              (protobuf WatchList by spec.nodeName), {} controller informers (protobuf WatchList), {} informers \
              started at once every {} s, {} `kubectl get pods -A` a second (consistent Table pages of {}), {} \
-             namespace lists a second (consistent JSON); the last two in open loops. Upstream CPU from /proc; the idle phase is the \
+             namespace lists a second (consistent JSON); the last two in open loops. Upstream CPU from /proc; an idle window before each phase is the \
              cluster's own cost.",
             nodes.len(),
             args.secs,
@@ -681,19 +697,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
 
     let mut phases = Vec::new();
-    eprintln!("phase idle: {} s", args.idle_secs);
-    let before = meter(&client, &env, None).await;
-    tokio::time::sleep(Duration::from_secs_f64(args.idle_secs)).await;
-    let idle = meter(&client, &env, None).await.since(&before);
-    phases.push(Measured {
-        name: "idle (the cluster alone)".into(),
-        cost: idle,
-        classes: BTreeMap::new(),
-        memory: None,
-        held: Vec::new(),
-    });
-
     if !args.no_direct {
+        phases.push(idle_window(&client, &env, args.idle_secs, "direct").await);
         eprintln!("phase direct: {} s", args.secs);
         let target = Target { base: env.url.clone(), bearer: Some(env.token.clone()) };
         let before = meter(&client, &env, None).await;
@@ -708,6 +713,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let flags: Vec<String> =
             flags.split_whitespace().map(|w| expand(w, &env.vars)).collect::<anyhow::Result<_>>()?;
         let flag_refs: Vec<&str> = flags.iter().map(String::as_str).collect();
+        phases.push(idle_window(&client, &env, args.idle_secs, &format!("kache {name}")).await);
         eprintln!("phase kache {name}: starting kache {}", flags.join(" "));
         let sync_before = meter(&client, &env, None).await;
         let mut kache = procs::start_kache_with(
@@ -770,9 +776,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
 /// The run's tables and headline figures.
 fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
-    let idle = &phases[0].cost;
-    let idle_rate =
-        |c: &Cost| (idle.apiserver_cpu / idle.secs.max(1e-9), idle.etcd_cpu / idle.secs.max(1e-9), c.secs);
+    let is_idle = |p: &Measured| p.name.starts_with("idle");
+    // Each phase's baseline: the idle window measured right before it.
+    let baseline = |i: usize| phases[..i].iter().rev().find(|p| is_idle(p)).map(|p| &p.cost);
+    let idle_rates: Vec<f64> =
+        phases.iter().filter(|p| is_idle(p)).map(|p| p.cost.apiserver_cpu / p.cost.secs.max(1e-9)).collect();
+    let spread =
+        match (idle_rates.iter().copied().reduce(f64::min), idle_rates.iter().copied().reduce(f64::max)) {
+            (Some(lo), Some(hi)) => format!("the idle windows ranged {lo:.3}–{hi:.3} CPU-s/s"),
+            _ => String::new(),
+        };
     let mut cost = Table::new(
         "Upstream cost per phase: CPU-seconds per second of the apiserver and etcd (in total, and above the \
          idle cluster's), the apiserver's requests per verb (`apiserver_request_total`), kache's CPU and what \
@@ -790,9 +803,13 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
         ],
     );
     let mut above = BTreeMap::new();
-    for p in phases {
+    for (i, p) in phases.iter().enumerate() {
         let c = &p.cost;
-        let (ia, ie, secs) = idle_rate(c);
+        let secs = c.secs;
+        let (ia, ie) = match baseline(i).filter(|_| !is_idle(p)) {
+            Some(b) => (b.apiserver_cpu / b.secs.max(1e-9), b.etcd_cpu / b.secs.max(1e-9)),
+            None => (c.apiserver_cpu / secs.max(1e-9), c.etcd_cpu / secs.max(1e-9)),
+        };
         let a = c.apiserver_cpu / secs.max(1e-9);
         let e = c.etcd_cpu / secs.max(1e-9);
         above.insert(p.name.clone(), ((a - ia).max(0.0), (e - ie).max(0.0)));
@@ -811,17 +828,18 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
         // Client requests: pages, lists and stream starts (a kubectl walk is its pages).
         let reads: u64 =
             p.classes.iter().filter(|(k, _)| **k != "kubectl get pods -A").map(|(_, c)| c.ok).sum();
+        let idle = is_idle(p);
         cost.row(vec![
             p.name.clone(),
             format!("{a:.3}"),
-            format!("{:.3}", (a - ia).max(0.0)),
+            if idle { "—".into() } else { format!("{:.3}", (a - ia).max(0.0)) },
             if reads > 0 {
                 format!("{:.2}", 1e3 * (a - ia).max(0.0) * secs / reads as f64)
             } else {
                 "—".into()
             },
             format!("{e:.3}"),
-            format!("{:.3}", (e - ie).max(0.0)),
+            if idle { "—".into() } else { format!("{:.3}", (e - ie).max(0.0)) },
             verbs,
             if c.kache.seen { format!("{:.3}", c.kache_cpu / secs.max(1e-9)) } else { "—".into() },
             kache,
@@ -834,7 +852,7 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
          initial-events-end bookmark)",
         &["phase", "read", "ok", "errors", "p50 ms", "p99 ms", "bytes"],
     );
-    for p in phases.iter().skip(1) {
+    for p in phases.iter().filter(|p| !is_idle(p)) {
         for (class, c) in &p.classes {
             let l = c.latency();
             latency.row(vec![
@@ -851,14 +869,30 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
     report.tables.push(latency);
 
     let Some(direct) = above.get("direct").copied() else { return };
-    for p in phases.iter().skip(2) {
+    let reads_of = |c: &Cost| ["GET", "LIST", "WATCH"].iter().filter_map(|v| c.requests.get(*v)).sum::<f64>();
+    let direct_reads = phases.iter().find(|p| p.name == "direct").map_or(0.0, |p| reads_of(&p.cost));
+    for p in phases.iter().filter(|p| p.name.starts_with("kache")) {
         let (a, e) = above[&p.name];
         report.figure(
             format!("apiserver CPU for the mix, {} ÷ direct", p.name),
             100.0 * a / direct.0.max(1e-9),
             "%",
             Some(10.0),
-            format!("CPU-s/s above the idle cluster: {a:.3} through kache, {:.3} direct", direct.0),
+            format!(
+                "CPU-s/s above the idle window before each phase: {a:.3} through kache, {:.3} direct; {spread}",
+                direct.0
+            ),
+        );
+        report.figure(
+            format!("apiserver reads (GET, LIST, WATCH) during the mix, {} ÷ direct", p.name),
+            100.0 * reads_of(&p.cost) / direct_reads.max(1.0),
+            "%",
+            None,
+            format!(
+                "`apiserver_request_total` over the phase: {} through kache, {} direct (the cluster's own included)",
+                fmt_num(reads_of(&p.cost)),
+                fmt_num(direct_reads)
+            ),
         );
         if direct.1 >= 0.005 {
             report.figure(
@@ -866,7 +900,10 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
                 100.0 * e / direct.1,
                 "%",
                 None,
-                format!("CPU-s/s above the idle cluster: {e:.3} through kache, {:.3} direct", direct.1),
+                format!(
+                    "CPU-s/s above the idle window before each phase: {e:.3} through kache, {:.3} direct",
+                    direct.1
+                ),
             );
         }
         if let Some((rss, _)) = p.memory {
