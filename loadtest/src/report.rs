@@ -180,10 +180,16 @@ pub fn publish(args: &Publish) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.runs_dir)
         .with_context(|| format!("creating {}", args.runs_dir.display()))?;
     if !args.json.iter().all(|p| in_runs_dir(p)) {
-        remove_files(&args.runs_dir, "json", &[])?;
+        // Read first: some inputs may be runs already kept there, beside new ones.
+        let mut inputs = Vec::new();
         for p in &args.json {
-            let name = p.file_name().context("a JSON path without a file name")?;
-            std::fs::copy(p, args.runs_dir.join(name)).with_context(|| format!("copying {}", p.display()))?;
+            let name = p.file_name().context("a JSON path without a file name")?.to_owned();
+            inputs.push((name, std::fs::read(p).with_context(|| format!("reading {}", p.display()))?));
+        }
+        remove_files(&args.runs_dir, "json", &[])?;
+        for (name, bytes) in inputs {
+            let to = args.runs_dir.join(&name);
+            std::fs::write(&to, bytes).with_context(|| format!("writing {}", to.display()))?;
         }
     }
     std::fs::write(&kept_machine, &machine).with_context(|| format!("writing {}", kept_machine.display()))?;

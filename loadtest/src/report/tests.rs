@@ -138,3 +138,34 @@ fn benchmarks_md_is_generated_from_the_committed_runs() {
         assert!(svg.exists(), "{} is missing; run the report", svg.display());
     }
 }
+
+/// A page made of runs already kept beside new ones keeps them all (the kept ones are read before the runs
+/// dir is cleared).
+#[test]
+fn publishing_kept_runs_with_new_ones_keeps_them_all() {
+    let dir = std::env::temp_dir().join(format!("kache-loadtest-publish-{}", std::process::id()));
+    let (runs_dir, new_dir) = (dir.join("runs"), dir.join("new"));
+    std::fs::create_dir_all(&runs_dir).expect("dir");
+    std::fs::create_dir_all(&new_dir).expect("dir");
+    let run = serde_json::to_string(&apiserver_run()).expect("json");
+    std::fs::write(runs_dir.join("kept.json"), &run).expect("write");
+    std::fs::write(runs_dir.join("dropped.json"), &run).expect("write");
+    std::fs::write(new_dir.join("new.json"), &run).expect("write");
+    publish(&Publish {
+        json: vec![runs_dir.join("kept.json"), new_dir.join("new.json")],
+        out: dir.join("BENCHMARKS.md"),
+        charts: dir.join("charts"),
+        runs_dir: runs_dir.clone(),
+        machine: None,
+    })
+    .expect("publish");
+    let mut kept: Vec<String> = std::fs::read_dir(&runs_dir)
+        .expect("runs")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    assert_eq!(kept, ["kept.json", "machine.md", "new.json"]);
+    assert_eq!(std::fs::read_to_string(runs_dir.join("kept.json")).expect("kept"), run);
+    let _ = std::fs::remove_dir_all(&dir);
+}
