@@ -383,11 +383,13 @@ impl Auth {
             return cached.map(|id| (*id).clone()).ok_or_else(unauthorized);
         }
         // A token not seen before costs a review upstream: budgeted per source address.
-        if let Some(conn) = conn
-            && let Err(e) = self.reviews.check_rate(&ClientKey::Ip(conn.peer.ip()))
-        {
-            self.metrics.limit_rejected(metrics::Limit::TokenReviews);
-            return Err(e);
+        if let Some(conn) = conn {
+            let checked = self.reviews.check_rate(&ClientKey::Ip(conn.peer.ip()));
+            self.metrics.limit_tracked(metrics::Limit::TokenReviews, self.reviews.tracked_clients());
+            if let Err(e) = checked {
+                self.metrics.limit_rejected(metrics::Limit::TokenReviews);
+                return Err(e);
+            }
         }
         let reviewed = match self.review_upstream() {
             Ok(up) => review::token_review(up, token, &self.settings.audiences).await,
@@ -435,7 +437,13 @@ impl Auth {
                 self.metrics.auth_cache(AuthResult::Hit, label);
                 d
             }
-            None if self.access_reviews.check_rate(&ClientKey::User(id.user.clone())).is_err() => {
+            None if {
+                let checked = self.access_reviews.check_rate(&ClientKey::User(id.user.clone()));
+                self.metrics
+                    .limit_tracked(metrics::Limit::AccessReviews, self.access_reviews.tracked_clients());
+                checked.is_err()
+            } =>
+            {
                 self.metrics.limit_rejected(metrics::Limit::AccessReviews);
                 return Err(ApiError::TooManyRequests {
                     message: "Too many requests, please try again later.".to_owned(),

@@ -110,6 +110,8 @@ pub enum Limit {
     RequestBody,
     /// Request header size or count.
     Headers,
+    /// Requests per client (`--client-qps`).
+    Requests,
     /// TokenReviews per source address (unseen tokens).
     TokenReviews,
     /// SubjectAccessReviews per user (decisions not cached): a read over it is forwarded instead.
@@ -198,7 +200,7 @@ label_values!(AuthDecision { Allow => "allow", Deny => "deny", Error => "error" 
 label_values!(Limit {
     Connections => "connections", Inflight => "inflight", Watchers => "watchers", RequestBody => "request_body",
     Headers => "headers", Fallbacks => "fallbacks", ResponseBody => "response_body",
-    TokenReviews => "token_reviews", AccessReviews => "access_reviews", ReadBytes => "read_bytes", HeavyBodies => "heavy_bodies",
+    Requests => "requests", TokenReviews => "token_reviews", AccessReviews => "access_reviews", ReadBytes => "read_bytes", HeavyBodies => "heavy_bodies",
 });
 label_values!(GzipCacheResult { Hit => "hit", Coalesced => "coalesced", Miss => "miss", Bypass => "bypass" });
 label_values!(BodyCacheResult { Hit => "hit", Coalesced => "coalesced", Miss => "miss" });

@@ -97,6 +97,7 @@ pub(crate) const FORWARD_READ_AHEAD_BYTES: &str = "kache_forward_read_ahead_byte
 pub(crate) const AUTH_CACHE_TOTAL: &str = "kache_auth_cache_total";
 pub(crate) const IMPERSONATION_TOTAL: &str = "kache_impersonation_total";
 pub(crate) const LIMIT_REJECTIONS_TOTAL: &str = "kache_limit_rejections_total";
+pub(crate) const LIMIT_TRACKED_CLIENTS: &str = "kache_limit_tracked_clients";
 pub(crate) const REFUSALS_TOTAL: &str = "kache_refusals_total";
 pub(crate) const ENCODING_TOTAL: &str = "kache_encoding_total";
 pub(crate) const TABLE_ROWS_TOTAL: &str = "kache_table_rows_total";
@@ -395,6 +396,12 @@ pub const ALL: &[MetricDef] = &[
         LIMIT_REJECTIONS_TOTAL,
         &["limit"],
         "Requests or connections refused because a configured limit was reached, by limit.",
+    ),
+    gauge(
+        LIMIT_TRACKED_CLIENTS,
+        &["limit"],
+        "Clients whose rate a per-client limit tracks, by limit (requests, token_reviews, access_reviews); at \
+         10000, idle clients are dropped first and a new client past the bound is not rate-limited.",
     ),
     counter(
         REFUSALS_TOTAL,

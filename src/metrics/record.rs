@@ -93,6 +93,11 @@ impl Metrics {
         self.counter(LIMIT_REJECTIONS_TOTAL, vec![label("limit", limit.as_str())]).increment(1);
     }
 
+    /// How many clients a per-client rate limit tracks (its map is bounded).
+    pub(crate) fn limit_tracked(&self, limit: Limit, clients: usize) {
+        self.gauge(LIMIT_TRACKED_CLIENTS, vec![label("limit", limit.as_str())]).set(clients as f64);
+    }
+
     /// A read kache refused itself (429 or 504), by reason.
     pub(crate) fn refused(&self, why: Refusal) {
         self.counter(REFUSALS_TOTAL, vec![label("reason", why.as_str())]).increment(1);

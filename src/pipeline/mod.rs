@@ -189,7 +189,9 @@ impl KacheHandler {
         id: &Identity,
     ) -> Result<Option<WatchSlot>, ApiError> {
         let Some(key) = client_key(id, req.extensions().get::<ConnInfo>()) else { return Ok(None) };
-        self.client_limits.check_rate(&key)?;
+        let checked = self.client_limits.check_rate(&key);
+        self.metrics.limit_tracked(metrics::Limit::Requests, self.client_limits.tracked_clients());
+        checked?;
         if !route.resource().is_some_and(|r| r.verb == Verb::Watch) {
             return Ok(None);
         }

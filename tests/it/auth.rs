@@ -407,4 +407,7 @@ async fn a_flood_of_new_decisions_costs_at_most_the_review_budget() {
     assert!(reviews <= allowed, "{reviews} reviews sent for {READS} reads, budget {allowed}");
     let over = counter(&kache, "kache_limit_rejections_total{limit=\"access_reviews\"}");
     assert!(over >= 1.0, "reads past the budget are counted: {}", kache.metrics().render());
+    // One user's budget is tracked (the limiter's map is bounded and shown).
+    let tracked = counter(&kache, "kache_limit_tracked_clients{limit=\"access_reviews\"}");
+    assert_eq!(tracked, 1.0, "{}", kache.metrics().render());
 }

@@ -31,6 +31,10 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     ("kache_auth_cache_total", "tests/it/auth.rs (--auth=delegated)"),
     (
+        "kache_limit_tracked_clients",
+        "tests/it/auth.rs::a_flood_of_new_decisions_costs_at_most_the_review_budget (the per-user review budget tracks one user)",
+    ),
+    (
         "kache_history_span_seconds",
         "store::tests::history_is_bounded_by_bytes_and_time (the span of the history ring, on a controlled clock) and \
          metrics::stats::tests (its export); here it is 0 whenever the scrape finds fewer than two events kept",
