@@ -111,19 +111,7 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let config = args.common.clone().into_config(UpstreamSource::Url(sim.url()))?;
     let kache = Kache::start_with_metrics(config, listener, metrics).await?;
     let sync_started = Instant::now();
-    let mut last_print = Instant::now();
-    loop {
-        let statuses = kache.registry().statuses();
-        if !statuses.is_empty() && kache.registry().all_synced() {
-            break;
-        }
-        if last_print.elapsed() > Duration::from_secs(1) {
-            let synced = statuses.iter().filter(|s| s.synced).count();
-            println!("syncing: {synced}/{} resources synced", statuses.len());
-            last_print = Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_synced(&kache).await;
     println!(
         "kache synced {} resources in {:.1?}",
         kache.registry().statuses().len(),
@@ -167,6 +155,23 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     sim.shutdown().await;
     Ok(())
+}
+
+/// Waits until every resource of `kache` synced, printing the count each second.
+async fn wait_synced(kache: &Kache) {
+    let mut last_print = Instant::now();
+    loop {
+        let statuses = kache.registry().statuses();
+        if !statuses.is_empty() && kache.registry().all_synced() {
+            break;
+        }
+        if last_print.elapsed() > Duration::from_secs(1) {
+            let synced = statuses.iter().filter(|s| s.synced).count();
+            println!("syncing: {synced}/{} resources synced", statuses.len());
+            last_print = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The list the demo measures direct and through kache: every pod, what a controller's relist reads.

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use tokio::time::Instant;
@@ -84,19 +83,7 @@ pub(super) async fn run(args: DemoArgs, dir: PathBuf) -> anyhow::Result<()> {
     }
     let kache = Kache::start_with_metrics(config, listener, metrics).await?;
     let started = Instant::now();
-    let mut last_print = Instant::now();
-    loop {
-        let statuses = kache.registry().statuses();
-        if !statuses.is_empty() && kache.registry().all_synced() {
-            break;
-        }
-        if last_print.elapsed() > Duration::from_secs(1) {
-            let synced = statuses.iter().filter(|s| s.synced).count();
-            println!("syncing: {synced}/{} resources synced", statuses.len());
-            last_print = Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    super::wait_synced(&kache).await;
     println!(
         "kache synced {} resources of {apiserver} in {:.1?}",
         kache.registry().statuses().len(),

@@ -370,7 +370,7 @@ pub const ALL: &[MetricDef] = &[
     counter(
         ETCD_WATCH_RESTARTS_TOTAL,
         &[],
-        "Prefix watch sessions of the etcd oracle that ended (etcd down, the watch cancelled or compacted, a key outside the resource's layout, a prefix that does not match the store).",
+        "Prefix watch attempts of the etcd oracle that ended (etcd down, the watch cancelled or compacted, a key outside the resource's layout, a prefix that does not match the store).",
     ),
     counter(
         FORWARDED_REQUESTS_TOTAL,

@@ -2,13 +2,13 @@
 //! to the prefix and up to which revision it has told everything (its progress). Only keys and revisions
 //! are read: the values etcd sends with each event are dropped undecoded (etcd has no keys-only watch).
 //!
-//! A session: wait for the store to be synced; **verify** the prefix against the store's snapshot at its
+//! An attempt: wait for the store to be synced; **verify** the prefix against the store's snapshot at its
 //! revision X (etcd, read at X, holds as many keys under the prefix as the snapshot holds objects, and the
 //! snapshot's first object's key with its resourceVersion as mod_revision: a wrong prefix, another etcd or
 //! a revision space that is not the apiserver's fails it); then watch from X + 1, so every write after X is
 //! seen and writes up to X are in the store already. Events whose key is not an object key of the resource
 //! ([`super::layout::object_key`]), a cancelled or compacted watch, an error or the end of the stream end the
-//! session: the oracle is off for the resource until a new session is verified.
+//! attempt: the oracle is off for the resource until a new attempt is verified.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
@@ -27,12 +27,12 @@ use crate::store::Store;
 /// Write revisions remembered per prefix: older ones are folded into the base (a safe over-estimate of the
 /// last write at or below a revision).
 const MAX_WRITES: usize = 4096;
-/// Wait between sessions after a failure (etcd down, a cancelled watch).
+/// Wait between attempts after a failure (etcd down, a cancelled watch).
 const RETRY: Duration = Duration::from_secs(1);
 /// Wait before verifying again a prefix that did not match the store (or could not be verified yet: an
 /// empty store under a guessed prefix).
 const REVERIFY: Duration = Duration::from_secs(10);
-/// An etcd request of a session that takes longer fails it.
+/// An etcd request of an attempt that takes longer fails it.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the watch knows. Invariant: while `ready`, every write to the prefix in `(base, progress]` is in
@@ -89,7 +89,7 @@ pub(super) struct PrefixWatch {
     pub(super) retired: CancellationToken,
 }
 
-/// Why a session ended.
+/// Why an attempt ended.
 enum End {
     /// Try again soon (etcd unreachable, the watch cancelled, compacted or ended).
     Retry(&'static str),
@@ -132,20 +132,20 @@ impl PrefixWatch {
         *self.state.lock().expect("etcd watch state lock poisoned") = state;
     }
 
-    /// Runs sessions until the store is gone.
+    /// Runs attempts until the store is gone.
     pub(super) async fn run(self: Arc<Self>, inner: Arc<Inner>) {
         loop {
             if self.store.strong_count() == 0 || self.retired.is_cancelled() {
                 return;
             }
             let end = tokio::select! {
-                end = self.session(&inner) => end,
+                end = self.attempt(&inner) => end,
                 () = self.retired.cancelled() => return,
             };
             *self.known() = Known::default();
             let pause = match end {
                 End::Retry(why) => {
-                    tracing::debug!(prefix = %self.prefix, why, "etcd watch session ended");
+                    tracing::debug!(prefix = %self.prefix, why, "etcd watch attempt ended");
                     self.set_state(WatchState::Down);
                     RETRY
                 }
@@ -160,7 +160,7 @@ impl PrefixWatch {
         }
     }
 
-    async fn session(&self, inner: &Inner) -> End {
+    async fn attempt(&self, inner: &Inner) -> End {
         self.set_state(WatchState::Starting);
         let Ok(mut client) = inner.client().await else { return End::Retry("etcd unreachable") };
         // Only the snapshot is needed (the watch itself never holds the store).
