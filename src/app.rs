@@ -28,6 +28,13 @@ use crate::upstream::{Upstream, UpstreamError};
 /// How often histogram samples are folded into their buckets when nobody scrapes. Bounds the memory of
 /// unscraped samples (the exporter keeps raw samples until upkeep or render drains them).
 const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+/// How often the initial sync's progress is logged until every configured resource is synced.
+const SYNC_PROGRESS_EVERY: Duration = Duration::from_secs(2);
+/// How often the initial sync is checked (the "done" line says when it ended to this precision).
+const SYNC_CHECK_EVERY: Duration = Duration::from_millis(100);
+/// How often the etcd oracle looks for newly synced stores to start their prefix watches (a store syncs once,
+/// and again only after its reflector restarted; a scan is a walk over the store map).
+const ORACLE_SCAN_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How often discovery runs again to pick up custom resources added later.
 pub(crate) const DEFAULT_REDISCOVERY_INTERVAL: Duration = Duration::from_secs(60);
@@ -195,6 +202,7 @@ impl Kache {
         let discovery = Arc::new(DiscoveryState::default());
         let reach = Arc::new(Reach::new(config.unreachable_grace));
         background.push(tokio::spawn(reach.clone().watch(upstream.clone(), shutdown.clone())));
+        background.push(tokio::spawn(log_initial_sync(registry.clone(), shutdown.clone())));
         // Discovery: first round now (in the background so an unreachable upstream does not block
         // serving), then periodically.
         {
@@ -244,10 +252,32 @@ impl Kache {
                 registry.mirror_selector(gvr).map(|s| crate::reflector::selector_query(&s))
             }));
         }
+        if freshness.has_oracle() {
+            // Each synced store gets its etcd prefix watch now, not at its first consistent read.
+            let (registry, freshness, stop) = (registry.clone(), freshness.clone(), shutdown.clone());
+            background.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(ORACLE_SCAN_INTERVAL);
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        _ = tick.tick() => {
+                            for store in registry.synced_stores() {
+                                freshness.prepare(&store);
+                            }
+                        }
+                    }
+                }
+            }));
+        }
         if let Some(listener) = metrics {
             let (discovery, reach) = (discovery.clone(), reach.clone());
+            let mut stats = KacheStats::new(registry.clone());
+            if freshness.has_oracle() {
+                let oracle = (registry.clone(), freshness.clone());
+                stats = stats.with_check("etcd", move || oracle_check(&oracle));
+            }
             let source = Arc::new(
-                KacheStats::new(registry.clone())
+                stats
                     .with_freshness(freshness.clone())
                     .with_tables(tables.clone())
                     .with_producers(producers.clone())
@@ -367,12 +397,17 @@ impl Kache {
         &self.registry
     }
 
-    /// Waits until every configured resource is synced.
+    /// Waits until every configured resource is synced and, with the etcd oracle, its prefix watch has
+    /// ended its first attempt (what `/readyz` waits for).
     pub async fn wait_synced(&self) {
         let mut tick = tokio::time::interval(Duration::from_millis(20));
+        let oracle = (self.registry.clone(), self.freshness.clone());
         loop {
             tick.tick().await;
-            if self.registry.all_synced() && !self.registry.statuses().is_empty() {
+            if self.registry.all_synced()
+                && !self.registry.statuses().is_empty()
+                && oracle_check(&oracle).is_ok()
+            {
                 return;
             }
         }
@@ -434,6 +469,55 @@ impl DiscoveryState {
             Some(why) => format!("discovering the upstream's resources failed: {why}"),
             None => "discovering the upstream's resources".to_owned(),
         })
+    }
+}
+
+/// Logs the initial sync's progress every [`SYNC_PROGRESS_EVERY`] (configured resources synced, objects
+/// held) until every configured resource is synced, then once how long it took. Per-resource lines come
+/// from the reflectors.
+async fn log_initial_sync(registry: Arc<Registry>, stop: CancellationToken) {
+    let started = tokio::time::Instant::now();
+    let mut logged = started;
+    let mut tick = tokio::time::interval(SYNC_CHECK_EVERY);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let statuses = registry.statuses();
+        let configured: Vec<_> = statuses.iter().filter(|s| s.configured && !s.rejected).collect();
+        if configured.is_empty() {
+            continue; // discovery has not started any yet
+        }
+        let synced = configured.iter().filter(|s| s.synced).count();
+        let objects: usize = configured.iter().map(|s| s.objects).sum();
+        if synced == configured.len() {
+            tracing::info!(resources = synced, objects, elapsed = ?started.elapsed(), "initial sync done");
+            return;
+        }
+        if logged.elapsed() >= SYNC_PROGRESS_EVERY {
+            logged = tokio::time::Instant::now();
+            let waiting: Vec<String> =
+                configured.iter().filter(|s| !s.synced).take(5).map(|s| s.gvr.to_string()).collect();
+            tracing::info!(
+                synced,
+                of = configured.len(),
+                objects,
+                waiting = %waiting.join(","),
+                "initial sync in progress"
+            );
+        }
+    }
+}
+
+/// Readiness with the etcd oracle: every configured, synced resource's prefix watch has ended its first
+/// attempt (ready, or etcd unreachable or the prefix unverified: those reads go the apiserver's way).
+fn oracle_check((registry, freshness): &(Arc<Registry>, Arc<Freshness>)) -> Result<(), String> {
+    let starting =
+        registry.configured_synced_stores().iter().filter(|s| !freshness.oracle_settled(s)).count();
+    match starting {
+        0 => Ok(()),
+        n => Err(format!("{n} etcd prefix watches starting")),
     }
 }
 

@@ -13,8 +13,9 @@
 //!   closed at its initial-events-end bookmark;
 //! - **kubectl**: `--kubectl` loops of `kubectl get pods -A`: consistent Tables in pages of `--page` with
 //!   `continue`;
-//! - **namespace lists**: `--ns-listers` clients each listing the pods of one workload namespace
-//!   (consistent, JSON) `--ns-list-rate` times a second.
+//! - **namespace lists**: consistent JSON lists of one workload namespace's pods, `--ns-list-rate` a second;
+//! - **gets**: consistent gets of a node, a different one each time, `--get-rate` a second;
+//! - **full lists**: consistent JSON lists of every pod (no `limit`), `--full-list-rate` a second.
 //!
 //! An idle window before each phase measures the cluster's own cost (controllers, scheduler, nodes) as it
 //! drifts; each phase's apiserver and etcd CPU is given beside it and above it. The apiserver's requests are read from its
@@ -95,6 +96,12 @@ pub struct Args {
     /// Consistent namespace lists per second, over the workload's namespaces (an open loop).
     #[arg(long, default_value_t = 4.0)]
     pub ns_list_rate: f64,
+    /// Consistent gets of one node (a different one each time) per second (an open loop).
+    #[arg(long, default_value_t = 10.0)]
+    pub get_rate: f64,
+    /// Consistent JSON lists of every pod (no `limit`) per second (an open loop).
+    #[arg(long, default_value_t = 0.1)]
+    pub full_list_rate: f64,
     /// kache configurations measured, one phase each: `NAME` or `NAME=FLAGS` (kache serve flags separated by
     /// spaces; `$VAR` is taken from the env file, e.g. `etcd=--etcd-endpoints $ETCD_URL`).
     #[arg(long = "variant", default_values = ["offload", "latency=--consistent-read-prefer latency"])]
@@ -158,6 +165,9 @@ fn expand(word: &str, vars: &BTreeMap<String, String>) -> anyhow::Result<String>
 }
 
 // === the mix ===
+
+/// How often a phase of the mix prints where it is.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 /// Latencies and errors of one kind of client in one phase.
 #[derive(Default)]
@@ -404,6 +414,28 @@ async fn ns_list(phase: Arc<Phase>, ns: &'static str) {
     }
 }
 
+/// A consistent JSON get of one node.
+async fn get(phase: Arc<Phase>, node: String) {
+    let s = http::Send { bearer: phase.target.bearer.as_deref(), ..Default::default() };
+    let url = http::url(&phase.target.base, &format!("/api/v1/nodes/{node}"), "");
+    let t = Instant::now();
+    match http::request(&phase.client, http::Method::GET, &url, &s).await {
+        Ok(f) => phase.ok("consistent get", t.elapsed(), f.bytes).await,
+        Err(e) => phase.error("consistent get", &error_kind(&e)).await,
+    }
+}
+
+/// A consistent JSON list of every pod, in one response.
+async fn full_list(phase: Arc<Phase>) {
+    let s = http::Send { bearer: phase.target.bearer.as_deref(), ..Default::default() };
+    let url = http::url(&phase.target.base, "/api/v1/pods", "");
+    let t = Instant::now();
+    match http::request(&phase.client, http::Method::GET, &url, &s).await {
+        Ok(f) => phase.ok("full list", t.elapsed(), f.bytes).await,
+        Err(e) => phase.error("full list", &error_kind(&e)).await,
+    }
+}
+
 /// Runs the whole mix against `target` for `secs`; returns the classes' figures.
 async fn run_mix(
     client: &Client,
@@ -440,6 +472,14 @@ async fn run_mix(
     for ns in NAMESPACES {
         tasks.spawn(open_loop(phase.clone(), "namespace list", rate, move |p| ns_list(p, ns)));
     }
+    {
+        let (nodes, next) = (Arc::new(nodes.to_vec()), Arc::new(std::sync::atomic::AtomicUsize::new(0)));
+        tasks.spawn(open_loop(phase.clone(), "consistent get", args.get_rate, move |p| {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            get(p, nodes[i % nodes.len()].clone())
+        }));
+    }
+    tasks.spawn(open_loop(phase.clone(), "full list", args.full_list_rate, full_list));
     let storms = {
         let phase = phase.clone();
         let (n, every) = (args.storm, Duration::from_secs_f64(args.storm_every.max(1.0)));
@@ -468,7 +508,24 @@ async fn run_mix(
             }
         })
     };
-    tokio::time::sleep_until(phase.deadline.into()).await;
+    // A progress line every PROGRESS_EVERY: where the phase is and what it has answered so far.
+    let started = Instant::now();
+    let mut tick = tokio::time::interval_at((started + PROGRESS_EVERY).into(), PROGRESS_EVERY);
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(phase.deadline.into()) => break,
+            _ = tick.tick() => {
+                let classes = phase.classes.lock().await;
+                let ok: u64 = classes.values().map(|c| c.ok).sum();
+                let errors: u64 = classes.values().flat_map(|c| c.errors.values()).sum();
+                eprintln!(
+                    "  {:>4.0}/{:.0} s: {ok} reads answered, {errors} errors",
+                    started.elapsed().as_secs_f64(),
+                    args.secs
+                );
+            }
+        }
+    }
     phase.stop.store(true, Ordering::Relaxed);
     // Streams notice the stop at their next frame or at the deadline; requests in flight finish.
     let _ =
@@ -679,8 +736,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
              directly and through kache, one {} s phase after the other in one run: {} kubelet pod watches \
              (protobuf WatchList by spec.nodeName), {} controller informers (protobuf WatchList), {} informers \
              started at once every {} s, {} `kubectl get pods -A` a second (consistent Table pages of {}), {} \
-             namespace lists a second (consistent JSON); the last two in open loops. Upstream CPU from /proc; an idle window before each phase is the \
-             cluster's own cost.",
+             namespace lists a second (consistent JSON), {} consistent node gets a second and {} consistent \
+             lists of every pod a second; the last four in open loops. Upstream CPU from /proc; an idle window \
+             before each phase is the cluster's own cost.",
             nodes.len(),
             args.secs,
             args.kubelets.min(nodes.len()),
@@ -689,7 +747,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             args.storm_every,
             args.kubectl_rate,
             args.page,
-            args.ns_list_rate
+            args.ns_list_rate,
+            args.get_rate,
+            args.full_list_rate
         ),
         command: crate::command_line(),
         started_unix: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),

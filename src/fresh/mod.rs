@@ -260,6 +260,26 @@ impl Freshness {
         self.etcd.get().map(|o| o.stats())
     }
 
+    /// Whether kache runs with the etcd oracle (`--etcd-endpoints`).
+    pub(crate) fn has_oracle(&self) -> bool {
+        self.etcd.get().is_some()
+    }
+
+    /// Starts the etcd oracle's prefix watch of a synced store if it has none yet (nothing without an
+    /// oracle), so the first consistent reads of the resource find it ready.
+    pub(crate) fn prepare(&self, store: &Arc<Store>) {
+        if let Some(oracle) = self.etcd.get() {
+            let filtered = self.selection_of(&store.info().gvr).is_some();
+            oracle.prepare(store, filtered);
+        }
+    }
+
+    /// Whether `store`'s oracle watch has been started and its first attempt is over (always, without an
+    /// oracle): readiness waits for it, so the first reads after `/readyz` succeeds are proven by etcd.
+    pub(crate) fn oracle_settled(&self, store: &Arc<Store>) -> bool {
+        self.etcd.get().is_none_or(|oracle| oracle.settled(store))
+    }
+
     /// The selection query of `gvr` when it is mirrored filtered.
     fn selection_of(&self, gvr: &Gvr) -> Option<String> {
         self.selection.get().and_then(|lookup| lookup(gvr))

@@ -326,6 +326,22 @@ impl Registry {
         })
     }
 
+    /// Every synced store (lock-free).
+    pub(crate) fn synced_stores(&self) -> Vec<Arc<Store>> {
+        self.stores.map.load().values().filter(|s| s.is_synced()).cloned().collect()
+    }
+
+    /// The synced stores of configured resources (those readiness counts).
+    pub(crate) fn configured_synced_stores(&self) -> Vec<Arc<Store>> {
+        let inner = self.lock();
+        inner
+            .running
+            .iter()
+            .filter(|(_, r)| r.status.configured())
+            .filter_map(|(gvr, _)| self.get(gvr).filter(|s| s.is_synced()))
+            .collect()
+    }
+
     /// Whether every configured resource has a synced store. Lazily cached resources do not count, nor do
     /// resources the upstream refuses to list (e.g. RBAC forbids it): their reads are forwarded.
     pub fn all_synced(&self) -> bool {

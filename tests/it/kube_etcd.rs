@@ -25,6 +25,8 @@ const NS: &str = "etcd-oracle";
 const NODES: usize = 3;
 /// Reads checked after each disturbance (each of the four kinds once per round).
 const ROUNDS: usize = 15;
+/// WatchLists started at once right after kache is ready.
+const FIRST_READS: usize = 20;
 /// A hang guard for the oracle to prove reads again after a disturbance.
 const RECOVER: Duration = Duration::from_secs(60);
 const COUNTER: &str = "/api/v1/namespaces/etcd-oracle/configmaps/counter";
@@ -219,6 +221,15 @@ async fn consistent_reads_proven_by_etcd_are_linearizable_through_restarts_and_c
     let via = kubeconfig_endpoint("kache", &kache, &dir).await;
     let via_dark = kubeconfig_endpoint("kache-dark", &dark, &dir).await;
     let via_wrong = kubeconfig_endpoint("kache-wrong", &wrong, &dir).await;
+
+    // The first reads after kache is ready, all at once (informers starting with it): the prefix watches
+    // started with the stores and readiness waited for them, so none of these reads finds its watch not ready.
+    let first = futures_util::future::join_all((0..FIRST_READS).map(|_| watch_list(&via))).await;
+    assert_eq!(first.len(), FIRST_READS);
+    let o = oracle(&kache);
+    let not_ready = o.fallbacks.iter().find(|(why, _)| *why == "not_ready").map_or(0, |(_, n)| *n);
+    eprintln!("first {FIRST_READS} WatchLists after readiness: {o:?}");
+    assert_eq!(not_ready, 0, "the first reads found the prefix watch started: {o:?}");
 
     let (acked, stop) = (Arc::new(Acked::default()), Arc::new(AtomicBool::new(false)));
     let writing = tokio::spawn(writer(api.clone(), acked.clone(), stop.clone()));

@@ -36,6 +36,9 @@ const PROGRESS_TIMEOUT: Duration = Duration::from_millis(250);
 const STORE_CATCH_UP: Duration = Duration::from_millis(100);
 /// How long a read waits for the reflector to apply the progress to R.
 const APPLY_TIMEOUT: Duration = Duration::from_millis(250);
+/// How long a read waits for a prefix watch that is starting (its store just synced: verifying the prefix,
+/// opening the watch and etcd's first progress answer take a few round trips) before going the apiserver's way.
+const START_WAIT: Duration = Duration::from_millis(500);
 /// Connecting to etcd and reading its revision: a slower etcd is treated as unreachable for this read.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -215,6 +218,12 @@ impl Oracle {
         })
     }
 
+    /// Starts the prefix watch of a synced store if it has none (the freshness task calls it for every synced
+    /// store, so the first reads find it started).
+    pub(crate) fn prepare(&self, store: &Arc<Store>, filtered: bool) {
+        self.watch_of(store, filtered);
+    }
+
     /// The prefix watch of `store`'s resource, started on first use; `None` when its prefix is unknown.
     fn watch_of(&self, store: &Arc<Store>, filtered: bool) -> Option<Arc<PrefixWatch>> {
         let info = store.info();
@@ -258,7 +267,11 @@ impl Oracle {
         filtered: bool,
     ) -> Result<u64, Unproven> {
         let watch = self.watch_of(store, filtered).ok_or(Unproven::UnknownPrefix)?;
-        if watch.state() != WatchState::Ready {
+        let state = match watch.state() {
+            WatchState::Starting => watch.started(START_WAIT).await,
+            state => state,
+        };
+        if state != WatchState::Ready {
             return Err(Unproven::NotReady);
         }
         let asked = Instant::now();
@@ -301,6 +314,17 @@ impl Oracle {
             }
         }
         Ok(r)
+    }
+
+    /// Whether `store`'s prefix watch has been started and its first attempt has ended or made it ready (a
+    /// resource without a known prefix has nothing to wait for).
+    pub(crate) fn settled(&self, store: &Arc<Store>) -> bool {
+        let watches = self.watches.lock().expect("etcd watches lock poisoned");
+        match watches.get(&store.info().gvr) {
+            Some(Some(w)) => w.settled() && std::ptr::eq(w.store.as_ptr(), Arc::as_ptr(store)),
+            Some(None) => true,
+            None => self.layout.prefix(&store.info().gvr).is_none(),
+        }
     }
 
     pub(crate) fn stats(&self) -> EtcdCounters {

@@ -2,6 +2,9 @@
 //! to the prefix and up to which revision it has told everything (its progress). Only keys and revisions
 //! are read: the values etcd sends with each event are dropped undecoded (etcd has no keys-only watch).
 //!
+//! The watch starts when its resource's store is synced ([`super::Oracle::watch_of`], called for every synced
+//! store by the freshness task), not at the first consistent read, so the first reads find it ready.
+//!
 //! An attempt: wait for the store to be synced; **verify** the prefix against the store's snapshot at its
 //! revision X (etcd, read at X, holds as many keys under the prefix as the snapshot holds objects, and the
 //! snapshot's first object's key with its resourceVersion as mod_revision: a wrong prefix, another etcd or
@@ -9,9 +12,15 @@
 //! seen and writes up to X are in the store already. Events whose key is not an object key of the resource
 //! ([`super::layout::object_key`]), a cancelled or compacted watch, an error or the end of the stream end the
 //! attempt: the oracle is off for the resource until a new attempt is verified.
+//!
+//! A watch is ready only once etcd has answered a progress request on it, or etcd's revision shows nothing was
+//! written since X. etcd (3.6 `progressIfSync`) drops a progress request, without an answer, while any watcher
+//! of the stream is still catching up from its start revision (an "unsynced" watcher, moved to the synced
+//! group by a loop that runs every 100 ms) or while etcd's revision is below the watch's start: before that, a
+//! reader's progress request could go unanswered and the read would fall back for nothing.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -34,6 +43,9 @@ const RETRY: Duration = Duration::from_secs(1);
 const REVERIFY: Duration = Duration::from_secs(10);
 /// An etcd request of an attempt that takes longer fails it.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a new watch asks for its first progress until etcd answers: etcd moves a watcher that started in
+/// the past to its synced group every 100 ms (`watchResyncPeriod`) and drops progress requests before that.
+const FIRST_PROGRESS_RETRY: Duration = Duration::from_millis(100);
 
 /// What the watch knows. Invariant: while `ready`, every write to the prefix in `(base, progress]` is in
 /// `writes` or at or below `base`.
@@ -82,7 +94,9 @@ pub(super) struct PrefixWatch {
     /// revision was known by then).
     pub(super) requested: Mutex<Option<Instant>>,
     pub(super) nudge: Notify,
-    pub(super) state: Mutex<WatchState>,
+    pub(super) state: watch::Sender<WatchState>,
+    /// Set when the first attempt ended or made the watch ready: readiness waits for it (`/readyz`'s `etcd`).
+    pub(super) settled: AtomicBool,
     /// The store it vouches for (a resource's store replaced gets a watch of its own).
     pub(super) store: Weak<Store>,
     /// Cancelled when the watch is replaced: its task ends.
@@ -114,7 +128,8 @@ impl PrefixWatch {
             progress: watch::channel(0).0,
             requested: Mutex::new(None),
             nudge: Notify::new(),
-            state: Mutex::new(WatchState::Starting),
+            state: watch::channel(WatchState::Starting).0,
+            settled: AtomicBool::new(false),
             store,
             retired: CancellationToken::new(),
         }
@@ -125,11 +140,26 @@ impl PrefixWatch {
     }
 
     pub(super) fn state(&self) -> WatchState {
-        *self.state.lock().expect("etcd watch state lock poisoned")
+        *self.state.borrow()
     }
 
     fn set_state(&self, state: WatchState) {
-        *self.state.lock().expect("etcd watch state lock poisoned") = state;
+        self.state.send_replace(state);
+        if state != WatchState::Starting {
+            self.settled.store(true, Relaxed);
+        }
+    }
+
+    /// Whether the first attempt has ended or made the watch ready.
+    pub(super) fn settled(&self) -> bool {
+        self.settled.load(Relaxed)
+    }
+
+    /// Waits at most `limit` for the watch to leave `Starting`; its state then.
+    pub(super) async fn started(&self, limit: Duration) -> WatchState {
+        let mut rx = self.state.subscribe();
+        let _ = tokio::time::timeout(limit, rx.wait_for(|s| *s != WatchState::Starting)).await;
+        self.state()
     }
 
     /// Runs attempts until the store is gone.
@@ -162,6 +192,13 @@ impl PrefixWatch {
 
     async fn attempt(&self, inner: &Inner) -> End {
         self.set_state(WatchState::Starting);
+        // The store synced first (its resourceVersion is 0 before), waited for without holding it.
+        let Some(mut rv) = self.store.upgrade().map(|s| s.watch_rv()) else {
+            return End::Retry("store gone");
+        };
+        if rv.wait_for(|rv| *rv > 0).await.is_err() {
+            return End::Retry("store gone");
+        }
         let Ok(mut client) = inner.client().await else { return End::Retry("etcd unreachable") };
         // Only the snapshot is needed (the watch itself never holds the store).
         let Some(snapshot) = self.store.upgrade().map(|s| s.load().snapshot.clone()) else {
@@ -214,9 +251,35 @@ impl PrefixWatch {
             *known = Known { ready: true, base: x, progress: x, writes: VecDeque::new() };
         }
         self.progress.send_replace(x);
-        self.set_state(WatchState::Ready);
+        // Ready at etcd's first progress answer (see the module's doc); asked again until it comes.
+        let mut ready = false;
+        let first_progress_by = Instant::now() + REQUEST_TIMEOUT;
+        let mut ask_first = tokio::time::interval(FIRST_PROGRESS_RETRY);
         loop {
             tokio::select! {
+                _ = ask_first.tick(), if !ready => {
+                    if Instant::now() > first_progress_by {
+                        return End::Retry("etcd did not answer the first progress request");
+                    }
+                    // etcd answers no progress request while its revision is below the watch's start (nothing
+                    // written since X, a quiet etcd): the watch then has nothing to tell up to etcd's revision,
+                    // and is ready as it is (etcd put it with its synced watchers from the start).
+                    inner.stats.revisions.fetch_add(1, Relaxed);
+                    let read = client.get(self.prefix.as_str(), Some(GetOptions::new().with_keys_only().with_limit(1)));
+                    match tokio::time::timeout(REQUEST_TIMEOUT, read).await {
+                        Ok(Ok(resp)) if resp.header().is_some_and(|h| h.revision() as u64 <= x) => {
+                            ready = true;
+                            self.set_state(WatchState::Ready);
+                            continue;
+                        }
+                        Ok(Ok(_)) => {}
+                        _ => return End::Retry("etcd revision read failed"),
+                    }
+                    inner.stats.progress_requests.fetch_add(1, Relaxed);
+                    if sender.request_progress().await.is_err() {
+                        return End::Retry("progress request failed");
+                    }
+                }
                 () = self.nudge.notified() => {
                     inner.stats.progress_requests.fetch_add(1, Relaxed);
                     if sender.request_progress().await.is_err() {
@@ -237,6 +300,10 @@ impl PrefixWatch {
                             continue;
                         }
                         // A progress notification: every event up to its revision was sent.
+                        if !ready {
+                            ready = true;
+                            self.set_state(WatchState::Ready);
+                        }
                         resp.header().map_or(0, |h| h.revision() as u64)
                     } else {
                         let mut known = self.known();
