@@ -860,6 +860,7 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
             "apiserver requests by verb",
             "kache CPU-s/s",
             "kache: memory / forwarded / upstream reads",
+            "kache: etcd requests / reads proven by etcd",
         ],
     );
     let mut above = BTreeMap::new();
@@ -903,6 +904,11 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
             verbs,
             if c.kache.seen { format!("{:.3}", c.kache_cpu / secs.max(1e-9)) } else { "—".into() },
             kache,
+            if c.kache.seen && (c.kache.etcd_requests > 0.0 || c.kache.etcd_proven > 0.0) {
+                format!("{} / {}", fmt_num(c.kache.etcd_requests), fmt_num(c.kache.etcd_proven))
+            } else {
+                "—".into()
+            },
         ]);
     }
     report.tables.push(cost);

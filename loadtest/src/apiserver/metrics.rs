@@ -20,6 +20,11 @@ pub struct Counters {
     pub censuses: f64,
     /// `kache_too_large_resource_version_total`: 504s kache answered itself.
     pub too_large: f64,
+    /// `kache_etcd_requests_total` (the etcd oracle's revision reads, progress requests, verifications and
+    /// watches).
+    pub etcd_requests: f64,
+    /// `kache_etcd_proven_total`: consistent reads the etcd oracle proved.
+    pub etcd_proven: f64,
     /// Whether a scrape succeeded (a kache without a metrics listener reports nothing).
     pub seen: bool,
 }
@@ -39,6 +44,8 @@ impl Counters {
             proofs: self.proofs - before.proofs,
             censuses: self.censuses - before.censuses,
             too_large: self.too_large - before.too_large,
+            etcd_requests: self.etcd_requests - before.etcd_requests,
+            etcd_proven: self.etcd_proven - before.etcd_proven,
             seen: self.seen && before.seen,
         }
     }
@@ -51,6 +58,8 @@ impl Counters {
         self.proofs += d.proofs;
         self.censuses += d.censuses;
         self.too_large += d.too_large;
+        self.etcd_requests += d.etcd_requests;
+        self.etcd_proven += d.etcd_proven;
         self.seen |= d.seen;
     }
 
@@ -107,6 +116,8 @@ pub fn parse(text: &str) -> Counters {
             "kache_freshness_proofs_total" => c.proofs += v,
             "kache_freshness_upstream_censuses_total" => c.censuses += v,
             "kache_too_large_resource_version_total" => c.too_large += v,
+            "kache_etcd_requests_total" => c.etcd_requests += v,
+            "kache_etcd_proven_total" => c.etcd_proven += v,
             _ => {}
         }
     }
@@ -124,10 +135,14 @@ mod tests {
                     kache_encoding_total{encoding=\"json\",served=\"forwarded\"} 3\n\
                     kache_forwarded_requests_total{kind=\"read\",code=\"200\"} 3\n\
                     kache_forwarded_requests_total{kind=\"write\",code=\"200\"} 5\n\
-                    kache_freshness_upstream_probes_total 4\n";
+                    kache_freshness_upstream_probes_total 4\n\
+                    kache_etcd_requests_total{kind=\"revision\"} 5\n\
+                    kache_etcd_requests_total{kind=\"progress\"} 1\n\
+                    kache_etcd_proven_total 6\n";
         let c = parse(text);
         assert_eq!((c.memory, c.forwarded, c.forwarded_reads, c.probes), (9.0, 3.0, 3.0, 4.0));
         assert_eq!(c.memory_share(), "75% (9 of 12)");
+        assert_eq!((c.etcd_requests, c.etcd_proven), (6.0, 6.0));
         assert_eq!(c.minus(&c).memory, 0.0);
     }
 }
