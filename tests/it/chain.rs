@@ -3,7 +3,9 @@
 //!
 //! A's store moves with the upstream's bookmarks; A passes every such move on to its watchers that allow
 //! bookmarks as a BOOKMARK at once (at most one per watcher per second), so:
-//! - B's store follows the upstream's revision within a bookmark interval, not A's one-minute period;
+//! - B's store follows A's within a bookmark interval, not A's one-minute period. (The upstream's bookmarks
+//!   of quiet pods carry a foreign write's revision only once a consistent read of pods made its watch cache
+//!   catch up, as the apiserver's do: tests/it/kube_bookmarks.rs.)
 //! - B proves its consistent reads fresh with a short watch on A whose first frame is such a bookmark, and
 //!   serves them from memory, with the sim's answers, while staying linearizable.
 
@@ -122,14 +124,18 @@ async fn consistent_read(sim: &SimHandle, b: &Kache, i: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kache_passes_its_proven_revision_on_to_a_kache_behind_it() {
     let (sim, a, b) = chain().await;
-    // The pods are quiet: only the foreign writes move the revision. B's store follows the sim's revision
-    // through A's bookmarks (A's own periodic bookmark comes once a minute: far beyond this test).
+    // The pods are quiet: only the foreign writes move the revision. Once a consistent read through A made
+    // the upstream's watch cache of pods catch up, B's store follows the sim's revision through A's
+    // bookmarks (A's own periodic bookmark comes once a minute: far beyond this test).
     for round in 0..5 {
         let started = std::time::Instant::now();
         // A foreign write of our own makes sure the revision moved past B's store.
         let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("f{round}"), "namespace": "default"}});
         sim.create("configmaps", Some("default"), cm).expect("foreign write");
         let target = sim.revision();
+        // A proves (or forwards) it: either way a consistent list of pods reaches the sim after the write.
+        let r = get(&a.url(), "/api/v1/pods").await;
+        assert_eq!(r.status, 200, "{}", show(&r));
         eventually(
             &format!("B's pods store reaches the sim's revision {target}"),
             Duration::from_secs(20),

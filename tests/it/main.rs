@@ -16,6 +16,8 @@
 //! | `impersonation` | `Impersonate-*` under `--auth=delegated`, the chained node → regional deployment, `kubectl --as` | `kubectl` (the last test) |
 //! | `instances` | two kaches in one process share no Table state; a stopped kache leaves no thread behind | — |
 //! | `kube_apiserver` | kache in front of a real kube-apiserver 1.36 cluster (controllers, scheduler, simulated nodes): every built-in kind in JSON, protobuf, Table and metadata, pages, selectors, gets, watches and errors, byte for byte | the testbed (`scripts/cluster.sh`; Go builds it) |
+//! | `kube_bookmarks` | the pre-deadline bookmark of a quiet resource after a foreign write (what kache's freshness proof relies on), kube-apiserver 1.36 vs kache-sim: at or past the write once a consistent read of the resource followed it, behind it otherwise | the testbed |
+//! | `kube_clients` | real clients through kache in front of the real 1.36 cluster with the testbed's token users, compared with the same client direct: kube-rs reflectors (list-then-watch, paginated, streaming lists) on pods and nodes converge to the apiserver's state, paginated lists, gets, a write read back, RBAC refusals; the Python client's lists, pages, watch from a resourceVersion, gets and refusals | the testbed; the Python venv (`scripts/install-test-deps.sh`) |
 //! | `kube_protobuf` | every built-in kind of the real kube-apiserver 1.36 (one object of each created first) in protobuf: each object transcoded as the Go encoder does, lists, gets and watches byte for byte and served from memory, no transcoder refusal | the testbed (`kube-proto` too) |
 //! | `kube_control` | the control plane's own clients (controller-manager, scheduler, kwok nodes) through kache with their own tokens: nodes Ready, pods bound and Running, scale and delete carried out, leader-election leases renewed | the testbed |
 //! | `kube_security` | `--auth=delegated` against the real kube-apiserver's TokenReview and RBAC: the read matrix (users, a group, a service account, a client certificate, a bad token, impersonation) answered as the apiserver answers; a certificate with a token is the certificate's user | the testbed |
@@ -74,6 +76,8 @@ mod forward;
 mod impersonation;
 mod instances;
 mod kube_apiserver;
+mod kube_bookmarks;
+mod kube_clients;
 mod kube_control;
 mod kube_etcd;
 mod kube_protobuf;

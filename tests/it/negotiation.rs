@@ -99,6 +99,10 @@ fn widget(ns: &str, name: &str) -> Value {
 /// answered from kache's memory and reports its store's revision (a NotOlderThan read ahead of the store is
 /// forwarded, so its success says nothing about the store).
 async fn caught_up(sim: &SimHandle, kache: &kache::app::Kache, path: &str) {
+    // A quiet resource's upstream bookmarks carry the global revision only once a consistent read of it made
+    // the upstream's watch cache catch up (as kube-apiserver's: tests/it/kube_bookmarks.rs); read it so.
+    let r = get(&sim.url(), path).await;
+    assert_eq!(r.status, 200, "GET {path} from the sim: {}", String::from_utf8_lossy(&r.body));
     let target = sim.revision();
     let url = kache.url();
     let probe = format!("{path}?resourceVersion=0");

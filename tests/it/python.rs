@@ -35,7 +35,7 @@ fn manifest_dir() -> &'static Path {
 }
 
 /// The venv's python, where install-test-deps.sh puts it (`$CARGO_TARGET_DIR/py-venv`, else `target/`).
-fn venv_python() -> PathBuf {
+pub(crate) fn venv_python() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| manifest_dir().join("target"));
@@ -43,7 +43,7 @@ fn venv_python() -> PathBuf {
     target.join("py-venv/bin/python")
 }
 
-fn client_installed(python: &Path) -> bool {
+pub(crate) fn client_installed(python: &Path) -> bool {
     Command::new(python).args(["-c", "import kubernetes"]).output().is_ok_and(|o| o.status.success())
 }
 

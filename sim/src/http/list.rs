@@ -175,6 +175,20 @@ pub async fn wait_fresh(ctx: &Ctx, rv: u64) -> Result<(), ApiError> {
     }
 }
 
+/// A read the watch cache serves only once it is fresh — a consistent one, or one at a revision the cache
+/// has not reached — makes the cache catch up with etcd (`Store::catch_up`); its bookmarks show it.
+pub fn cache_catches_up(store: &Store, id: ResId, rv: Rv) {
+    match rv {
+        Rv::Unset => {
+            store.catch_up(id);
+        }
+        Rv::At(n) if n > store.cache_rev(id) => {
+            store.catch_up(id);
+        }
+        Rv::At(_) | Rv::Zero => {}
+    }
+}
+
 /// Where a recursive read starts and at which revision.
 enum ReadAt {
     /// The latest state; the token carries the read's revision.
@@ -221,6 +235,7 @@ pub async fn list(ctx: &Ctx, id: ResId, ns: Option<&str>, opts: &ListOptions) ->
                 if let Rv::At(n) = opts.rv {
                     wait_fresh(ctx, n).await?;
                 }
+                cache_catches_up(store, id, opts.rv);
                 let (rev, mut items) =
                     store.range(id, &key, &key, None).map_err(|_| ApiError::list_too_old())?;
                 let obj = items.drain(..).find(|(k, _)| *k == key).map(|(_, v)| v);
@@ -242,7 +257,10 @@ pub async fn list(ctx: &Ctx, id: ResId, ns: Option<&str>, opts: &ListOptions) ->
             start = format!("{prefix}{}", c.start);
             if c.rv > 0 { ReadAt::Continue(c.rv as u64) } else { ReadAt::Latest }
         }
-        (None, Rv::Unset) => ReadAt::Latest,
+        (None, Rv::Unset) => {
+            cache_catches_up(store, id, opts.rv);
+            ReadAt::Latest
+        }
         (None, Rv::Zero) => {
             limit = 0;
             ReadAt::Latest
@@ -252,6 +270,7 @@ pub async fn list(ctx: &Ctx, id: ResId, ns: Option<&str>, opts: &ListOptions) ->
                 ReadAt::Exact(n)
             } else {
                 wait_fresh(ctx, n).await?;
+                cache_catches_up(store, id, opts.rv);
                 ReadAt::Latest
             }
         }

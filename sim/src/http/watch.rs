@@ -3,6 +3,10 @@
 //! (cacher.go: Cacher.dispatchEvents), selector transitions (cache_watcher.go:
 //! cacheWatcher.convertToWatchEvent), timeoutSeconds and stream framing (endpoints/handlers/get.go:
 //! ListResource, handlers/watch.go: serveWatch).
+//!
+//! Bookmarks (periodic, and the one due 2 s before a `timeoutSeconds` deadline) carry the revision the
+//! resource's watch cache has reached (`Store::cache_rev`), as the cacher's do: writes to other resources
+//! move it only after a read made the cache catch up with etcd.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,6 +123,7 @@ async fn run(state: Arc<State>, id: ResId, mut w: Watcher) {
             let _ = w.tx.send(error_frame(&e, w.proto)).await;
             return;
         }
+        crate::http::list::cache_catches_up(store, id, w.opts.rv);
         let (start, items) = store.snapshot_and_subscribe(id, &prefix);
         for (_, obj) in items {
             if w.matches(&obj) && !w.send_frame(w.frame("ADDED", &obj)).await {
@@ -155,7 +160,9 @@ async fn run(state: Arc<State>, id: ResId, mut w: Watcher) {
                     return;
                 }
             },
-            _ => {
+            rv => {
+                // Without a resourceVersion the watch starts from a fresh cache (a consistent read).
+                crate::http::list::cache_catches_up(store, id, rv);
                 let start = store.subscribe(id);
                 w.last_rv = start.rev;
                 start.rx
@@ -176,7 +183,9 @@ async fn run(state: Arc<State>, id: ResId, mut w: Watcher) {
                 stalled = *stall_rx.borrow_and_update();
             }
             _ = sleep_until_opt(next_bookmark), if w.opts.allow_bookmarks && !stalled => {
-                let cur = store.current_rev();
+                // What the resource's watch cache knows, not the global revision: writes to other resources
+                // show only once a read made the cache catch up (see `Store::catch_up`).
+                let cur = store.cache_rev(id);
                 // Every event at or below `cur` is already queued: deliver them before the bookmark.
                 if !w.drain(&mut rx, after).await { return; }
                 if cur > w.last_rv {

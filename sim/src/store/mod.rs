@@ -8,6 +8,8 @@
 //! - events are appended to a resource's history and sent on its broadcast channel while the lock is
 //!   held, so subscribers see them in revision order and a snapshot taken under the same lock
 //!   together with a subscription neither misses nor repeats an event.
+//! - a resource's `cache_rev` (what its watch cache knows of the global revision) never exceeds `rev` and
+//!   is at least the revision of the resource's last event: bookmarks carry it.
 
 mod keyspace;
 mod obj;
@@ -91,6 +93,13 @@ struct Space {
     history: VecDeque<Arc<Event>>,
     /// Watches from an RV >= this are resumable from history (events with rev > floor are kept).
     history_floor: u64,
+    /// The revision the resource's watch cache has reached, which its bookmarks carry: its own last event,
+    /// or the global revision when a read last made the cache catch up ([`Store::catch_up`]). The
+    /// apiserver's cache learns of writes to *other* resources only from etcd's progress notifications,
+    /// which it requests while a read waits for it to be fresh (`watch_cache.go`
+    /// `waitUntilFreshAndBlock`, `progress/watchdog.go`) and otherwise gets every 10 minutes (etcd's
+    /// default): a quiet resource's bookmarks stay behind foreign writes until then.
+    cache_rev: u64,
     tx: broadcast::Sender<Arc<Event>>,
 }
 
@@ -125,6 +134,7 @@ impl Store {
                 keys: Keyspace::default(),
                 history: VecDeque::new(),
                 history_floor: 1,
+                cache_rev: 1,
                 tx: broadcast::channel(WATCH_BUFFER).0,
             })
             .collect();
@@ -159,6 +169,21 @@ impl Store {
 
     pub fn compacted_rev(&self) -> u64 {
         self.lock().compacted
+    }
+
+    /// The revision `res`'s watch cache has reached (see `Space::cache_rev`).
+    pub fn cache_rev(&self, res: ResId) -> u64 {
+        self.lock().spaces[res].cache_rev
+    }
+
+    /// A read that waits for `res`'s watch cache to be fresh (a consistent list, a watch without a
+    /// resourceVersion, a read at a revision the cache has not reached): the cache asks etcd for progress
+    /// and so reaches the current global revision. Returns it.
+    pub fn catch_up(&self, res: ResId) -> u64 {
+        let mut g = self.lock();
+        let rev = g.rev;
+        g.spaces[res].cache_rev = rev;
+        rev
     }
 
     /// Waits until the global revision reaches `rev`, at most `timeout`. Returns whether it did.
@@ -242,6 +267,7 @@ impl Store {
         let obj = Arc::new(Obj::new(&self.resources[res], &value));
         g.rev = rev;
         let space = &mut g.spaces[res];
+        space.cache_rev = rev;
         space.keys.put(key, rev, if deleted { None } else { Some(obj.clone()) });
         let ev = Arc::new(Event { rev, ty, obj, prev: cur.clone() });
         if space.history.len() >= MAX_HISTORY
@@ -304,9 +330,11 @@ impl Store {
     pub fn reset_history(&self) {
         let mut g = self.lock();
         let rev = g.rev;
+        // A restarted cache lists from etcd: it starts at the current revision.
         for space in &mut g.spaces {
             space.history.clear();
             space.history_floor = rev;
+            space.cache_rev = rev;
         }
     }
 }

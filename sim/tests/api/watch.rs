@@ -176,9 +176,11 @@ async fn periodic_bookmarks_need_progress_and_permission() {
     let env = start_with(builder().bookmark_interval(Duration::from_millis(100))).await;
     let start = env.sim.revision();
     let mut w = env.watch(&format!("{CMS}?watch=1&resourceVersion={start}&allowWatchBookmarks=true")).await;
-    // A write in another resource moves the global revision; the bookmark carries it.
+    // A write in another resource moves the global revision; the config maps' watch cache learns of it
+    // only when a read makes it catch up (a consistent list here), and its next bookmark carries it.
     env.ns("other").await;
     let moved = env.sim.revision();
+    assert_eq!(env.get(CMS).await.code(), 200);
     let ev = w.next().await;
     assert_eq!(
         ev,
