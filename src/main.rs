@@ -85,7 +85,8 @@ struct AuthArgs {
     /// Audiences bearer tokens must be valid for (comma-separated; default: the upstream's API audiences).
     #[arg(long, value_delimiter = ',')]
     auth_audiences: Vec<String>,
-    /// How long an authenticated token review is cached.
+    /// How long an authenticated token review is cached (never past the token's own `exp` by more than
+    /// 10 s).
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     auth_token_ttl: Duration,
     /// How long a rejected token is cached.

@@ -5,13 +5,15 @@
 //! - `delegated`: clients authenticate with a bearer token, checked by a TokenReview against the upstream
 //!   (with `--auth-audiences`). Every read served from memory is authorized by a SubjectAccessReview for
 //!   its exact verb, resource, namespace and name. Both answers are cached (bounded, TTL; tokens keyed by
-//!   their SHA-256, never stored or logged). Forwarded requests carry the client's identity, so the
+//!   their SHA-256, never stored or logged; a review kept no longer than the token's own `exp`
+//!   allows: `expiry`). Forwarded requests carry the client's identity, so the
 //!   upstream applies its own policy ([`Auth::apply_to_forwarded`]).
 //!
 //! Invariant: kache never answers from memory what the upstream would refuse the same client, except for
 //! at most one cache TTL after a permission is revoked.
 
 mod cache;
+mod expiry;
 mod impersonate;
 mod limits;
 mod listen;
@@ -399,7 +401,8 @@ impl Auth {
             Ok(Some(r)) => {
                 self.metrics.auth_cache(AuthResult::Miss, AuthDecision::Allow);
                 let id = Identity::bearer(r.user, r.uid, r.groups, r.extra);
-                self.tokens.insert(key, Some(Arc::new(id.clone())), self.settings.token_ttl, now);
+                let ttl = expiry::review_ttl(token, self.settings.token_ttl, std::time::SystemTime::now());
+                self.tokens.insert(key, Some(Arc::new(id.clone())), ttl, now);
                 Ok(id)
             }
             Ok(None) => {

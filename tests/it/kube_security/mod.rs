@@ -3,6 +3,11 @@
 //! token, client certificates, impersonation) answered through kache as the apiserver answers it directly —
 //! the same status, and for refusals the same Status body byte for byte. kache authenticates with
 //! TokenReview and authorizes reads from memory with SubjectAccessReview against the real apiserver.
+//! `chain`: the same matrix through a kache behind a kache; `tokens`: expired and revoked service-account
+//! tokens.
+
+mod chain;
+mod tokens;
 
 use crate::common;
 
@@ -32,13 +37,96 @@ async fn fixture() -> Option<Fixture> {
 impl Fixture {
     /// The apiserver and kache, each reached with the credentials of `kubeconfig` (its server replaced).
     async fn sides(&self, name: &str, kubeconfig: &Path) -> (Endpoint, Endpoint) {
-        let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
-        let via = self.dir.path().join(format!("{name}.kubeconfig"));
-        std::fs::write(&via, text.replace(self.cluster.url(), &self.kache.url())).expect("write kubeconfig");
+        self.sides_via(name, kubeconfig, &self.kache.url()).await
+    }
+
+    /// The apiserver and the kache at `front` (which serves the cluster CA's certificate), each reached with
+    /// the credentials of `kubeconfig`.
+    async fn sides_via(&self, name: &str, kubeconfig: &Path, front: &str) -> (Endpoint, Endpoint) {
+        let via = self.kubeconfig_via(name, kubeconfig, front);
         (
             Endpoint::from_kubeconfig("kube-apiserver", kubeconfig).await,
             Endpoint::from_kubeconfig("kache", &via).await,
         )
+    }
+
+    /// `kubeconfig` (the apiserver's) with `front` as its server.
+    fn kubeconfig_via(&self, name: &str, kubeconfig: &Path, front: &str) -> PathBuf {
+        let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
+        let via = self.dir.path().join(format!("{name}.kubeconfig"));
+        std::fs::write(&via, text.replace(self.cluster.url(), front)).expect("write kubeconfig");
+        via
+    }
+
+    /// A service-account token of `namespace/name` from a TokenRequest with `spec` (the admin asks).
+    async fn request_token(&self, namespace: &str, name: &str, spec: serde_json::Value) -> String {
+        let admin = Endpoint::from_kubeconfig("kube-apiserver", &self.cluster.admin_kubeconfig()).await;
+        let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token");
+        let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
+        let resp = admin.write(Method::POST, &path, "application/json", &body).await;
+        assert_eq!(resp.status, StatusCode::CREATED, "POST {path}: {}", String::from_utf8_lossy(&resp.body));
+        resp.json()["status"]["token"].as_str().expect("a token").to_owned()
+    }
+
+    /// A kubeconfig with a client certificate for user `user` (no groups), signed by the cluster's CA with
+    /// `openssl`, for the apiserver.
+    fn certificate_kubeconfig(&self, user: &str) -> PathBuf {
+        let pki = self.cluster.dir().join("pki");
+        let file = |ext: &str| self.dir.path().join(format!("{user}-cert.{ext}"));
+        let openssl = |args: &[&str]| {
+            let out = std::process::Command::new("openssl").args(args).output().expect("openssl runs");
+            assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        let (key, csr, crt, ext) = (file("key"), file("csr"), file("crt"), file("ext"));
+        let path = |p: &Path| p.to_str().expect("a UTF-8 path").to_owned();
+        std::fs::write(&ext, "extendedKeyUsage=clientAuth\n").expect("write extensions");
+        let subject = format!("/CN={user}");
+        openssl(&[
+            "req",
+            "-new",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &path(&key),
+            "-subj",
+            &subject,
+            "-out",
+            &path(&csr),
+        ]);
+        let (ca, ca_key) = (path(&pki.join("ca.crt")), path(&pki.join("ca.key")));
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &path(&csr),
+            "-CA",
+            &ca,
+            "-CAkey",
+            &ca_key,
+            "-set_serial",
+            "4242",
+            "-days",
+            "1",
+            "-extfile",
+            &path(&ext),
+            "-out",
+            &path(&crt),
+        ]);
+        let kubeconfig = self.dir.path().join(format!("{user}-cert-direct.kubeconfig"));
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\", certificate-authority: \"{ca}\"}}}}]\n\
+                 users: [{{name: u, user: {{client-certificate: \"{}\", client-key: \"{}\"}}}}]\n\
+                 contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n",
+                self.cluster.url(),
+                path(&crt),
+                path(&key)
+            ),
+        )
+        .expect("write kubeconfig");
+        kubeconfig
     }
 
     /// A kubeconfig with `token` (and the cluster's CA) for the apiserver.
@@ -111,28 +199,28 @@ fn check(diffs: &mut Vec<String>, who: &str, path: &str, a: &Resp, v: &Resp) {
 async fn the_read_matrix_answers_as_the_apiserver() {
     let _one = common::cluster::one_at_a_time().await;
     let Some(f) = fixture().await else { return };
+    let diffs = read_matrix(&f, &f.kache.url()).await;
+    assert!(f.kache.stats().memory() > 0, "allowed reads were served from memory");
+    assert!(diffs.is_empty(), "{} differences:\n{}", diffs.len(), diffs.join("\n"));
+}
+
+/// Every read of the matrix through the kache at `front` and directly: the differences.
+async fn read_matrix(f: &Fixture, front: &str) -> Vec<String> {
     let mut diffs = Vec::new();
     // Users of the static token file, the admin's client certificate, and a service account's token.
     let admin = f.cluster.admin_kubeconfig();
-    let direct_admin = Endpoint::from_kubeconfig("kube-apiserver", &admin).await;
-    let token = direct_admin
-        .write(
-            Method::POST,
-            "/api/v1/namespaces/team-a/serviceaccounts/reader/token",
-            "application/json",
-            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}),
-        )
-        .await;
-    assert_eq!(token.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&token.body));
-    let sa_token = token.json()["status"]["token"].as_str().expect("a token").to_owned();
+    let sa_token = f.request_token("team-a", "reader", json!({"expirationSeconds": 3600})).await;
     let mut users: Vec<(String, PathBuf)> = vec![("kubernetes-admin (certificate)".into(), admin.clone())];
     for user in ["ADMIN_TOKEN", "ALICE", "BOB", "CAROL", "DAVE"] {
         users.push((user.to_lowercase(), PathBuf::from(f.cluster.var(&format!("KUBE_{user}_KUBECONFIG")))));
     }
+    // A certificate user with no rights of their own: through a chain, B forwards them to A with its own
+    // credentials (the admin's) and `Impersonate-User`.
+    users.push(("dave (certificate)".into(), f.certificate_kubeconfig("dave")));
     users.push(("team-a/reader (service account)".into(), f.token_kubeconfig("reader", &sa_token)));
     users.push(("no such token".into(), f.token_kubeconfig("bogus", "not-a-valid-token")));
     for (who, kubeconfig) in &users {
-        let (api, via) = f.sides(&who.replace([' ', '(', ')', '/'], "_"), kubeconfig).await;
+        let (api, via) = f.sides_via(&who.replace([' ', '(', ')', '/'], "_"), kubeconfig, front).await;
         for path in READS {
             let (a, v) = (api.get(path).await, via.get(path).await);
             check(&mut diffs, who, path, &a, &v);
@@ -162,14 +250,13 @@ async fn the_read_matrix_answers_as_the_apiserver() {
         ),
         ("alice as bob", &alice, vec![("impersonate-user", "bob")]),
     ] {
-        let (api, via) = f.sides(&who.replace(' ', "_"), kubeconfig).await;
+        let (api, via) = f.sides_via(&who.replace(' ', "_"), kubeconfig, front).await;
         for path in READS {
             let (a, v) = (api.get_with(path, &headers).await, via.get_with(path, &headers).await);
             check(&mut diffs, who, path, &a, &v);
         }
     }
-    assert!(f.kache.stats().memory() > 0, "allowed reads were served from memory");
-    assert!(diffs.is_empty(), "{} differences:\n{}", diffs.len(), diffs.join("\n"));
+    diffs
 }
 
 /// A client presenting both a client certificate and a bearer token is the certificate's user, as the
