@@ -5,8 +5,9 @@ Run from the repository root:  python3 schema/gen/proto_schema.py [KUBE_PROTO] >
 
 Sources, and what each contributes (all at the versions testbed/go.mod pins, from Go's module cache:
 `cd testbed && go mod download` fetches them):
-- the Go packages' generated.proto (k8s.io/api, apimachinery, kube-aggregator): every message, its fields
-  in declaration (= Go struct) order, their tags, types, repetition and the message they refer to;
+- the Go packages' generated.proto (k8s.io/api, apimachinery, kube-aggregator, apiextensions-apiserver):
+  every message, its fields in declaration (= Go struct) order, their tags, types, repetition and the
+  message they refer to;
 - the same packages' Go types: the JSON name of each field (its `json:` tag, matched by the `protobuf:`
   tag's number) and Go's embedded structs (`json:",inline"`: a nested message in protobuf, flattened in
   JSON);
@@ -39,7 +40,8 @@ KIND_PACKAGES += [f"{K8S}/apiextensions-apiserver@{V}/pkg/apis/apiextensions/v1"
 OTHER_PACKAGES = [f"{K8S}/apimachinery@{V}/pkg/{p}" for p in
                   ["apis/meta/v1", "api/resource", "util/intstr", "runtime", "runtime/schema"]]
 
-# Messages with their own JSON form (apimachinery's custom marshallers): handled by rules in codec.rs.
+# Messages with their own JSON form (apimachinery's and apiextensions' custom marshallers): handled by rules
+# of their own in each encoder (kache's k8s/src/proto/special.rs and encode.rs, the sim's sim/src/proto/).
 SPECIAL = {
     "apimachinery.pkg.apis.meta.v1.Time": "Time",
     "apimachinery.pkg.apis.meta.v1.MicroTime": "MicroTime",

@@ -112,20 +112,10 @@ fn field(f: &'static Field, v: &J, out: &mut Vec<u8>) -> Result<(), TranscodeErr
     }
     match f.ty {
         Ty::MapString | Ty::MapBytes | Ty::MapMsg(_) => map(f, v, out),
-        // A repeated raw-JSON field (a schema's `enum`) was kept whole, as text: each element's text.
-        _ if f.repeated && matches!(v, J::Raw(_)) => {
-            let J::Raw(text) = v else { unreachable!("matched above") };
-            let items: Vec<&serde_json::value::RawValue> =
-                serde_json::from_str(text).map_err(|_| type_err(f, "an array"))?;
-            for x in items {
-                if x.get() == "null" {
-                    return Err(type_err(f, "no null elements"));
-                }
-                single(f, &J::Raw(x.get()), out)?;
-            }
-            Ok(())
-        }
         _ if f.repeated => {
+            if let J::Raw(text) = v {
+                return raw_elements(f, text, out);
+            }
             let J::Arr(items) = v else { return Err(type_err(f, "an array")) };
             for x in items {
                 // Go's zero value for a null element is a guess about its element type: refused.
@@ -143,6 +133,21 @@ fn field(f: &'static Field, v: &J, out: &mut Vec<u8>) -> Result<(), TranscodeErr
 /// Whether `f` holds raw JSON (its value may be [`J::Raw`], the source text).
 fn raw_typed(f: &Field) -> bool {
     matches!(f.ty, Ty::Msg(m) if matches!(m.special, Some(Special::RawExtension | Special::FieldsV1 | Special::Json)))
+}
+
+/// A repeated raw-JSON field (a schema's `enum`), kept whole as text: each element as its own text, which
+/// is what Go's decoder hands each element's `UnmarshalJSON`.
+fn raw_elements(f: &'static Field, text: &str, out: &mut Vec<u8>) -> Result<(), TranscodeError> {
+    let items: Vec<&serde_json::value::RawValue> =
+        serde_json::from_str(text).map_err(|_| type_err(f, "an array"))?;
+    for x in items {
+        // Go's zero value for a null element is a guess about its element type: refused.
+        if x.get() == "null" {
+            return Err(type_err(f, "no null elements"));
+        }
+        single(f, &J::Raw(x.get()), out)?;
+    }
+    Ok(())
 }
 
 /// The tree of a value kept as source text.

@@ -19,10 +19,11 @@
 //! Why so strict: Go re-derives these values. A Time with a fraction loses it, an offset becomes UTC, and
 //! a Quantity is re-canonicalised (`0.5` → `500m`, `1024Mi` → `1Gi`); the raw JSON of a RawExtension is
 //! the decoder's input bytes, which the apiserver's JSON output (HTML-escaped, compacted) no longer
-//! shows. apiextensions' `JSON` is in the same case: the apiserver holds it as Go's `json.Marshal` of
-//! the decoded value (its conversion through the internal version), the text its JSON output shows
-//! unless an HTML escape or whitespace makes that uncertain. The apiserver only ever prints the canonical forms, so the strictness costs nothing on its
-//! output, and a hand-written object outside them is forwarded rather than guessed at.
+//! shows. apiextensions' `JSON` is raw JSON too: the apiserver holds it as Go's `json.Marshal` of the
+//! decoded value (its conversion through the internal version: keys sorted, numbers re-printed), the
+//! text its JSON output shows, unless an HTML escape or whitespace makes that uncertain. The apiserver
+//! only ever prints the canonical forms, so the strictness costs nothing on its output, and a
+//! hand-written object outside them is forwarded rather than guessed at.
 
 use kache_k8s_schema::Special;
 
