@@ -1,5 +1,5 @@
 //! The protobuf schema of the kube-apiserver's built-in kinds (every GA group version it serves by
-//! default, APIServices included; not CRDs), which kache and the sim speak protobuf for, as static data:
+//! default, APIServices and CustomResourceDefinitions included), which kache and the sim speak protobuf for, as static data:
 //! facts about Kubernetes types (messages, tags, JSON names, which fields Go writes when empty), no code
 //! that encodes or decodes. The encoders are separate and independent: the sim's (`kache_sim::proto`)
 //! and kache's (`kache::codec::proto`); this crate is only what both must agree on.
@@ -17,7 +17,8 @@ pub mod schema;
 pub struct Message {
     /// The message's full name (`api.core.v1.Pod`).
     pub name: &'static str,
-    /// Set for messages with their own JSON form; their `fields` are empty.
+    /// Set for messages with their own JSON form; their `fields` are empty but for the unions of
+    /// JSONSchemaProps ([`Special::SchemaOrBool`], ...), whose fields name the nested message.
     pub special: Option<Special>,
     /// The Go struct embeds `metav1.TypeMeta`: `kind` and `apiVersion` may be in its JSON (an object
     /// nested in another, such as a StatefulSet's `volumeClaimTemplates`), and have no protobuf field.
@@ -73,6 +74,23 @@ pub enum Special {
     /// A Go slice type with a message of its own (`type ExtraValue []string`): a JSON array of strings,
     /// `repeated string items = 1` in protobuf.
     StringList,
+    /// apiextensions' `JSON` (a schema's `default`, `example`, `enum` values): any JSON value, held as its
+    /// text in `raw`=1.
+    Json,
+    /// `JSONSchemaPropsOrBool`: a bool, or a schema (meaning `true`); `allows`=1 (always written),
+    /// `schema`=2.
+    SchemaOrBool,
+    /// `JSONSchemaPropsOrArray`: a schema (`schema`=1) or an array of schemas (`jSONSchemas`=2).
+    SchemaOrArray,
+    /// `JSONSchemaPropsOrStringArray`: a schema (`schema`=1) or an array of strings (`property`=2).
+    SchemaOrStringArray,
+}
+
+impl Special {
+    /// The unions of JSONSchemaProps: their JSON is one of two types, each a field of their message.
+    pub fn is_union(self) -> bool {
+        matches!(self, Special::SchemaOrBool | Special::SchemaOrArray | Special::SchemaOrStringArray)
+    }
 }
 
 /// The message of a top-level kind (`("v1", "Pod")`), if the schema has it.

@@ -162,10 +162,53 @@ fn objects() -> Vec<Value> {
         json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": meta("web-7c9", ns), "revision": 3,
             "data": {"spec": {"template": {"$patch": "replace", "spec": {"terminationGracePeriodSeconds": 30, "ratio": 0.25,
                 "command": ["sh", "-c", "echo \"hi\"\n"], "empty": {}, "none": null, "list": [1, -2, 3e2, true]}}}}}),
+        crd(),
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta("node-1", ns),
             "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40, "acquireTime": "2024-05-06T07:00:00.000000Z",
                 "renewTime": "2024-05-06T07:08:09.123456Z", "leaseTransitions": 1}}),
     ]
+}
+
+/// A CRD whose schema has every JSONSchemaProps type with a JSON form of its own: `JSON` values (default,
+/// example, enum: any JSON, kept as text), and the unions (additionalProperties and additionalItems: a
+/// bool or a schema; items: a schema or schemas; dependencies: a schema or property names), the forms the
+/// apiserver's validation refuses (items arrays, additionalItems, dependencies) included: Go's types hold
+/// them all.
+fn crd() -> Value {
+    let fields = json!({"replicas": {"type": "integer", "format": "int32", "minimum": 0, "maximum": 10.5, "exclusiveMaximum": true, "multipleOf": 1, "example": 3},
+        "mode": {"type": "string", "enum": ["fast", "slow", {"odd": [1, 2]}, 7], "pattern": "^[a-z]+$", "maxLength": 10, "minLength": 1},
+        "labels": {"type": "object", "additionalProperties": {"type": "string", "default": "x"}, "maxProperties": 5, "minProperties": 0},
+        "free": {"type": "object", "additionalProperties": true},
+        "closed": {"type": "object", "additionalProperties": false},
+        "list": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set", "maxItems": 3, "minItems": 0, "uniqueItems": false},
+        "tuple": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}], "additionalItems": false},
+        "tuple2": {"items": [{"type": "string"}], "additionalItems": {"type": "boolean"}},
+        "port": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]},
+        "embedded": {"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true, "nullable": true},
+        "keyed": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+            "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}},
+        "m": {"type": "object", "x-kubernetes-map-type": "atomic", "x-kubernetes-validations": [{"rule": "self.size() < 3", "message": "m",
+            "messageExpression": "'x'", "reason": "FieldValueInvalid", "fieldPath": ".a", "optionalOldSelf": true}]}});
+    let spec = json!({"type": "object", "default": {"replicas": 1, "mode": "fast", "ratio": 0.5, "tags": ["a", "b"], "nested": {"z": null, "a": true}},
+        "properties": fields, "dependencies": {"replicas": ["mode"], "mode": {"required": ["replicas"]}},
+        "definitions": {"d": {"type": "string"}}, "patternProperties": {"^x-": {"type": "string"}},
+        "allOf": [{"required": ["mode"]}], "oneOf": [{"required": ["a"]}, {"required": ["b"]}], "not": {"required": ["c"]},
+        "externalDocs": {"description": "docs", "url": "https://kache.dev"}, "$ref": "#/r", "exclusiveMinimum": false});
+    let schema = json!({"type": "object", "description": "d", "x-kubernetes-preserve-unknown-fields": true,
+        "required": ["spec"], "$schema": "http://json-schema.org/draft-04/schema#", "id": "x", "title": "t", "properties": {"spec": spec}});
+    let v1 = json!({"name": "v1", "served": true, "storage": true, "deprecated": true, "deprecationWarning": "old",
+        "schema": {"openAPIV3Schema": schema},
+        "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"}},
+        "additionalPrinterColumns": [{"name": "Mode", "type": "string", "format": "", "description": "m", "priority": 1, "jsonPath": ".spec.mode"}],
+        "selectableFields": [{"jsonPath": ".spec.mode"}]});
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": meta("widgets.kache.dev", None),
+        "spec": {"group": "kache.dev", "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList", "shortNames": ["wd"], "categories": ["all"]},
+            "scope": "Namespaced", "preserveUnknownFields": false,
+            "conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {"service": {"namespace": "ns", "name": "conv", "path": "/convert", "port": 443}, "caBundle": "AAEC"},
+                "conversionReviewVersions": ["v1"]}},
+            "versions": [v1, {"name": "v2", "served": false, "storage": false}]},
+        "status": {"conditions": [{"type": "Established", "status": "True", "lastTransitionTime": "2024-05-06T07:08:09Z", "reason": "InitialNamesAccepted", "message": "ok"}],
+            "acceptedNames": {"plural": "widgets", "kind": "Widget"}, "storedVersions": ["v1"]}})
 }
 
 /// Real objects: the largest (up to 12 KiB) of every resource of the testbed's kube-apiserver 1.36 but
@@ -228,6 +271,7 @@ fn kube_proto_every_schema_kind_transcodes_as_the_go_encoder() {
         ("apps/v1", "Deployment"),
         ("apps/v1", "ReplicaSet"),
         ("coordination.k8s.io/v1", "Lease"),
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
     ] {
         assert!(kinds.contains(&k), "the corpus has a {av} {k}");
     }
@@ -402,7 +446,7 @@ mod differential {
     /// A random JSON value of message `m`'s Go type.
     fn message(r: &mut StdRng, m: &'static Message, depth: usize) -> Value {
         if let Some(s) = m.special {
-            return special(r, s);
+            return if s.is_union() { union(r, m, s, depth) } else { special(r, s) };
         }
         let mut o = Map::new();
         fields(r, m, depth, &mut o);
@@ -424,7 +468,8 @@ mod differential {
                 o.insert(f.json.into(), Value::Null);
                 continue;
             }
-            let nested = matches!(f.ty, Ty::Msg(m) if m.special.is_none()) || matches!(f.ty, Ty::MapMsg(_));
+            let nested = matches!(f.ty, Ty::Msg(m) if m.special.is_none_or(Special::is_union))
+                || matches!(f.ty, Ty::MapMsg(_));
             if nested && depth == 0 {
                 continue;
             }
@@ -475,6 +520,38 @@ mod differential {
                 json!({"f:metadata": {"f:name": {}, "k:{\"a\":\"b\"}": {}}})
             }
             Special::StringList => Value::Array((0..r.random_range(0..3)).map(|_| string(r)).collect()),
+            Special::Json => match r.random_range(0..4) {
+                0 => string(r),
+                1 => json!(r.random_range(-100..100)),
+                2 => json!({"b": [1.5, "x", null], "a": {"n": -3, "t": true}}),
+                _ => json!([]),
+            },
+            Special::SchemaOrBool | Special::SchemaOrArray | Special::SchemaOrStringArray => {
+                unreachable!("union() generates the unions")
+            }
+        }
+    }
+
+    /// A union of JSONSchemaProps in one of the forms the apiserver prints: a schema, or a bool, a
+    /// non-empty array of schemas or of strings.
+    fn union(r: &mut StdRng, m: &'static Message, s: Special, depth: usize) -> Value {
+        let props = m
+            .fields
+            .iter()
+            .find_map(|f| match f.ty {
+                Ty::Msg(p) if f.json == "schema" => Some(p),
+                _ => None,
+            })
+            .expect("a union has a schema member");
+        let depth = depth.saturating_sub(1);
+        if r.random_bool(0.5) {
+            return message(r, props, depth);
+        }
+        let n = r.random_range(1..3);
+        match s {
+            Special::SchemaOrBool => json!(r.random_bool(0.5)),
+            Special::SchemaOrArray => Value::Array((0..n).map(|_| message(r, props, depth)).collect()),
+            _ => Value::Array((0..n).map(|_| string(r)).collect()),
         }
     }
 

@@ -113,6 +113,9 @@ fn field(f: &'static Field, v: &J, out: &mut Vec<u8>) -> Result<(), TranscodeErr
     match f.ty {
         Ty::MapString | Ty::MapBytes | Ty::MapMsg(_) => map(f, v, out),
         _ if f.repeated => {
+            if let J::Raw(text) = v {
+                return raw_elements(f, text, out);
+            }
             let J::Arr(items) = v else { return Err(type_err(f, "an array")) };
             for x in items {
                 // Go's zero value for a null element is a guess about its element type: refused.
@@ -129,7 +132,22 @@ fn field(f: &'static Field, v: &J, out: &mut Vec<u8>) -> Result<(), TranscodeErr
 
 /// Whether `f` holds raw JSON (its value may be [`J::Raw`], the source text).
 fn raw_typed(f: &Field) -> bool {
-    matches!(f.ty, Ty::Msg(m) if matches!(m.special, Some(Special::RawExtension | Special::FieldsV1)))
+    matches!(f.ty, Ty::Msg(m) if matches!(m.special, Some(Special::RawExtension | Special::FieldsV1 | Special::Json)))
+}
+
+/// A repeated raw-JSON field (a schema's `enum`), kept whole as text: each element as its own text, which
+/// is what Go's decoder hands each element's `UnmarshalJSON`.
+fn raw_elements(f: &'static Field, text: &str, out: &mut Vec<u8>) -> Result<(), TranscodeError> {
+    let items: Vec<&serde_json::value::RawValue> =
+        serde_json::from_str(text).map_err(|_| type_err(f, "an array"))?;
+    for x in items {
+        // Go's zero value for a null element is a guess about its element type: refused.
+        if x.get() == "null" {
+            return Err(type_err(f, "no null elements"));
+        }
+        single(f, &J::Raw(x.get()), out)?;
+    }
+    Ok(())
 }
 
 /// The tree of a value kept as source text.
@@ -171,6 +189,7 @@ fn single(f: &'static Field, v: &J, out: &mut Vec<u8>) -> Result<(), TranscodeEr
         }
         Ty::Bytes => put_bytes(out, f.tag, &base64(f, v)?),
         Ty::Msg(m) => put_nested(out, f.tag, |out| match m.special {
+            Some(s) if s.is_union() => union(m, s, v, f.json, out),
             Some(s) => special::encode(s, v, f.json, out),
             None => {
                 let J::Obj(o) = v else { return Err(type_err(f, "an object")) };
@@ -211,6 +230,7 @@ fn map(f: &'static Field, v: &J, out: &mut Vec<u8>) -> Result<(), TranscodeError
                 (Ty::MapBytes, J::Null) => {}
                 (Ty::MapBytes, _) => put_bytes(e, 2, &base64(f, val)?),
                 (Ty::MapMsg(m), _) => put_nested(e, 2, |e| match m.special {
+                    Some(s) if s.is_union() => union(m, s, val, f.json, e),
                     Some(s) => special::encode(s, val, f.json, e),
                     None => {
                         let J::Obj(o) = val else { return Err(type_err(f, "object values")) };
@@ -221,6 +241,59 @@ fn map(f: &'static Field, v: &J, out: &mut Vec<u8>) -> Result<(), TranscodeError
             }
             Ok(())
         })?;
+    }
+    Ok(())
+}
+
+/// A union of JSONSchemaProps (apiextensions' `marshal.go`): Go's `UnmarshalJSON` picks the member by the
+/// JSON value's type, and its generated `Marshal` writes that member, plus `JSONSchemaPropsOrBool`'s
+/// `allows` (a non-pointer bool) always. Refused, as not the apiserver's output: any other JSON type
+/// (Go's decoder leaves the union empty, or fails) and empty arrays (an empty union, which Go prints as
+/// `null`).
+fn union(
+    m: &'static Message,
+    s: Special,
+    v: &J,
+    field: &'static str,
+    out: &mut Vec<u8>,
+) -> Result<(), TranscodeError> {
+    let schema = |tag: u32, o: Pairs, out: &mut Vec<u8>| {
+        let member = m.fields.iter().find(|f| f.tag == tag);
+        let Some(Field { ty: Ty::Msg(props), .. }) = member else {
+            unreachable!("the schema lists {}'s schema members", m.name)
+        };
+        put_nested(out, tag, |out| message_inner(props, o, Strict::Yes(&[]), out))
+    };
+    let expected = match s {
+        Special::SchemaOrBool => "a bool or a schema",
+        Special::SchemaOrArray => "a schema or an array of schemas",
+        _ => "a schema or an array of strings",
+    };
+    let wrong = || TranscodeError::Type { field, expected };
+    match (s, v) {
+        (Special::SchemaOrBool, J::Bool(b)) => {
+            put_key(out, 1, VARINT);
+            put_varint(out, u64::from(*b));
+        }
+        (Special::SchemaOrBool, J::Obj(o)) => {
+            put_key(out, 1, VARINT);
+            put_varint(out, 1);
+            schema(2, o, out)?;
+        }
+        (Special::SchemaOrArray | Special::SchemaOrStringArray, J::Obj(o)) => schema(1, o, out)?,
+        (Special::SchemaOrArray, J::Arr(items)) if !items.is_empty() => {
+            for x in items {
+                let J::Obj(o) = x else { return Err(wrong()) };
+                schema(2, o, out)?;
+            }
+        }
+        (Special::SchemaOrStringArray, J::Arr(items)) if !items.is_empty() => {
+            for x in items {
+                let J::Str(p) = x else { return Err(wrong()) };
+                put_bytes(out, 2, p.as_bytes());
+            }
+        }
+        _ => return Err(wrong()),
     }
     Ok(())
 }

@@ -15,6 +15,9 @@ mod json;
 mod special;
 mod wire;
 
+#[cfg(test)]
+mod tests;
+
 use kache_k8s_schema::{Message, Ty, schema};
 
 pub use frame::{ListMeta, MAGIC, envelope, list, list_item_header, list_parts, watch_frame};

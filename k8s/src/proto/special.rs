@@ -11,12 +11,19 @@
 //! | FieldsV1 | any JSON but HTML escapes (`\u003c`...) | `raw`=1, the source bytes as they are |
 //! | RawExtension | compact JSON as stored (its source text), without HTML escapes | `raw`=1, those bytes |
 //! | StringList (`ExtraValue`) | an array of strings | `items`=1, repeated |
+//! | JSON (apiextensions) | compact JSON as stored (its source text), without HTML escapes | `raw`=1, those bytes |
+//!
+//! apiextensions' unions of JSONSchemaProps (a bool or a schema, ...) are written by `encode.rs`, which
+//! has the schema's message encoder.
 //!
 //! Why so strict: Go re-derives these values. A Time with a fraction loses it, an offset becomes UTC, and
 //! a Quantity is re-canonicalised (`0.5` → `500m`, `1024Mi` → `1Gi`); the raw JSON of a RawExtension is
 //! the decoder's input bytes, which the apiserver's JSON output (HTML-escaped, compacted) no longer
-//! shows. The apiserver only ever prints the canonical forms, so the strictness costs nothing on its
-//! output, and a hand-written object outside them is forwarded rather than guessed at.
+//! shows. apiextensions' `JSON` is raw JSON too: the apiserver holds it as Go's `json.Marshal` of the
+//! decoded value (its conversion through the internal version: keys sorted, numbers re-printed), the
+//! text its JSON output shows, unless an HTML escape or whitespace makes that uncertain. The apiserver
+//! only ever prints the canonical forms, so the strictness costs nothing on its output, and a
+//! hand-written object outside them is forwarded rather than guessed at.
 
 use kache_k8s_schema::Special;
 
@@ -82,6 +89,16 @@ pub(super) fn encode(
             }
             put_bytes(out, 1, text.as_bytes());
         }
+        Special::Json => {
+            let J::Raw(text) = v else { return Err(ty("raw JSON")) };
+            if ambiguous_escapes(text) {
+                return Err(bad("raw JSON with an HTML-escaped character".into()));
+            }
+            if !is_compact(text) {
+                return Err(bad("raw JSON with whitespace".into()));
+            }
+            put_bytes(out, 1, text.as_bytes());
+        }
         Special::RawExtension | Special::FieldsV1 => {
             let mut raw = Vec::new();
             compact(v, &mut raw).map_err(|why| bad(why.into()))?;
@@ -94,6 +111,9 @@ pub(super) fn encode(
                 put_bytes(out, 1, s.as_bytes());
             }
         }
+        Special::SchemaOrBool | Special::SchemaOrArray | Special::SchemaOrStringArray => {
+            unreachable!("encode.rs writes the unions of JSONSchemaProps")
+        }
     }
     Ok(())
 }
@@ -105,7 +125,15 @@ pub(super) fn encode_zero(s: Special, out: &mut Vec<u8>) {
         | Special::MicroTime
         | Special::RawExtension
         | Special::FieldsV1
-        | Special::StringList => {}
+        | Special::StringList
+        | Special::Json
+        | Special::SchemaOrArray
+        | Special::SchemaOrStringArray => {}
+        // `allows`, a non-pointer bool.
+        Special::SchemaOrBool => {
+            put_key(out, 1, VARINT);
+            put_varint(out, 0);
+        }
         Special::Duration => {
             put_key(out, 1, VARINT);
             put_varint(out, 0);
@@ -136,6 +164,26 @@ fn ambiguous_escapes(text: &str) -> bool {
                 matches!(&h[..], b"003c" | b"003e" | b"0026" | b"2028" | b"2029")
             })
     })
+}
+
+/// Whether `text` has no whitespace outside its strings (Go's JSON output is compact).
+fn is_compact(text: &str) -> bool {
+    let (mut in_string, mut escaped) = (false, false);
+    for &c in text.as_bytes() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else if c == b'"' {
+            in_string = true;
+        } else if matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+            return false;
+        }
+    }
+    true
 }
 
 /// Compact JSON of `v`, exactly the bytes Go's decoder handed to `UnmarshalJSON` provided the input was

@@ -202,6 +202,7 @@ fn scalar(f: &Field, raw: Raw<'_>, depth: usize) -> Result<Value, DecodeError> {
             serde_json::Number::from_f64(f64::from_bits(v)).map(Value::Number).unwrap_or(Value::Null)
         }
         (Ty::Msg(m), Raw::Bytes(b)) => match m.special {
+            Some(s) if s.is_union() => union(m, b, depth)?,
             Some(s) => special::decode(s, b)?,
             None => Value::Object(message_at(m, b, depth + 1)?),
         },
@@ -229,10 +230,32 @@ fn map_entry(f: &Field, raw: &Raw<'_>, depth: usize) -> Result<(String, Value), 
             None => Value::Null,
         },
         Ty::MapMsg(m) => match m.special {
+            Some(s) if s.is_union() => union(m, val.unwrap_or_default(), depth)?,
             Some(s) => special::decode(s, val.unwrap_or_default())?,
             None => Value::Object(message_at(m, val.unwrap_or_default(), depth + 1)?),
         },
         _ => unreachable!("map_entry is called for map fields"),
     };
     Ok((key, val))
+}
+
+/// A union of JSONSchemaProps as Go's `MarshalJSON` prints it: its array member when not empty, else its
+/// schema, else (an OrBool) its `allows`, else `null`.
+fn union(m: &'static Message, b: &[u8], depth: usize) -> Result<Value, DecodeError> {
+    let mut members = message_at(m, b, depth + 1)?;
+    for array in ["jSONSchemas", "property"] {
+        if let Some(Value::Array(a)) = members.get(array)
+            && !a.is_empty()
+        {
+            return Ok(members.remove(array).expect("present"));
+        }
+    }
+    if let Some(schema) = members.remove("schema") {
+        return Ok(schema);
+    }
+    Ok(members.remove("allows").unwrap_or(if m.special == Some(super::Special::SchemaOrBool) {
+        Value::Bool(false)
+    } else {
+        Value::Null
+    }))
 }

@@ -8,7 +8,7 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use super::{EncodeError, Field, MAX_DEPTH, Message, Ty, special};
+use super::{EncodeError, Field, MAX_DEPTH, Message, Special, Ty, special};
 
 const VARINT: u32 = 0;
 const FIXED64: u32 = 1;
@@ -158,9 +158,45 @@ fn message_value(
     depth: usize,
 ) -> Result<(), EncodeError> {
     match m.special {
+        Some(s) if s.is_union() => union(f, m, s, v, out, depth),
         Some(s) => special::encode(s, v, f.json, out),
         None => message_at(m, v.as_object().ok_or_else(|| type_err(f, "an object"))?, out, depth),
     }
+}
+
+/// A union of JSONSchemaProps (apiextensions' `marshal.go`) as Go's `UnmarshalJSON` fills it: the JSON
+/// value's type picks the member, a schema in an OrBool means `allows`; then its message by the schema.
+fn union(
+    f: &Field,
+    m: &'static Message,
+    s: Special,
+    v: &Value,
+    out: &mut Vec<u8>,
+    depth: usize,
+) -> Result<(), EncodeError> {
+    let mut members = Map::new();
+    match (s, v) {
+        (Special::SchemaOrBool, Value::Bool(b)) => {
+            members.insert("allows".into(), Value::Bool(*b));
+        }
+        (Special::SchemaOrBool, Value::Object(_)) => {
+            members.insert("allows".into(), Value::Bool(true));
+            members.insert("schema".into(), v.clone());
+        }
+        (Special::SchemaOrArray | Special::SchemaOrStringArray, Value::Object(_)) => {
+            members.insert("schema".into(), v.clone());
+        }
+        (Special::SchemaOrArray, Value::Array(_)) => {
+            members.insert("jSONSchemas".into(), v.clone());
+        }
+        (Special::SchemaOrStringArray, Value::Array(_)) => {
+            members.insert("property".into(), v.clone());
+        }
+        (Special::SchemaOrBool, _) => return Err(type_err(f, "a bool or a schema")),
+        // Go's decoder leaves the union empty.
+        _ => {}
+    }
+    message_at(m, &members, out, depth)
 }
 
 /// The zero value of a non-pointer field.

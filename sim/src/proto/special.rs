@@ -9,6 +9,10 @@
 //! | IntOrString | number or string | `type`=1, `intVal`=2, `strVal`=3, all three always |
 //! | RawExtension, FieldsV1 | any JSON | `raw`=1, the compact JSON |
 //! | StringList (`ExtraValue`) | array of strings | `items`=1, repeated |
+//! | JSON (apiextensions) | any JSON | `raw`=1, the compact JSON |
+//!
+//! apiextensions' unions of JSONSchemaProps (a bool or a schema, ...) are encoded and decoded by
+//! `encode.rs` and `decode.rs`, which have the message walk.
 
 use serde_json::Value;
 
@@ -70,7 +74,12 @@ pub fn encode(s: Special, v: &Value, field: &str, out: &mut Vec<u8>) -> Result<(
             }
             _ => return Err(ty("an int32 or a string")),
         },
-        Special::RawExtension | Special::FieldsV1 => put_bytes(out, 1, &crate::json::compact(v)),
+        Special::RawExtension | Special::FieldsV1 | Special::Json => {
+            put_bytes(out, 1, &crate::json::compact(v))
+        }
+        Special::SchemaOrBool | Special::SchemaOrArray | Special::SchemaOrStringArray => {
+            unreachable!("encode.rs encodes the unions of JSONSchemaProps")
+        }
         Special::StringList => {
             let items = v.as_array().ok_or_else(|| ty("an array of strings"))?;
             for item in items {
@@ -88,7 +97,12 @@ pub fn encode_zero(s: Special, out: &mut Vec<u8>) {
         | Special::MicroTime
         | Special::RawExtension
         | Special::FieldsV1
-        | Special::StringList => {}
+        | Special::StringList
+        | Special::Json
+        | Special::SchemaOrArray
+        | Special::SchemaOrStringArray => {}
+        // `allows`, a non-pointer bool.
+        Special::SchemaOrBool => out.extend_from_slice(&[0x08, 0x00]),
         Special::Duration => {
             put_varint(out, 1 << 3);
             put_varint(out, 0);
@@ -147,11 +161,14 @@ pub fn decode(s: Special, body: &[u8]) -> Result<Value, DecodeError> {
         }
         Special::IntOrString if ints[1] == 1 => Value::String(text(bytes[3])?),
         Special::IntOrString => Value::from(ints[2] as i64 as i32),
-        Special::RawExtension | Special::FieldsV1 => match bytes[1] {
+        Special::RawExtension | Special::FieldsV1 | Special::Json => match bytes[1] {
             None => Value::Null,
             Some(raw) => serde_json::from_slice(raw).map_err(|_| DecodeError::Utf8("raw"))?,
         },
         Special::StringList => unreachable!("decoded above"),
+        Special::SchemaOrBool | Special::SchemaOrArray | Special::SchemaOrStringArray => {
+            unreachable!("decode.rs decodes the unions of JSONSchemaProps")
+        }
     })
 }
 

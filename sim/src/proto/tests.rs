@@ -15,6 +15,33 @@ fn namespace_matches_the_go_encoder() {
     assert_eq!(encode_object(&v).expect("encodes"), NAMESPACE_A);
 }
 
+/// A CRD schema's own JSON types (apiextensions' `JSON` and the unions of JSONSchemaProps) come back as Go
+/// prints them, and re-encode to the same bytes.
+#[test]
+fn crd_schema_unions_round_trip() {
+    let schema = json!({"type": "object", "default": {"a": [1, "x"]}, "enum": [{"k": true}, 2, "s"],
+        "properties": {"free": {"type": "object", "additionalProperties": true},
+            "closed": {"type": "object", "additionalProperties": false},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "list": {"type": "array", "items": {"type": "string"}},
+            "tuple": {"items": [{"type": "string"}, {"type": "integer"}], "additionalItems": false}},
+        "dependencies": {"a": ["b", "c"], "b": {"required": ["a"]}}});
+    let crd = json!({"kind": "CustomResourceDefinition", "apiVersion": "apiextensions.k8s.io/v1",
+        "metadata": {"name": "ws.k.dev"}, "spec": {"group": "k.dev", "names": {"plural": "ws", "kind": "W"},
+            "scope": "Namespaced", "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": schema}}]}});
+    let pb = encode_object(&crd).expect("encodes");
+    let back = decode_object(&pb).expect("decodes");
+    let got = &back["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    for key in ["default", "enum", "dependencies"] {
+        assert_eq!(got[key], schema[key], "{key}");
+    }
+    for (name, want) in schema["properties"].as_object().expect("properties") {
+        assert_eq!(&got["properties"][name], want, "{name}");
+    }
+    assert_eq!(encode_object(&back).expect("re-encodes"), pb);
+}
+
 #[test]
 fn decode_gives_the_json_go_prints() {
     let v = decode_object(NAMESPACE_A).expect("decodes");

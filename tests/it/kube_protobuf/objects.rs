@@ -209,5 +209,53 @@ pub(super) fn all() -> Vec<(String, Value)> {
             "devices": [{"name": "d0", "attributes": {"model": {"string": "x"}, "cores": {"int": 8}, "fast": {"bool": true}, "driverVersion": {"version": "1.2.3"}},
                 "capacity": {"memory": {"value": "16Gi"}}}]}}),
         ),
+        (cl("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd(meta("widgets.kinds.kache.dev"))),
     ]
+}
+
+/// A CustomResourceDefinition whose schema has every form of JSONSchemaProps' own JSON types the
+/// apiserver's validation lets through: `JSON` values (`default`, `example`, `enum`: objects, arrays,
+/// numbers, strings, keys out of order), `additionalProperties` as `true`, `false` and a schema, `items` as
+/// a schema, `x-kubernetes-preserve-unknown-fields`. (`items` as an array, `additionalItems` and
+/// `dependencies` are refused by the apiserver: [`refused_crd`].) Its only version is not served, so no
+/// custom resource joins discovery.
+pub(super) fn crd(meta: Value) -> Value {
+    let spec = json!({"type": "object", "default": {"replicas": 1, "mode": "fast", "list": ["b", "a"]},
+        "properties": {
+            "replicas": {"type": "integer", "format": "int32", "minimum": 0, "maximum": 10, "default": 1, "example": 3},
+            "ratio": {"type": "number", "multipleOf": 0.25, "default": 0.25, "example": 1.5e3},
+            "mode": {"type": "string", "enum": ["fast", "slow"], "default": "fast", "example": "a \"quoted\" é"},
+            "level": {"type": "integer", "enum": [1, 2, 30]},
+            "choice": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                "enum": [{"b": [true, null], "a": 1}, {}], "example": {"z": {"y": []}, "a": -2.5}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string", "default": "x", "maxLength": 63}},
+            "free": {"type": "object", "additionalProperties": true},
+            "closed": {"type": "object", "additionalProperties": false},
+            "list": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "default": ["a"], "maxItems": 4,
+                "x-kubernetes-list-type": "set"},
+            "raw": {"x-kubernetes-preserve-unknown-fields": true, "default": {"any": [1, "two", {"three": 3}]}},
+            "port": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}], "default": 8080},
+            "embedded": {"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true},
+            "rules": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "on": {"type": "boolean", "default": false}}},
+                "x-kubernetes-validations": [{"rule": "self.size() < 10", "message": "too many", "reason": "FieldValueInvalid"}]}}});
+    let schema = json!({"openAPIV3Schema": {"type": "object", "description": "kinds: <every> form & \"more\"",
+        "properties": {"spec": spec, "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}});
+    json!({"metadata": meta, "spec": {"group": "kinds.kache.dev", "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList", "shortNames": ["wdg"], "categories": ["kinds"]},
+        "versions": [{"name": "v1", "served": false, "storage": true, "schema": schema,
+            "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
+            "additionalPrinterColumns": [{"name": "Mode", "type": "string", "jsonPath": ".spec.mode", "priority": 1}]}]}})
+}
+
+/// A CRD with the union forms the apiserver refuses (`items` as an array of schemas, `additionalItems`,
+/// `dependencies` with property names and with a schema): kube-proto covers them (`protobuf_codec`).
+pub(super) fn refused_crd() -> Value {
+    let mut crd = crd(json!({"name": "refused.kinds.kache.dev"}));
+    crd["spec"]["names"] = json!({"plural": "refused", "kind": "Refused"});
+    let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    spec["properties"]["tuple"] =
+        json!({"type": "array", "items": [{"type": "string"}], "additionalItems": false});
+    spec["dependencies"] = json!({"replicas": ["mode"], "mode": {"required": ["replicas"]}});
+    crd
 }
