@@ -190,7 +190,8 @@ where
                 let used = decoder.feed(rest, &mut |item| walk.item(&item))?;
                 rest = &rest[used..];
                 held.set(decoder.held());
-                catch_up.run(store, &mut walk).await;
+                let rv = decoder.meta.rv().ok().filter(|_| decoder.meta.seen);
+                catch_up.run(store, &mut walk, rv).await;
                 // The list's metadata comes first: once the walk is decided, the rest is not needed.
                 if walk.decided() && decoder.meta.seen {
                     complete = false;
@@ -215,7 +216,7 @@ where
         let census = whole::parse_json(&bytes)?;
         for item in &census.items {
             if walk.item(&item.as_ref()).is_break() {
-                catch_up.run(store, &mut walk).await;
+                catch_up.run(store, &mut walk, Some(census.rv)).await;
             }
             if walk.decided() {
                 break;
@@ -224,13 +225,14 @@ where
         let meta = decode::ListMeta::new(Some(&census.rv.to_string()), census.more, census.remaining);
         (meta, bytes.len(), true)
     };
+    held.set(0);
     let rv = meta.rv()?;
     if meta.more && scope.limit == 0 {
         return Err("census: the upstream answered one page of the list".into());
     }
     if complete {
         walk.end(meta.more, meta.remaining);
-        catch_up.run(store, &mut walk).await;
+        catch_up.run(store, &mut walk, Some(rv)).await;
     }
     let matched = walk.matched_state().cloned();
     Ok(Taken { rv, bytes, complete, compared: walk.matched, matched })
@@ -244,9 +246,14 @@ struct CatchUp {
 }
 
 impl CatchUp {
-    /// While the walk has a difference a newer snapshot may resolve, waits for one and goes on with it.
-    async fn run(&mut self, store: &Store, walk: &mut Walk) {
+    /// While the walk has a difference a newer snapshot may resolve, waits for one and goes on with it; not
+    /// once the store has reached the census's revision `rv` (its current snapshot serves the read then).
+    async fn run(&mut self, store: &Store, walk: &mut Walk, rv: Option<u64>) {
         while let Some(target) = walk.catch_up_target() {
+            if rv.is_some_and(|rv| store.resource_version() >= rv) {
+                walk.settle();
+                return;
+            }
             let deadline = *self.deadline.get_or_insert_with(|| Instant::now() + CENSUS_CATCH_UP);
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || store.wait_for(target, left).await.is_err() {
