@@ -419,3 +419,25 @@ async fn a_store_past_the_censuss_revision_is_not_waited_for() {
     assert_eq!((taken.rv, taken.complete), (40, false));
     assert_eq!(started.elapsed(), Duration::ZERO);
 }
+
+#[tokio::test]
+async fn a_json_census_is_walked_the_same_with_its_metadata_before_or_after_its_items() {
+    let held = AtomicU64::new(0);
+    let (store, _w) = store_of(10, &[("a", "x", 5), ("a", "y", 6)]);
+    let items = r#"[{"metadata":{"name":"x","namespace":"a","resourceVersion":"5"}},{"metadata":{"name":"y","namespace":"a","resourceVersion":"6"}}]"#;
+    for body in [
+        format!(
+            r#"{{"kind":"PartialObjectMetadataList","metadata":{{"resourceVersion":"20"}},"items":{items}}}"#
+        ),
+        format!(
+            r#"{{"items":{items},"metadata":{{"resourceVersion":"20"}},"kind":"PartialObjectMetadataList"}}"#
+        ),
+    ] {
+        let chunks = body.as_bytes().chunks(9).map(<[u8]>::to_vec).collect();
+        let taken = read(body_of(chunks), false, &Scope::default(), (&store, usize::MAX), &held)
+            .await
+            .expect("a census");
+        assert_eq!((taken.rv, taken.compared, taken.matched.is_some()), (20, 2, true), "{body}");
+    }
+    assert_eq!(held.load(Relaxed), 0);
+}
