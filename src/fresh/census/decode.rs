@@ -307,6 +307,10 @@ impl Proto {
                             return Ok(pos);
                         }
                     } else {
+                        if self.entry.is_empty() {
+                            // Exactly the entry's bytes: what the bound promises, not a doubled capacity.
+                            self.entry.reserve_exact(len);
+                        }
                         let take = (len - self.entry.len()).min(avail.len());
                         self.entry.extend_from_slice(&avail[..take]);
                         pos += self.consume(take)?;
