@@ -605,6 +605,7 @@ impl StatsSource for KacheStats {
             census_same: s.census_same.load(Relaxed),
             census_behind: s.census_behind.load(Relaxed),
             census_failed: s.census_failed.load(Relaxed),
+            census_bytes: s.census_bytes.load(Relaxed),
             too_large: s.too_large.load(Relaxed),
             etcd: self.freshness.as_deref()?.etcd_stats(),
         })

@@ -31,9 +31,6 @@ use plan::{
 pub use plan::{DEFAULT_LATENCY_BOUND, Prefer};
 use slot::Slot;
 
-/// How long a read whose census shows writes the store lacks waits for them (their events are on the way:
-/// the upstream's cache had them when it answered the census) before comparing again once.
-const CENSUS_CATCH_UP: Duration = Duration::from_millis(100);
 /// While a proof is in flight, the readers that need it probe together this long after it started: its
 /// first bookmark comes at the watch's deadline − 2 s (≥ 1 s in), and only a bookmark after the probe's
 /// answer proves the readers fresh. Readers arriving together (informers restarting at once) share one probe.
@@ -189,6 +186,9 @@ pub struct FreshnessStats {
     pub census_behind: AtomicU64,
     /// Reads whose census failed: forwarded.
     pub census_failed: AtomicU64,
+    /// Bytes the censuses in flight hold to parse their answers (a protobuf census at most one object's
+    /// metadata, at most 3 MiB; a JSON census its whole answer).
+    pub census_bytes: AtomicU64,
 }
 
 /// Consistent-read freshness for every cached resource.
@@ -514,9 +514,10 @@ impl Freshness {
         }
     }
 
-    /// Takes a census of `scope` started after `arrived` (coalesced for the whole resource) and compares it
-    /// with the store: the snapshot it matched goes to `p.matched`. A census showing writes the store lacks waits up to [`CENSUS_CATCH_UP`] for their events
-    /// and compares once more. Returns the census's revision (≥ the upstream's when it started).
+    /// Takes a census of `scope` started after `arrived` (coalesced for the whole resource), compared with the
+    /// store as it arrived (waiting up to [`census`]'s catch-up for writes it showed the store lacked): the
+    /// snapshot it matched goes to `p.matched`. Returns the census's revision (≥ the upstream's when it
+    /// started).
     async fn census_step(
         &self,
         store: &Arc<Store>,
@@ -530,7 +531,7 @@ impl Freshness {
         } else {
             self.census(store, scope.clone()).await
         };
-        let census = match taken {
+        let taken = match taken {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(resource = %store.info().gvr, error = %e, "census failed");
@@ -538,30 +539,23 @@ impl Freshness {
                 return None;
             }
         };
-        self.observe(census.rv);
-        for attempt in 0..2 {
-            let state = store.load();
-            let snapshot = state.snapshot.clone();
-            let compared = if snapshot.rv >= census.rv {
-                census::Compared::Same
-            } else {
-                census::compare(&snapshot, &census, scope)
-            };
-            match compared {
-                census::Compared::Same => {
-                    self.stats.census_same.fetch_add(1, Relaxed);
-                    let rv = census.rv.max(snapshot.rv);
-                    p.matched = Some(Matched { snapshot, generation: state.generation, rv });
-                    return Some(census.rv);
-                }
-                census::Compared::Behind { upto } if attempt == 0 => {
-                    let _ = store.wait_for(upto, CENSUS_CATCH_UP).await;
-                }
-                census::Compared::Behind { .. } => {}
+        self.observe(taken.rv);
+        // The store may have reached the census's revision since (its current snapshot then serves), else the
+        // snapshot the census matched does.
+        let current = store.load();
+        let state = if current.snapshot.rv >= taken.rv { Some(current) } else { taken.matched.clone() };
+        match state {
+            Some(state) => {
+                self.stats.census_same.fetch_add(1, Relaxed);
+                let rv = taken.rv.max(state.snapshot.rv);
+                p.matched =
+                    Some(Matched { snapshot: state.snapshot.clone(), generation: state.generation, rv });
+            }
+            None => {
+                self.stats.census_behind.fetch_add(1, Relaxed);
             }
         }
-        self.stats.census_behind.fetch_add(1, Relaxed);
-        Some(census.rv)
+        Some(taken.rv)
     }
 
     /// Proves the store fresh at the upstream's revision when the read arrived: joins the proof in flight (or

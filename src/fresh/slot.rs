@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use tokio::sync::watch;
 
-use super::census::{self, Census};
+use super::census::{self, Taken};
 use super::plan::PROOF_LATENCY;
 use super::{Freshness, probe, proof};
 use crate::resource::{Gvr, ResourceInfo};
@@ -31,7 +31,7 @@ pub(super) type ProofResult = Option<(Instant, Option<(u64, u64)>)>;
 pub(super) struct Slot {
     state: Mutex<SlotState>,
     pub(super) probe: watch::Sender<Started<u64>>,
-    pub(super) census: watch::Sender<Started<Arc<Census>>>,
+    pub(super) census: watch::Sender<Started<Arc<Taken>>>,
     pub(super) proof: watch::Sender<ProofResult>,
 }
 
@@ -219,7 +219,7 @@ impl Freshness {
         store: &Arc<Store>,
         slot: &Arc<Slot>,
         arrived: Instant,
-    ) -> Result<Arc<Census>, String> {
+    ) -> Result<Arc<Taken>, String> {
         coalesced(
             slot,
             &slot.census,
@@ -235,8 +235,17 @@ impl Freshness {
                         let mut state = slot2.lock();
                         if let Ok(c) = &result {
                             let took = started.elapsed();
-                            tracing::debug!(objects = c.items.len(), bytes = c.bytes, ?took, "census taken");
+                            let (compared, matched, complete) = (c.compared, c.matched.is_some(), c.complete);
+                            tracing::debug!(
+                                compared,
+                                matched,
+                                complete,
+                                bytes = c.bytes,
+                                ?took,
+                                "census taken"
+                            );
                             state.census_took = mean(state.census_took, took);
+                            // A census that ended early still knows its answer's length (the envelope's).
                             if store_bytes > 0 {
                                 state.census_share = Some((c.bytes as f64 / store_bytes as f64).min(1.0));
                             }
@@ -250,15 +259,17 @@ impl Freshness {
         .await
     }
 
-    /// A census of `scope` of `store`'s resource (narrowed by a filtered mirror's selection), counted and
-    /// bounded in time and size, as a future that owns what it needs (it may run on a task of its own).
+    /// A census of `scope` of `store`'s resource (narrowed by a filtered mirror's selection) compared with the
+    /// store as it arrives, counted and bounded in time and size, as a future that owns what it needs (it may
+    /// run on a task of its own).
     pub(super) fn census(
         &self,
-        store: &Store,
+        store: &Arc<Store>,
         scope: census::Scope,
-    ) -> impl std::future::Future<Output = Result<Arc<Census>, String>> + Send + 'static {
+    ) -> impl std::future::Future<Output = Result<Arc<Taken>, String>> + Send + 'static {
         let upstream = self.upstream.clone();
         let info = store.info().clone();
+        let (store, stats) = (store.clone(), self.stats.clone());
         let selection = self.selection_of(&info.gvr);
         // The metadata of the objects is at most their whole JSON: the store's bytes bound the answer.
         let max_bytes = store.load().live_bytes.saturating_add(CENSUS_SLACK_BYTES);
@@ -269,7 +280,9 @@ impl Freshness {
         async move {
             let prefix = info.gvr.path_prefix();
             let collection = (prefix.as_str(), info.gvr.resource.as_str());
-            let taken = census::take(&upstream, collection, &scope, selection.as_deref(), max_bytes);
+            let held = &stats.census_bytes;
+            let taken =
+                census::take(&upstream, collection, &scope, selection.as_deref(), (&store, max_bytes), held);
             match tokio::time::timeout(CENSUS_TIMEOUT, taken).await {
                 Ok(result) => result.map(Arc::new),
                 Err(_) => Err("census timed out".to_owned()),

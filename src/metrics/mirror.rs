@@ -95,6 +95,8 @@ pub struct FreshnessCounters {
     pub census_same: u64,
     pub census_behind: u64,
     pub census_failed: u64,
+    /// Bytes the censuses in flight hold.
+    pub census_bytes: u64,
     /// 504s decided by the freshness check.
     pub too_large: u64,
     /// The etcd oracle's, when there is one.
@@ -178,6 +180,7 @@ impl Metrics {
                 self.counter(FRESHNESS_CENSUSES_TOTAL, vec![label("outcome", o)]).increment(0);
             }
             self.counter(FRESHNESS_UPSTREAM_CENSUSES_TOTAL, vec![]).increment(0);
+            self.gauge(FRESHNESS_CENSUS_BYTES, vec![]).set(0.0);
             self.counter(TOO_LARGE_RESOURCE_VERSION_TOTAL, vec![]).absolute(watch_too_large);
             self.mirror_etcd(None);
             return;
@@ -203,6 +206,7 @@ impl Metrics {
         self.counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", "proven")]).absolute(s.proofs_succeeded);
         self.counter(FRESHNESS_PROOFS_TOTAL, vec![label("outcome", "failed")]).absolute(s.proofs_failed);
         self.counter(FRESHNESS_UPSTREAM_CENSUSES_TOTAL, vec![]).absolute(s.censuses);
+        self.gauge(FRESHNESS_CENSUS_BYTES, vec![]).set(s.census_bytes as f64);
         for (outcome, value) in
             [("served", s.census_same), ("behind", s.census_behind), ("failed", s.census_failed)]
         {

@@ -91,6 +91,7 @@ pub(crate) const FRESHNESS_AHEAD_READS_TOTAL: &str = "kache_freshness_ahead_read
 pub(crate) const FRESHNESS_PROOFS_TOTAL: &str = "kache_freshness_proofs_total";
 pub(crate) const FRESHNESS_CENSUSES_TOTAL: &str = "kache_freshness_censuses_total";
 pub(crate) const FRESHNESS_UPSTREAM_CENSUSES_TOTAL: &str = "kache_freshness_upstream_censuses_total";
+pub(crate) const FRESHNESS_CENSUS_BYTES: &str = "kache_freshness_census_bytes";
 pub(crate) const TOO_LARGE_RESOURCE_VERSION_TOTAL: &str = "kache_too_large_resource_version_total";
 pub(crate) const FORWARDED_REQUESTS_TOTAL: &str = "kache_forwarded_requests_total";
 pub(crate) const FORWARD_READ_AHEAD_BYTES: &str = "kache_forward_read_ahead_bytes";
@@ -326,6 +327,11 @@ pub const ALL: &[MetricDef] = &[
         FRESHNESS_UPSTREAM_CENSUSES_TOTAL,
         &[],
         "Censuses sent upstream (metadata-only consistent lists of a whole resource, coalesced: one in flight per resource; or of one namespace or page, one per read).",
+    ),
+    gauge(
+        FRESHNESS_CENSUS_BYTES,
+        &[],
+        "Bytes the censuses in flight hold to read their answers: a protobuf census is compared as it arrives and holds at most one object's metadata (3 MiB at most, the apiserver's request body limit); a JSON census holds its whole answer.",
     ),
     counter(
         FRESHNESS_AHEAD_READS_TOTAL,

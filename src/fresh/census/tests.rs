@@ -7,18 +7,18 @@ use proptest::prelude::*;
 use super::*;
 use crate::codec::extract::object_from_json;
 use crate::resource::ResourceInfo;
-use crate::store::{Key, Object};
+use crate::store::{Key, Object, Snapshot};
 
 /// A census of namespace `fx` (objects `a` at 6463 and `b` at 6464, list at 6466) as the real 1.36 sample
 /// apiserver answered it, in protobuf and in JSON.
-const FX_PB: &[u8] = include_bytes!("testdata/census-fx.pb");
-const FX_JSON: &[u8] = include_bytes!("testdata/census-fx.json");
+const FX_PB: &[u8] = include_bytes!("../testdata/census-fx.pb");
+const FX_JSON: &[u8] = include_bytes!("../testdata/census-fx.json");
 
-fn flunders() -> ResourceInfo {
+pub(super) fn flunders() -> ResourceInfo {
     ResourceInfo::flunders()
 }
 
-fn object(ns: &str, name: &str, rv: u64) -> Arc<Object> {
+pub(super) fn object(ns: &str, name: &str, rv: u64) -> Arc<Object> {
     let raw = format!(
         r#"{{"kind":"Flunder","apiVersion":"wardle.example.com/v1beta1","metadata":{{"name":"{name}","namespace":"{ns}","uid":"u-{name}","resourceVersion":"{rv}"}},"spec":{{"flunderReference":"{}"}}}}"#,
         "x".repeat(200)
