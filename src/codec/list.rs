@@ -17,6 +17,10 @@ use crate::store::Object;
 /// Size of the buffers a list body is cut into: large enough to amortise frame overhead, small enough to
 /// keep per-response memory bounded while streaming.
 pub const LIST_CHUNK_BYTES: usize = 64 * 1024;
+/// Room reserved past [`LIST_CHUNK_BYTES`] in a chunk's buffer, so the item that crosses it (most objects are a
+/// few KiB) fits without growing the buffer; an item that would not fit starts the next chunk. Grown, the
+/// buffer doubles to 128 KiB, and a chunk the list body cache keeps would hold twice its length.
+pub(crate) const CHUNK_SLACK: usize = 8 * 1024;
 
 /// The `metadata` of a list response.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -233,8 +237,18 @@ impl Iterator for ListChunks {
             self.done = true;
             return Some(buf.freeze());
         }
-        buf.reserve(LIST_CHUNK_BYTES);
+        buf.reserve(LIST_CHUNK_BYTES + CHUNK_SLACK);
+        let first = self.next;
         while self.next < self.items.len() {
+            // Rows are not sized ahead; they are far smaller than the slack.
+            let len = match &self.view {
+                View::Full => Some(item_len(&self.items[self.next], self.with_type_meta)),
+                View::Metadata => Some(partial_len(&self.items[self.next])),
+                View::Table(_) => None,
+            };
+            if self.next > first && len.is_some_and(|len| buf.len() + 1 + len > buf.capacity()) {
+                return Some(buf.freeze());
+            }
             if self.next > 0 {
                 buf.put_u8(b',');
             }

@@ -118,7 +118,13 @@ struct Held(Bytes, Arc<AtomicU64>);
 impl Held {
     fn new(bytes: Vec<u8>, held: &Arc<AtomicU64>) -> Self {
         held.fetch_add(bytes.len() as u64, Relaxed);
-        Self(Bytes::from(bytes), held.clone())
+        // The transcoder sizes its buffer for half the JSON and doubles it when the message is longer (it
+        // usually is, ~0.6×), so a kept buffer would pin ~1.7× the message (`Bytes` keeps the whole
+        // capacity, and `shrink_to_fit` leaves a block shrunk by less than half where it is). A copy of the
+        // exact length, once per version, costs less than the spare capacity held as long as the version.
+        let kept =
+            if bytes.capacity() > bytes.len() { Bytes::copy_from_slice(&bytes) } else { Bytes::from(bytes) };
+        Self(kept, held.clone())
     }
 }
 
