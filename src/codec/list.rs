@@ -326,6 +326,47 @@ mod tests {
         assert!(whole.starts_with(br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"3"},"items":[{"metadata":{"name":"a"}},"#));
     }
 
+    /// The list body cache keeps chunks whole: a chunk's buffer must not have doubled for the item that
+    /// crossed [`LIST_CHUNK_BYTES`], and an item too big for the room left starts the next chunk.
+    #[test]
+    fn chunk_buffers_keep_to_their_reserved_size() {
+        let info = ResourceInfo::pods();
+        let filler = "x".repeat(5000);
+        let raw = Bytes::from(format!(
+            r#"{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"a"}},"f":"{filler}"}}"#
+        ));
+        let items: Vec<Arc<Object>> = (0..200)
+            .map(|i| {
+                Arc::new(Object {
+                    key: Arc::from(format!("ns/{i}")),
+                    ns_len: 2,
+                    uid: "u".into(),
+                    resource_version: 1,
+                    labels: Box::new([]),
+                    fields: Box::new([]),
+                    raw: raw.clone(),
+                    body_offset: 32,
+                    metadata_range: 0..0,
+                    proto: Default::default(),
+                })
+            })
+            .collect();
+        let meta = ListMeta { resource_version: 3, ..Default::default() };
+        let whole: Vec<u8> = assemble_list(&info, &meta, items.iter()).concat();
+        let parts: Vec<Bytes> = ListChunks::new(&info, &meta, items).collect();
+        assert_eq!(parts.concat(), whole);
+        assert!(parts.len() > 10, "{} chunks", parts.len());
+        let last = parts.len() - 1;
+        for (i, part) in parts.into_iter().enumerate() {
+            let len = part.len();
+            // The header's few bytes are in the first chunk's buffer besides the reserved room.
+            let capacity = part.try_into_mut().expect("the only handle on its buffer").capacity();
+            assert!(capacity <= LIST_CHUNK_BYTES + CHUNK_SLACK + 256, "chunk {i}: {len} bytes in {capacity}");
+            // Cut before an item that would not fit, so never far below the chunk size.
+            assert!(i == last || len + raw.len() > LIST_CHUNK_BYTES, "chunk {i}: {len} bytes");
+        }
+    }
+
     #[test]
     fn metadata_view_slices_the_stored_metadata() {
         let info = ResourceInfo::pods();

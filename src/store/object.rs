@@ -189,6 +189,20 @@ pub fn make_key(namespace: Option<&str>, name: &str) -> (Key, u32) {
 mod tests {
     use super::*;
 
+    /// A kept message pins its length, not the transcoder's spare capacity.
+    #[test]
+    fn a_held_message_keeps_its_length_only() {
+        let held = Arc::new(AtomicU64::new(0));
+        let mut grown = Vec::with_capacity(4096);
+        grown.extend_from_slice(&[7; 2500]);
+        let kept = Held::new(grown, &held);
+        let bytes = kept.0.clone();
+        drop(kept);
+        assert_eq!(held.load(Relaxed), 0);
+        let capacity = bytes.try_into_mut().expect("the only handle").capacity();
+        assert_eq!(capacity, 2500);
+    }
+
     #[test]
     fn proto_cells_compute_once_and_count_their_bytes() {
         let cells = ProtoCells::default();
