@@ -238,8 +238,9 @@ pub(crate) struct CommonArgs {
     /// How long the upstream may be unreachable before /readyz fails (it passes again at the next answer).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     upstream_unreachable_grace: Duration,
-    /// Transparent huge pages for the heap: `auto` allows them once the stores hold 256 MiB (fewer TLB
-    /// misses in big scans) and not below (each 2 MiB of heap touched would be resident); `on`, `off`.
+    /// Transparent huge pages for the heap: `auto` allows them once the stores and their protobuf messages
+    /// hold 256 MiB (fewer TLB misses in big scans) and forbids them below 128 MiB (each 2 MiB of heap
+    /// touched would be resident); `on` leaves the allocator's choice (always); `off` never.
     #[arg(long, value_enum, default_value = "auto")]
     huge_pages: HugePages,
     #[command(flatten)]
