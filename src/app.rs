@@ -25,6 +25,9 @@ use crate::upstream::discovery::{ResourceSpec, Selection, parse_resource_specs};
 use crate::upstream::reach::{DEFAULT_UNREACHABLE_GRACE, Reach};
 use crate::upstream::{Upstream, UpstreamError};
 
+mod huge_pages;
+pub use huge_pages::HugePages;
+
 /// How often histogram samples are folded into their buckets when nobody scrapes. Bounds the memory of
 /// unscraped samples (the exporter keeps raw samples until upkeep or render drains them).
 const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
@@ -74,6 +77,9 @@ pub struct Config {
     pub auth: AuthSettings,
     /// How long the upstream may be unreachable before `/readyz` fails ([`Reach`]).
     pub unreachable_grace: Duration,
+    /// Whether the kernel may back the heap with transparent huge pages. The switch is the process's: one
+    /// kache per process sets it (the binary's); the default leaves the allocator's choice.
+    pub huge_pages: HugePages,
 }
 
 impl Config {
@@ -93,6 +99,7 @@ impl Config {
             tls_reload: None,
             auth: AuthSettings::default(),
             unreachable_grace: DEFAULT_UNREACHABLE_GRACE,
+            huge_pages: HugePages::default(),
         }
     }
 }
@@ -197,6 +204,13 @@ impl Kache {
                 }
             }));
         }
+
+        background.push(tokio::spawn(huge_pages::run(
+            config.huge_pages,
+            registry.clone(),
+            metrics_instance.clone(),
+            shutdown.clone(),
+        )));
 
         // Readiness beyond the stores' sync: the first discovery, and an upstream that answers.
         let discovery = Arc::new(DiscoveryState::default());

@@ -56,7 +56,7 @@ pub(crate) struct DemoArgs {
     #[arg(long, value_name = "DIR")]
     cluster: Option<PathBuf>,
     #[command(flatten)]
-    common: CommonArgs,
+    pub(crate) common: CommonArgs,
 }
 
 pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {

@@ -8,16 +8,16 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use mimalloc::MiMalloc;
 
-use kache::app::{Config, Kache, UpstreamSource};
+use kache::app::{Config, HugePages, Kache, UpstreamSource};
 use kache::auth::{AuthMode, AuthSettings, ListenCheck, check_listen};
 use kache::fresh::{Fallback, Prefer};
 use kache::front::server::{LimitFlags, TlsConfig, parse_duration};
 use kache::upstream::discovery::{Selection, parse_resource_specs};
 
-/// mimalloc with its default transparent huge pages (MADV_HUGEPAGE on its arenas). Built with `no_thp` instead,
-/// kache's RSS fell (1k pods synced: 38 → 24 MiB; a churn soak's median 580 → 431 MiB) but scans of a big heap
-/// took more TLB misses: the admission run's small readers' p99 under 40 heavy lists of 100k pods rose from a
-/// median of 2.7× to 3.45× of idle (docs/decisions/0012-transparent-huge-pages.md), so they stay on.
+/// mimalloc, built with its transparent huge pages (MADV_HUGEPAGE on its arenas): scans of a big heap take fewer
+/// TLB misses with them (docs/decisions/0012-transparent-huge-pages.md). Whether the kernel may use them is
+/// decided at run time by the size of the caches (`--huge-pages`, docs/decisions/0021-memory-per-cached-byte.md):
+/// below it, the 2 MiB rounding of every range of heap touched doubled a small kache's memory.
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
 
@@ -239,6 +239,11 @@ pub(crate) struct CommonArgs {
     /// How long the upstream may be unreachable before /readyz fails (it passes again at the next answer).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     upstream_unreachable_grace: Duration,
+    /// Transparent huge pages for the heap: `auto` allows them once the stores and their protobuf messages
+    /// hold 256 MiB (fewer TLB misses in big scans) and forbids them below 128 MiB (each 2 MiB of heap
+    /// touched would be resident); `on` leaves the allocator's choice (always); `off` never.
+    #[arg(long, value_enum, default_value = "auto")]
+    huge_pages: HugePages,
     #[command(flatten)]
     limits: LimitFlags,
 }
@@ -287,6 +292,7 @@ impl CommonArgs {
         config.reflector.store.history_window = self.history_window;
         config.reflector.store.retain_window = self.history_window;
         config.unreachable_grace = self.upstream_unreachable_grace;
+        config.huge_pages = self.huge_pages;
         config.limits = self.limits.into();
         if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
             // The serving certificate follows its files (rotation in place): loaded and checked here, watched
@@ -305,6 +311,12 @@ impl CommonArgs {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let common = match &cli.command {
+        Command::Serve(args) => &args.common,
+        #[cfg(feature = "demo")]
+        Command::Demo(args) => &args.common,
+    };
+    common.huge_pages.apply_at_start();
     init_logging(&cli.log_format, &cli.log_level);
     kache::upstream::install_crypto_provider();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -934,6 +934,29 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
     }
     report.tables.push(latency);
 
+    // Memory needs no direct phase to compare with: every kache phase reports it.
+    for p in phases.iter().filter(|p| p.name.starts_with("kache")) {
+        if let Some((rss, _)) = p.memory {
+            let mib = 1024.0 * 1024.0;
+            report.figure(
+                format!("kache RSS ({}) ÷ JSON bytes cached, less 40 MiB", p.name),
+                (rss as f64 - 40.0 * mib) / json.max(1) as f64,
+                "×",
+                Some(1.5),
+                format!(
+                    "RSS {} at the phase's end, {} of JSON cached; kache's gauges then: {}",
+                    fmt_bytes(rss as f64),
+                    fmt_bytes(json as f64),
+                    p.held
+                        .iter()
+                        .map(|(n, b)| format!("{n} {}", fmt_bytes(*b)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+    }
+
     let Some(direct) = above.get("direct").copied() else { return };
     let reads_of = |c: &Cost| ["GET", "LIST", "WATCH"].iter().filter_map(|v| c.requests.get(*v)).sum::<f64>();
     let direct_reads = phases.iter().find(|p| p.name == "direct").map_or(0.0, |p| reads_of(&p.cost));
@@ -969,25 +992,6 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
                 format!(
                     "CPU-s/s above the idle window before each phase: {e:.3} through kache, {:.3} direct",
                     direct.1
-                ),
-            );
-        }
-        if let Some((rss, _)) = p.memory {
-            let mib = 1024.0 * 1024.0;
-            report.figure(
-                format!("kache RSS ({}) ÷ JSON bytes cached, less 40 MiB", p.name),
-                (rss as f64 - 40.0 * mib) / json.max(1) as f64,
-                "×",
-                Some(1.5),
-                format!(
-                    "RSS {} at the phase's end, {} of JSON cached; kache's gauges then: {}",
-                    fmt_bytes(rss as f64),
-                    fmt_bytes(json as f64),
-                    p.held
-                        .iter()
-                        .map(|(n, b)| format!("{n} {}", fmt_bytes(*b)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
                 ),
             );
         }

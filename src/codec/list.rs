@@ -17,6 +17,10 @@ use crate::store::Object;
 /// Size of the buffers a list body is cut into: large enough to amortise frame overhead, small enough to
 /// keep per-response memory bounded while streaming.
 pub const LIST_CHUNK_BYTES: usize = 64 * 1024;
+/// Room reserved past [`LIST_CHUNK_BYTES`] in a chunk's buffer, so the item that crosses it (most objects are a
+/// few KiB) fits without growing the buffer; an item that would not fit starts the next chunk. Grown, the
+/// buffer doubles to 128 KiB, and a chunk the list body cache keeps would hold twice its length.
+pub(crate) const CHUNK_SLACK: usize = 8 * 1024;
 
 /// The `metadata` of a list response.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -233,8 +237,18 @@ impl Iterator for ListChunks {
             self.done = true;
             return Some(buf.freeze());
         }
-        buf.reserve(LIST_CHUNK_BYTES);
+        buf.reserve(LIST_CHUNK_BYTES + CHUNK_SLACK);
+        let first = self.next;
         while self.next < self.items.len() {
+            // Rows are not sized ahead; they are far smaller than the slack.
+            let len = match &self.view {
+                View::Full => Some(item_len(&self.items[self.next], self.with_type_meta)),
+                View::Metadata => Some(partial_len(&self.items[self.next])),
+                View::Table(_) => None,
+            };
+            if self.next > first && len.is_some_and(|len| buf.len() + 1 + len > buf.capacity()) {
+                return Some(buf.freeze());
+            }
             if self.next > 0 {
                 buf.put_u8(b',');
             }
@@ -310,6 +324,47 @@ mod tests {
         assert_eq!(parts.concat(), whole);
         assert_eq!(len, whole.len());
         assert!(whole.starts_with(br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"3"},"items":[{"metadata":{"name":"a"}},"#));
+    }
+
+    /// The list body cache keeps chunks whole: a chunk's buffer must not have doubled for the item that
+    /// crossed [`LIST_CHUNK_BYTES`], and an item too big for the room left starts the next chunk.
+    #[test]
+    fn chunk_buffers_keep_to_their_reserved_size() {
+        let info = ResourceInfo::pods();
+        let filler = "x".repeat(5000);
+        let raw = Bytes::from(format!(
+            r#"{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"a"}},"f":"{filler}"}}"#
+        ));
+        let items: Vec<Arc<Object>> = (0..200)
+            .map(|i| {
+                Arc::new(Object {
+                    key: Arc::from(format!("ns/{i}")),
+                    ns_len: 2,
+                    uid: "u".into(),
+                    resource_version: 1,
+                    labels: Box::new([]),
+                    fields: Box::new([]),
+                    raw: raw.clone(),
+                    body_offset: 32,
+                    metadata_range: 0..0,
+                    proto: Default::default(),
+                })
+            })
+            .collect();
+        let meta = ListMeta { resource_version: 3, ..Default::default() };
+        let whole: Vec<u8> = assemble_list(&info, &meta, items.iter()).concat();
+        let parts: Vec<Bytes> = ListChunks::new(&info, &meta, items).collect();
+        assert_eq!(parts.concat(), whole);
+        assert!(parts.len() > 10, "{} chunks", parts.len());
+        let last = parts.len() - 1;
+        for (i, part) in parts.into_iter().enumerate() {
+            let len = part.len();
+            // The header's few bytes are in the first chunk's buffer besides the reserved room.
+            let capacity = part.try_into_mut().expect("the only handle on its buffer").capacity();
+            assert!(capacity <= LIST_CHUNK_BYTES + CHUNK_SLACK + 256, "chunk {i}: {len} bytes in {capacity}");
+            // Cut before an item that would not fit, so never far below the chunk size.
+            assert!(i == last || len + raw.len() > LIST_CHUNK_BYTES, "chunk {i}: {len} bytes");
+        }
     }
 
     #[test]

@@ -126,6 +126,8 @@ pub(crate) const HEAVY_BODY_THREADS: &str = "kache_heavy_body_threads";
 // --- protobuf served from memory (kache) ---
 pub(crate) const PROTOBUF_BYTES: &str = "kache_protobuf_bytes";
 pub(crate) const PROTOBUF_TRANSCODE_FAILURES_TOTAL: &str = "kache_protobuf_transcode_failures_total";
+// --- the process (kache) ---
+pub(crate) const HUGE_PAGES: &str = "kache_huge_pages";
 
 /// `apiserver_request_duration_seconds` buckets, as the apiserver's (SLO-oriented, 5 ms to 60 s), with three
 /// sub-5 ms buckets in front because memory-served reads are that fast and would otherwise all land in one.
@@ -521,6 +523,11 @@ pub const ALL: &[MetricDef] = &[
         PROTOBUF_TRANSCODE_FAILURES_TOTAL,
         GR,
         "Object versions that could not be transcoded to protobuf (counted once per version and view); the reads that needed them were forwarded.",
+    ),
+    gauge(
+        HUGE_PAGES,
+        &[],
+        "1 while the kernel may back kache's heap with transparent huge pages, else 0 (--huge-pages: auto allows them once the stores and protobuf messages hold 256 MiB, and forbids them again below 128 MiB).",
     ),
 ];
 

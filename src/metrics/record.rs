@@ -143,6 +143,7 @@ impl Metrics {
         }
         self.gauge(TABLE_ROW_CACHE_BYTES, Vec::new()).increment(0.0);
         self.gauge(PROTOBUF_BYTES, Vec::new()).increment(0.0);
+        self.gauge(HUGE_PAGES, Vec::new()).increment(0.0);
         self.register_serving_series();
         for r in UpstreamErrorReason::ALL {
             self.counter(UPSTREAM_ERRORS_TOTAL, vec![label("reason", r.as_str())]).increment(0);

@@ -216,11 +216,21 @@ impl Iterator for ProtoListChunks {
     type Item = Bytes;
 
     fn next(&mut self) -> Option<Bytes> {
-        let mut out = Vec::with_capacity(listcodec::LIST_CHUNK_BYTES + 1024);
+        let mut out = Vec::with_capacity(listcodec::LIST_CHUNK_BYTES + listcodec::CHUNK_SLACK);
         if let Some(prefix) = self.prefix.take() {
             out.extend_from_slice(&prefix);
         }
+        let mut items = 0;
         while out.len() < listcodec::LIST_CHUNK_BYTES {
+            // A message that would not fit starts the next chunk: grown, the buffer would double (see
+            // `CHUNK_SLACK`). A field header takes at most 11 bytes.
+            if let Some(next) = self.items.as_slice().first()
+                && items > 0
+                && out.len() + 11 + next.len() > out.capacity()
+            {
+                break;
+            }
+            items += 1;
             match self.items.next() {
                 Some(message) => {
                     pb::list_item_header(message.len(), &mut out);

@@ -118,7 +118,13 @@ struct Held(Bytes, Arc<AtomicU64>);
 impl Held {
     fn new(bytes: Vec<u8>, held: &Arc<AtomicU64>) -> Self {
         held.fetch_add(bytes.len() as u64, Relaxed);
-        Self(Bytes::from(bytes), held.clone())
+        // The transcoder sizes its buffer for half the JSON and doubles it when the message is longer (it
+        // usually is, ~0.6×), so a kept buffer would pin ~1.7× the message (`Bytes` keeps the whole
+        // capacity, and `shrink_to_fit` leaves a block shrunk by less than half where it is). A copy of the
+        // exact length, once per version, costs less than the spare capacity held as long as the version.
+        let kept =
+            if bytes.capacity() > bytes.len() { Bytes::copy_from_slice(&bytes) } else { Bytes::from(bytes) };
+        Self(kept, held.clone())
     }
 }
 
@@ -182,6 +188,20 @@ pub fn make_key(namespace: Option<&str>, name: &str) -> (Key, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kept message pins its length, not the transcoder's spare capacity.
+    #[test]
+    fn a_held_message_keeps_its_length_only() {
+        let held = Arc::new(AtomicU64::new(0));
+        let mut grown = Vec::with_capacity(4096);
+        grown.extend_from_slice(&[7; 2500]);
+        let kept = Held::new(grown, &held);
+        let bytes = kept.0.clone();
+        drop(kept);
+        assert_eq!(held.load(Relaxed), 0);
+        let capacity = bytes.try_into_mut().expect("the only handle").capacity();
+        assert_eq!(capacity, 2500);
+    }
 
     #[test]
     fn proto_cells_compute_once_and_count_their_bytes() {
