@@ -403,36 +403,14 @@ async fn kubectl_walk(phase: Arc<Phase>, page: usize) {
     phase.ok("kubectl get pods -A", started.elapsed(), bytes).await;
 }
 
-/// A consistent JSON list of one namespace's pods.
-async fn ns_list(phase: Arc<Phase>, ns: &'static str) {
+/// One consistent JSON read of `path` (a get or a list), recorded under `class`.
+async fn read(phase: Arc<Phase>, class: &'static str, path: String) {
     let s = http::Send { bearer: phase.target.bearer.as_deref(), ..Default::default() };
-    let url = http::url(&phase.target.base, &format!("/api/v1/namespaces/{ns}/pods"), "");
+    let url = http::url(&phase.target.base, &path, "");
     let t = Instant::now();
     match http::request(&phase.client, http::Method::GET, &url, &s).await {
-        Ok(f) => phase.ok("namespace list", t.elapsed(), f.bytes).await,
-        Err(e) => phase.error("namespace list", &error_kind(&e)).await,
-    }
-}
-
-/// A consistent JSON get of one node.
-async fn get(phase: Arc<Phase>, node: String) {
-    let s = http::Send { bearer: phase.target.bearer.as_deref(), ..Default::default() };
-    let url = http::url(&phase.target.base, &format!("/api/v1/nodes/{node}"), "");
-    let t = Instant::now();
-    match http::request(&phase.client, http::Method::GET, &url, &s).await {
-        Ok(f) => phase.ok("consistent get", t.elapsed(), f.bytes).await,
-        Err(e) => phase.error("consistent get", &error_kind(&e)).await,
-    }
-}
-
-/// A consistent JSON list of every pod, in one response.
-async fn full_list(phase: Arc<Phase>) {
-    let s = http::Send { bearer: phase.target.bearer.as_deref(), ..Default::default() };
-    let url = http::url(&phase.target.base, "/api/v1/pods", "");
-    let t = Instant::now();
-    match http::request(&phase.client, http::Method::GET, &url, &s).await {
-        Ok(f) => phase.ok("full list", t.elapsed(), f.bytes).await,
-        Err(e) => phase.error("full list", &error_kind(&e)).await,
+        Ok(f) => phase.ok(class, t.elapsed(), f.bytes).await,
+        Err(e) => phase.error(class, &error_kind(&e)).await,
     }
 }
 
@@ -470,16 +448,20 @@ async fn run_mix(
     // The namespace lists' rate, spread over the workload's namespaces.
     let rate = args.ns_list_rate / NAMESPACES.len() as f64;
     for ns in NAMESPACES {
-        tasks.spawn(open_loop(phase.clone(), "namespace list", rate, move |p| ns_list(p, ns)));
+        tasks.spawn(open_loop(phase.clone(), "namespace list", rate, move |p| {
+            read(p, "namespace list", format!("/api/v1/namespaces/{ns}/pods"))
+        }));
     }
     {
         let (nodes, next) = (Arc::new(nodes.to_vec()), Arc::new(std::sync::atomic::AtomicUsize::new(0)));
         tasks.spawn(open_loop(phase.clone(), "consistent get", args.get_rate, move |p| {
             let i = next.fetch_add(1, Ordering::Relaxed);
-            get(p, nodes[i % nodes.len()].clone())
+            read(p, "consistent get", format!("/api/v1/nodes/{}", nodes[i % nodes.len()]))
         }));
     }
-    tasks.spawn(open_loop(phase.clone(), "full list", args.full_list_rate, full_list));
+    tasks.spawn(open_loop(phase.clone(), "full list", args.full_list_rate, |p| {
+        read(p, "full list", "/api/v1/pods".into())
+    }));
     let storms = {
         let phase = phase.clone();
         let (n, every) = (args.storm, Duration::from_secs_f64(args.storm_every.max(1.0)));

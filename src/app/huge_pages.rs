@@ -78,8 +78,8 @@ pub(crate) async fn run(mode: HugePages, registry: Arc<Registry>, metrics: Metri
     let gauge = metrics.gauge(crate::metrics::names::HUGE_PAGES, Vec::new());
     let mut now = match mode {
         HugePages::On => true,
-        HugePages::Off => !allow(false),
-        HugePages::Auto => !allow(false),
+        // Again here for a kache started without `main` (`apply_at_start`); the call is idempotent.
+        HugePages::Off | HugePages::Auto => !allow(false),
     };
     gauge.set(f64::from(u8::from(now)));
     if mode != HugePages::Auto {

@@ -295,11 +295,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn chunks_equal_assembled_list_and_length_is_exact() {
-        let info = ResourceInfo::pods();
-        let raw = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a"}}"#;
-        let items: Vec<Arc<Object>> = (0..5000)
+    /// `n` pods `ns/0`… whose stored bytes are `raw` (its body from byte 32, as in `{"kind":"Pod","apiVersion":"v1",…`).
+    fn numbered_items(n: usize, raw: &Bytes) -> Vec<Arc<Object>> {
+        (0..n)
             .map(|i| {
                 Arc::new(Object {
                     key: Arc::from(format!("ns/{i}")),
@@ -308,13 +306,20 @@ mod tests {
                     resource_version: 1,
                     labels: Box::new([]),
                     fields: Box::new([]),
-                    raw: Bytes::from_static(raw),
+                    raw: raw.clone(),
                     body_offset: 32,
                     metadata_range: 0..0,
                     proto: Default::default(),
                 })
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn chunks_equal_assembled_list_and_length_is_exact() {
+        let info = ResourceInfo::pods();
+        let raw = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a"}}"#;
+        let items = numbered_items(5000, &Bytes::from_static(raw));
         let meta = ListMeta { resource_version: 3, ..Default::default() };
         let whole: Vec<u8> = assemble_list(&info, &meta, items.iter()).concat();
         let chunks = ListChunks::new(&info, &meta, items);
@@ -335,22 +340,7 @@ mod tests {
         let raw = Bytes::from(format!(
             r#"{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"a"}},"f":"{filler}"}}"#
         ));
-        let items: Vec<Arc<Object>> = (0..200)
-            .map(|i| {
-                Arc::new(Object {
-                    key: Arc::from(format!("ns/{i}")),
-                    ns_len: 2,
-                    uid: "u".into(),
-                    resource_version: 1,
-                    labels: Box::new([]),
-                    fields: Box::new([]),
-                    raw: raw.clone(),
-                    body_offset: 32,
-                    metadata_range: 0..0,
-                    proto: Default::default(),
-                })
-            })
-            .collect();
+        let items = numbered_items(200, &raw);
         let meta = ListMeta { resource_version: 3, ..Default::default() };
         let whole: Vec<u8> = assemble_list(&info, &meta, items.iter()).concat();
         let parts: Vec<Bytes> = ListChunks::new(&info, &meta, items).collect();

@@ -170,22 +170,22 @@ async fn kubeconfig_endpoint(name: &'static str, kache: &Kache, dir: &tempfile::
     Endpoint::from_kubeconfig(name, &path).await
 }
 
+/// The testbed cluster `name` (`None` when its tools are missing: the test skips) with the test's namespace
+/// created, and the admin's endpoint on the apiserver.
+async fn cluster_with_namespace(name: &'static str) -> Option<(Cluster, Endpoint)> {
+    let cluster =
+        tokio::task::spawn_blocking(move || Cluster::start(name, NODES)).await.expect("cluster start")?;
+    let api = Endpoint::from_kubeconfig("kube-apiserver", &cluster.admin_kubeconfig()).await;
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}});
+    create(&api, "/api/v1/namespaces", &ns).await;
+    Some((cluster, api))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consistent_reads_proven_by_etcd_are_linearizable_through_restarts_and_compaction() {
     let _one = common::cluster::one_at_a_time().await;
-    let Some(cluster) =
-        tokio::task::spawn_blocking(|| Cluster::start("etcd-oracle", NODES)).await.expect("cluster start")
-    else {
-        return;
-    };
+    let Some((cluster, api)) = cluster_with_namespace("etcd-oracle").await else { return };
     let etcd_url = cluster.var("ETCD_URL").to_owned();
-    let api = Endpoint::from_kubeconfig("kube-apiserver", &cluster.admin_kubeconfig()).await;
-    create(
-        &api,
-        "/api/v1/namespaces",
-        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
-    )
-    .await;
     let counter =
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "counter"}, "data": {"n": "0"}});
     let counter_rv = create(&api, &format!("/api/v1/namespaces/{NS}/configmaps"), &counter).await;
@@ -339,19 +339,8 @@ async fn measure() {
     /// A bookmark proof takes ~1–1.5 s: fewer of them.
     const PROOFS: usize = 40;
     let _one = common::cluster::one_at_a_time().await;
-    let Some(cluster) =
-        tokio::task::spawn_blocking(|| Cluster::start("etcd-measure", NODES)).await.expect("cluster start")
-    else {
-        return;
-    };
+    let Some((cluster, api)) = cluster_with_namespace("etcd-measure").await else { return };
     let etcd_url = cluster.var("ETCD_URL").to_owned();
-    let api = Endpoint::from_kubeconfig("kube-apiserver", &cluster.admin_kubeconfig()).await;
-    create(
-        &api,
-        "/api/v1/namespaces",
-        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
-    )
-    .await;
     for name in ["counter", "a", "b"] {
         let cm =
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"n": "1"}});

@@ -16,6 +16,8 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
+from helpers import raw, run, state
+
 KACHE_URL = os.environ["KACHE_URL"]
 SIM_URL = os.environ["SIM_URL"]
 NAMESPACE = "ns-1"
@@ -34,20 +36,6 @@ def api_for(url):
 
 kache = api_for(KACHE_URL)
 sim = api_for(SIM_URL)
-
-
-def raw(call, *args, **kwargs):
-    """Calls a list/get method and returns the decoded JSON body (no model conversion)."""
-    resp = call(*args, _preload_content=False, **kwargs)
-    return json.loads(resp.data)
-
-
-def state(items):
-    """{namespace/name: resourceVersion} of a list's items."""
-    return {
-        f"{i['metadata'].get('namespace', '')}/{i['metadata']['name']}": i["metadata"]["resourceVersion"]
-        for i in items
-    }
 
 
 def sim_admin(path):
@@ -313,7 +301,4 @@ CHECKS = [
 ]
 
 if __name__ == "__main__":
-    for check in CHECKS:
-        check()
-        print(f"ok: {check.__name__}", flush=True)
-    print(f"{len(CHECKS)} passed, 0 failed", flush=True)
+    run(CHECKS)

@@ -6,12 +6,13 @@ CA) and the testbed users' tokens KUBE_<USER>_TOKEN (ADMIN, ALICE, BOB, CAROL, D
 `ok: NAME` or raises; the last line is `N passed, 0 failed`.
 """
 
-import json
 import os
 import time
 
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
+
+from helpers import raw, run, state
 
 KACHE_URL = os.environ["KACHE_URL"]
 APISERVER_URL = os.environ["APISERVER_URL"]
@@ -35,20 +36,6 @@ def api_for(url, user):
 def sides(user):
     """(direct, through kache) for a user."""
     return api_for(APISERVER_URL, user), api_for(KACHE_URL, user)
-
-
-def raw(call, *args, **kwargs):
-    """Calls a list/get method and returns the decoded JSON body (no model conversion)."""
-    resp = call(*args, _preload_content=False, **kwargs)
-    return json.loads(resp.data)
-
-
-def state(items):
-    """{namespace/name: resourceVersion} of a list's items."""
-    return {
-        f"{i['metadata'].get('namespace', '')}/{i['metadata']['name']}": i["metadata"]["resourceVersion"]
-        for i in items
-    }
 
 
 def agree(what, direct_call, via_call):
@@ -206,7 +193,4 @@ CHECKS = [
 ]
 
 if __name__ == "__main__":
-    for check in CHECKS:
-        check()
-        print(f"ok: {check.__name__}", flush=True)
-    print(f"{len(CHECKS)} passed, 0 failed", flush=True)
+    run(CHECKS)

@@ -230,7 +230,7 @@ impl Oracle {
         let mut watches = self.watches.lock().expect("etcd watches lock poisoned");
         if let Some(watch) = watches.get(&info.gvr) {
             match watch {
-                Some(w) if !std::ptr::eq(w.store.as_ptr(), Arc::as_ptr(store)) => w.retired.cancel(),
+                Some(w) if !w.vouches_for(store) => w.retired.cancel(),
                 _ => return watch.clone(),
             }
         }
@@ -321,7 +321,7 @@ impl Oracle {
     pub(crate) fn settled(&self, store: &Arc<Store>) -> bool {
         let watches = self.watches.lock().expect("etcd watches lock poisoned");
         match watches.get(&store.info().gvr) {
-            Some(Some(w)) => w.settled() && std::ptr::eq(w.store.as_ptr(), Arc::as_ptr(store)),
+            Some(Some(w)) => w.settled() && w.vouches_for(store),
             Some(None) => true,
             None => self.layout.prefix(&store.info().gvr).is_none(),
         }

@@ -150,6 +150,11 @@ impl PrefixWatch {
         }
     }
 
+    /// Whether this watch is the one of `store` (not of a store its resource had before).
+    pub(super) fn vouches_for(&self, store: &Arc<Store>) -> bool {
+        std::ptr::eq(self.store.as_ptr(), Arc::as_ptr(store))
+    }
+
     /// Whether the first attempt has ended or made the watch ready.
     pub(super) fn settled(&self) -> bool {
         self.settled.load(Relaxed)

@@ -95,6 +95,23 @@ fn assert_unauthorized(who: &str, r: &Resp) {
     assert_eq!(status["reason"], "Unauthorized", "{who}: {}", show(r));
 }
 
+/// Both refuse the read with the same 401.
+async fn assert_both_refuse(who: &str, api: &Endpoint, via: &Endpoint) {
+    let (a, v) = (api.get(READ).await, via.get(READ).await);
+    assert_unauthorized("kube-apiserver", &a);
+    assert_unauthorized("kache", &v);
+    assert_eq!(a.body, v.body, "{who}: kube-apiserver {} / kache {}", show(&a), show(&v));
+}
+
+/// Waits, at most `bound`, until `side` refuses the read.
+async fn until_refused(what: &str, side: &Endpoint, bound: Duration) {
+    common::eventually(what, bound, || {
+        let side = side.clone();
+        async move { side.get(READ).await.status == StatusCode::UNAUTHORIZED }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_token_is_refused_as_the_apiserver_refuses_it() {
     let _one = common::cluster::one_at_a_time().await;
@@ -112,10 +129,7 @@ async fn an_expired_token_is_refused_as_the_apiserver_refuses_it() {
     assert_eq!(v.status, StatusCode::OK, "and to kache: {}", show(&v));
 
     let (api, via) = sides(&f, "minted-expired", &expired).await;
-    let (a, v) = (api.get(READ).await, via.get(READ).await);
-    assert_unauthorized("kube-apiserver", &a);
-    assert_unauthorized("kache", &v);
-    assert_eq!(a.body, v.body, "the same Status: kube-apiserver {} / kache {}", show(&a), show(&v));
+    assert_both_refuse("the same Status", &api, &via).await;
 }
 
 /// A token that expires while kache holds its review: kache stops serving it at most 20 s after the
@@ -141,27 +155,13 @@ async fn a_token_expiring_while_cached_is_refused_with_the_apiserver() {
     // The service-account validator allows a minute of clock skew past `exp` (go-jose's default leeway),
     // then the apiserver's token cache may hold its last acceptance 10 s more.
     let expired_by = Duration::from_secs(LIFETIME as u64 + 60) + APISERVER_REVOCATION;
-    common::eventually("the apiserver refuses the token once it expired", expired_by, || {
-        let api = api.clone();
-        async move { api.get(READ).await.status == StatusCode::UNAUTHORIZED }
-    })
-    .await;
+    until_refused("the apiserver refuses the token once it expired", &api, expired_by).await;
     // kache's last review may have met the apiserver's last cached acceptance (up to 10 s before the
     // apiserver refused), then kept it PAST_EXPIRY: twice PAST_EXPIRY, plus the margin.
     let bound = 2 * PAST_EXPIRY + MARGIN;
-    common::eventually(
-        &format!("kache refuses the expired token within {bound:?} of the apiserver"),
-        bound,
-        || {
-            let via = via.clone();
-            async move { via.get(READ).await.status == StatusCode::UNAUTHORIZED }
-        },
-    )
-    .await;
-    let (a, v) = (api.get(READ).await, via.get(READ).await);
-    assert_unauthorized("kube-apiserver", &a);
-    assert_unauthorized("kache", &v);
-    assert_eq!(a.body, v.body, "kube-apiserver {} / kache {}", show(&a), show(&v));
+    until_refused(&format!("kache refuses the expired token within {bound:?} of the apiserver"), &via, bound)
+        .await;
+    assert_both_refuse("the expired token", &api, &via).await;
 }
 
 /// Creates `obj` at `path` as the admin; its uid.
@@ -257,30 +257,13 @@ async fn a_revoked_token_is_refused_within_the_token_ttl() {
 
     for (who, revoke, api, via) in &cases {
         delete(&admin, revoke).await;
-        common::eventually(
-            &format!("{who}: the apiserver refuses it once {revoke} is deleted"),
-            APISERVER_REVOCATION,
-            || {
-                let api = api.clone();
-                async move { api.get(READ).await.status == StatusCode::UNAUTHORIZED }
-            },
-        )
-        .await;
+        let what = format!("{who}: the apiserver refuses it once {revoke} is deleted");
+        until_refused(&what, api, APISERVER_REVOCATION).await;
         // From here on kache may serve the token only while its review is cached: at most TOKEN_TTL.
         let bound = TOKEN_TTL + MARGIN;
-        common::eventually(
-            &format!("{who}: kache refuses it within {bound:?} of the apiserver"),
-            bound,
-            || {
-                let via = via.clone();
-                async move { via.get(READ).await.status == StatusCode::UNAUTHORIZED }
-            },
-        )
-        .await;
-        let (a, v) = (api.get(READ).await, via.get(READ).await);
-        assert_unauthorized("kube-apiserver", &a);
-        assert_unauthorized("kache", &v);
-        assert_eq!(a.body, v.body, "{who}: kube-apiserver {} / kache {}", show(&a), show(&v));
+        until_refused(&format!("{who}: kache refuses it within {bound:?} of the apiserver"), via, bound)
+            .await;
+        assert_both_refuse(who, api, via).await;
     }
     delete(&admin, &format!("{binding}/{account}")).await;
     kache.shutdown().await;
