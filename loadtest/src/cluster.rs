@@ -106,6 +106,13 @@ pub struct Args {
     /// spaces; `$VAR` is taken from the env file, e.g. `etcd=--etcd-endpoints $ETCD_URL`).
     #[arg(long = "variant", default_values = ["offload", "latency=--consistent-read-prefer latency"])]
     pub variants: Vec<String>,
+    /// Concurrent readers of the coalescing sweep: after the mix, closed loops of consistent node gets with
+    /// each many readers, directly and through every variant that has the etcd oracle (`--etcd-endpoints`).
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 8, 64])]
+    pub sweep: Vec<usize>,
+    /// Seconds of each sweep level (0: no sweep).
+    #[arg(long, default_value_t = 5.0)]
+    pub sweep_secs: f64,
     /// Skip the direct phase (kache variants only).
     #[arg(long)]
     pub no_direct: bool,
@@ -518,6 +525,151 @@ async fn run_mix(
     std::mem::take(&mut *phase.classes.lock().await)
 }
 
+// === the coalescing sweep ===
+
+/// One level of the sweep: `readers` closed loops of consistent node gets against one target.
+struct SweepLevel {
+    phase: String,
+    readers: usize,
+    secs: f64,
+    class: Class,
+    /// kache's counters over the level (unseen for the direct phase).
+    kache: Counters,
+}
+
+/// Runs every level of `--sweep` against `target` for `--sweep-secs` each: what the etcd oracle's
+/// coalescing makes of concurrent consistent reads (etcd requests per proven read) and what they wait.
+async fn sweep(
+    client: &Client,
+    target: &Target,
+    metrics_url: Option<&str>,
+    args: &Args,
+    nodes: &[String],
+    phase: &str,
+) -> Vec<SweepLevel> {
+    let mut levels = Vec::new();
+    if args.sweep_secs <= 0.0 {
+        return levels;
+    }
+    for &readers in args.sweep.iter().filter(|n| **n > 0) {
+        eprintln!("sweep {phase}: {readers} concurrent consistent gets for {} s", args.sweep_secs);
+        let before = kmetrics::scrape(client, metrics_url).await;
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs_f64(args.sweep_secs);
+        let nodes = Arc::new(nodes.to_vec());
+        let mut loops = tokio::task::JoinSet::new();
+        for r in 0..readers {
+            let (client, target, nodes) = (client.clone(), target.clone(), nodes.clone());
+            loops.spawn(async move {
+                let mut class = Class::default();
+                let s = http::Send { bearer: target.bearer.as_deref(), ..Default::default() };
+                let mut i = r;
+                while Instant::now() < deadline {
+                    let url =
+                        http::url(&target.base, &format!("/api/v1/nodes/{}", nodes[i % nodes.len()]), "");
+                    i += readers;
+                    let t = Instant::now();
+                    match http::request(&client, http::Method::GET, &url, &s).await {
+                        Ok(f) => class.ok(t.elapsed(), f.bytes),
+                        Err(e) => class.error(&error_kind(&e)),
+                    }
+                }
+                class
+            });
+        }
+        let mut class = Class::default();
+        while let Some(done) = loops.join_next().await {
+            let Ok(c) = done else { continue };
+            if let Some(h) = c.hist {
+                let _ = class.hist.get_or_insert_with(histogram).add(h);
+            }
+            class.ok += c.ok;
+            class.bytes += c.bytes;
+            for (e, n) in c.errors {
+                *class.errors.entry(e).or_default() += n;
+            }
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let kache = kmetrics::scrape(client, metrics_url).await.minus(&before);
+        levels.push(SweepLevel { phase: phase.to_string(), readers, secs, class, kache });
+    }
+    levels
+}
+
+/// The sweep's table, and for each kache phase with the oracle its etcd requests per proven read in the mix
+/// and at the sweep's highest concurrency.
+fn sweep_table(report: &mut RunReport, phases: &[Measured], levels: &[SweepLevel]) {
+    for p in phases.iter().filter(|p| p.cost.kache.seen && p.cost.kache.etcd_proven > 0.0) {
+        let k = &p.cost.kache;
+        report.figure(
+            format!("etcd requests per read proven by etcd, the mix ({})", p.name),
+            k.etcd_requests / k.etcd_proven,
+            "requests",
+            Some(1.0),
+            format!(
+                "{} etcd requests (revision reads, progress requests, prefix checks, watches) for {} reads proven; \
+                 the mix's reads mostly arrive one at a time (see the sweep)",
+                fmt_num(k.etcd_requests),
+                fmt_num(k.etcd_proven)
+            ),
+        );
+    }
+    if levels.is_empty() {
+        return;
+    }
+    let mut t = Table::new(
+        "Coalescing sweep: closed loops of consistent node gets, each level's readers at once; the etcd oracle \
+         serves every read that arrived before a revision read and a progress request started with those two",
+        &[
+            "phase",
+            "readers",
+            "reads/s",
+            "errors",
+            "p50 ms",
+            "p99 ms",
+            "reads proven by etcd",
+            "etcd requests",
+            "etcd requests per proven read",
+        ],
+    );
+    for l in levels {
+        let lat = l.class.latency();
+        let per =
+            (l.kache.seen && l.kache.etcd_proven > 0.0).then(|| l.kache.etcd_requests / l.kache.etcd_proven);
+        t.row(vec![
+            l.phase.clone(),
+            l.readers.to_string(),
+            format!("{:.0}", l.class.ok as f64 / l.secs.max(1e-9)),
+            l.class.errors_text(),
+            format!("{:.1}", lat.p50_ms),
+            format!("{:.1}", lat.p99_ms),
+            if l.kache.seen { fmt_num(l.kache.etcd_proven) } else { "—".into() },
+            if l.kache.seen { fmt_num(l.kache.etcd_requests) } else { "—".into() },
+            per.map_or("—".into(), |x| format!("{x:.2}")),
+        ]);
+    }
+    report.tables.push(t);
+    // The highest concurrency's cost per read, for each kache phase swept.
+    let top = levels.iter().map(|l| l.readers).max().unwrap_or(0);
+    for l in levels.iter().filter(|l| l.readers == top && l.kache.seen && l.kache.etcd_proven > 0.0) {
+        let direct =
+            levels.iter().find(|d| d.phase == "direct" && d.readers == top).map(|d| d.class.latency());
+        report.figure(
+            format!("etcd requests per read proven by etcd, {top} concurrent consistent gets ({})", l.phase),
+            l.kache.etcd_requests / l.kache.etcd_proven,
+            "requests",
+            Some(1.0),
+            format!(
+                "{} reads proven, {} etcd requests, p50 {:.1} ms{}",
+                fmt_num(l.kache.etcd_proven),
+                fmt_num(l.kache.etcd_requests),
+                l.class.latency().p50_ms,
+                direct.map_or(String::new(), |d| format!(" (direct: {:.1} ms)", d.p50_ms))
+            ),
+        );
+    }
+}
+
 // === measuring ===
 
 /// The apiserver's `apiserver_request_total`, summed by verb.
@@ -739,14 +891,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
 
     let mut phases = Vec::new();
+    let mut sweeps = Vec::new();
     if !args.no_direct {
         phases.push(idle_window(&client, &env, args.idle_secs, "direct").await);
         eprintln!("phase direct: {} s", args.secs);
         let target = Target { base: env.url.clone(), bearer: Some(env.token.clone()) };
         let before = meter(&client, &env, None).await;
-        let classes = run_mix(&client, target, &args, &nodes).await;
+        let classes = run_mix(&client, target.clone(), &args, &nodes).await;
         let cost = meter(&client, &env, None).await.since(&before);
         phases.push(Measured { name: "direct".into(), cost, classes, memory: None, held: Vec::new() });
+        sweeps.extend(sweep(&client, &target, None, &args, &nodes, "direct").await);
     }
 
     let (cert, key) = self_signed(&logs)?;
@@ -787,15 +941,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("phase kache {name}: synced in {:.1} s; {} s of the mix", synced.as_secs_f64(), args.secs);
         let target = Target { base: kache.url.clone(), bearer: Some(env.token.clone()) };
         let before = meter(&client, &env, Some(&kache)).await;
-        let classes = run_mix(&client, target, &args, &nodes).await;
+        let classes = run_mix(&client, target.clone(), &args, &nodes).await;
         let cost = meter(&client, &env, Some(&kache)).await.since(&before);
         let memory = kache.rss().ok().map(|rss| (rss, json));
         let held = kache_bytes_held(&client, kache.metrics_url.as_deref()).await;
         phases.push(Measured { name: format!("kache {name}"), cost, classes, memory, held });
+        if flags.iter().any(|f| f == "--etcd-endpoints") {
+            let label = format!("kache {name}");
+            sweeps.extend(sweep(&client, &target, kache.metrics_url.as_deref(), &args, &nodes, &label).await);
+        }
         kache.stop().await;
     }
 
     tables(&mut report, &phases, json);
+    sweep_table(&mut report, &phases, &sweeps);
     report.duration_secs = started.elapsed().as_secs_f64();
     for p in &phases {
         for (class, c) in &p.classes {
