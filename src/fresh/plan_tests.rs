@@ -252,10 +252,43 @@ fn decisions() {
             Step::Census(Cover::Whole),
         ),
         (
-            "a consistent watch of a namespace, latency preferred: a watch offloads, and a census of its namespace \
-             (1 request, 5 KB) is cheaper than a proof",
+            "a consistent watch of a namespace, latency preferred: a census of its namespace (~3 ms) is faster \
+             than a proof",
             &[Behind, Latency, Watch, Bytes(50_000), namespace],
             Step::Census(Cover::Part),
+        ),
+        (
+            "a kubelet's WatchList (every namespace, a node's selector: the whole resource's census), offload: a \
+             proof (2 requests) is cheaper than a census of the whole (1 request + 200 KB)",
+            &[Behind, Watch],
+            Step::Prove,
+        ),
+        (
+            "the same, latency: the census (~7 ms) is faster than a proof (~1.5 s), and forwarding would pin the \
+             upstream",
+            &[Behind, Watch, Latency],
+            Step::Census(Cover::Whole),
+        ),
+        (
+            "the same after the probe found the store behind, latency: the census",
+            &[ProbedAt(110), Watch, Latency],
+            Step::Census(Cover::Whole),
+        ),
+        (
+            "the same, latency, a census measured at 1.8 s: the proof (~1.5 s) is faster",
+            &[Behind, Watch, Latency, CensusTook(1_800)],
+            Step::Prove,
+        ),
+        (
+            "a consistent watch, latency, a census measured at 1 s: slower than forwarding, but a watch keeps the \
+             bound (2 s) as its deadline: the census",
+            &[Behind, Watch, Latency, CensusTook(1_000), NoProve],
+            Step::Census(Cover::Whole),
+        ),
+        (
+            "a consistent watch, latency, proofs measured at 3 s, censuses off: past the bound, forwarded",
+            &[Behind, Watch, Latency, ProofTook(3_000), NoCensus],
+            caught_up(Reason::Quiet),
         ),
         (
             "a consistent watch without censuses: a proof (forwarding would pin the upstream)",
