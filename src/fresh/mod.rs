@@ -418,8 +418,11 @@ impl Freshness {
                     if let Some(oracle) = self.etcd.get()
                         && let Ok(rv) = oracle.prove(store, read.arrived, filtered).await
                     {
+                        // etcd's revision is the upstream's: it answers as the read's first probe would (for a
+                        // read ahead of it, the upstream has not reached the read's revision either).
                         self.observe(rv);
                         p.probe = Probed::At(rv.max(min_rv));
+                        p.done.probes += 1;
                     }
                 }
                 Step::Probe => {

@@ -355,6 +355,11 @@ impl Observation {
             // A continued page whose census matched at its revision.
             return Step::Serve(Source::Matched);
         }
+        // etcd's revision R, read after the read arrived, is the upstream's: R ≥ n proves the store at R at no
+        // cost to the apiserver; R < n answers as a probe would (the upstream has not reached n either).
+        if self.upstream.etcd && !self.done.oracle && self.upstream.probe == Probed::No {
+            return Step::Oracle;
+        }
         let probed = match self.upstream.probe {
             Probed::At(rv) => Some(rv),
             // Unknown: the upstream decides.
