@@ -186,8 +186,8 @@ pub struct FreshnessStats {
     pub census_behind: AtomicU64,
     /// Reads whose census failed: forwarded.
     pub census_failed: AtomicU64,
-    /// Bytes the censuses in flight hold to parse their answers (a protobuf census at most one object's
-    /// metadata, at most 3 MiB; a JSON census its whole answer).
+    /// Bytes the censuses in flight hold to parse their answers (at most one object's metadata, at most
+    /// 3 MiB).
     pub census_bytes: AtomicU64,
 }
 
