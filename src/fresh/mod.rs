@@ -186,8 +186,8 @@ pub struct FreshnessStats {
     pub census_behind: AtomicU64,
     /// Reads whose census failed: forwarded.
     pub census_failed: AtomicU64,
-    /// Bytes the censuses in flight hold to parse their answers (a protobuf census at most one object's
-    /// metadata, at most 3 MiB; a JSON census its whole answer).
+    /// Bytes the censuses in flight hold to parse their answers (at most one object's metadata, at most
+    /// 3 MiB).
     pub census_bytes: AtomicU64,
 }
 
@@ -418,8 +418,11 @@ impl Freshness {
                     if let Some(oracle) = self.etcd.get()
                         && let Ok(rv) = oracle.prove(store, read.arrived, filtered).await
                     {
+                        // etcd's revision is the upstream's: it answers as the read's first probe would (for a
+                        // read ahead of it, the upstream has not reached the read's revision either).
                         self.observe(rv);
                         p.probe = Probed::At(rv.max(min_rv));
+                        p.done.probes += 1;
                     }
                 }
                 Step::Probe => {

@@ -55,8 +55,9 @@ pub enum Prefer {
     #[default]
     Offload,
     /// The client's latency: of the steps that pay, the fastest that ends no later than forwarding would; a
-    /// read that cannot be served as fast is forwarded. (A consistent watch still uses the bound: its start
-    /// is an informer's sync, and forwarding it would pin the upstream for its whole life.)
+    /// read that cannot be served as fast is forwarded. A consistent watch keeps the latency bound as its
+    /// deadline (forwarding it would pin the upstream for its whole life) but still takes the fastest step
+    /// within it: a census of its part or of the whole before a proof's ~1–1.5 s.
     Latency,
 }
 
@@ -354,6 +355,11 @@ impl Observation {
             // A continued page whose census matched at its revision.
             return Step::Serve(Source::Matched);
         }
+        // etcd's revision R, read after the read arrived, is the upstream's: R ≥ n proves the store at R at no
+        // cost to the apiserver; R < n answers as a probe would (the upstream has not reached n either).
+        if self.upstream.etcd && !self.done.oracle && self.upstream.probe == Probed::No {
+            return Step::Oracle;
+        }
         let probed = match self.upstream.probe {
             Probed::At(rv) => Some(rv),
             // Unknown: the upstream decides.
@@ -383,7 +389,7 @@ impl Observation {
         let prove = self.prove_step();
         match (census, prove) {
             (Some(c), Some(p)) => {
-                let key = |s: Step| match self.preference() {
+                let key = |s: Step| match self.policy.prefer {
                     Prefer::Offload => (self.cost(s).weight(self.policy.request_bytes), self.latency(s)),
                     Prefer::Latency => (0, self.latency(s)),
                 };
@@ -410,17 +416,13 @@ impl Observation {
         cost.pays_against(self.forward_cost(), self.policy.request_bytes)
     }
 
-    /// The policy for this read: a consistent watch offloads whatever the preference (see [`Prefer`]).
-    fn preference(&self) -> Prefer {
-        if self.read.kind == Kind::Watch { Prefer::Offload } else { self.policy.prefer }
-    }
-
     /// When the read must be answered by: what forwarding it would take, plus the latency bound when
-    /// offloading.
+    /// offloading, and for a consistent watch whatever the preference (forwarding it would pin the upstream
+    /// for the watch's whole life: worth any step within the bound).
     fn deadline(&self) -> Instant {
-        let allowance = match self.preference() {
-            Prefer::Offload => self.policy.latency_bound,
-            Prefer::Latency => Duration::ZERO,
+        let allowance = match (self.policy.prefer, self.read.kind) {
+            (Prefer::Offload, _) | (Prefer::Latency, Kind::Watch) => self.policy.latency_bound,
+            (Prefer::Latency, Kind::Read) => Duration::ZERO,
         };
         self.read.arrived + self.transfer(self.read.bytes) + allowance
     }

@@ -79,6 +79,8 @@ enum M {
     Ahead(u64),
     /// etcd is the freshness oracle.
     Etcd,
+    /// The store's revision (a proof or the oracle moved it).
+    StoreAt(u64),
     /// The read asked the oracle already (it proved nothing).
     OracleAsked,
 }
@@ -113,6 +115,7 @@ fn apply(o: &mut Observation, m: M) {
         LastProof(t) => o.flight.last_proof = Some(o.now - ms(t)),
         Ahead(rv) => (o.read.want, o.read.census) = (Want::At { rv, block: Duration::from_secs(3) }, None),
         Etcd => o.upstream.etcd = true,
+        StoreAt(rv) => o.store.rv = rv,
         OracleAsked => o.done.oracle = true,
     }
 }
@@ -167,7 +170,41 @@ fn decisions() {
             Step::Prove,
         ),
         ("without etcd: the apiserver's way", &[Get], forward(Reason::Small)),
-        ("a read ahead of the store: not the oracle's (a probe)", &[Etcd, Ahead(200)], Step::Probe),
+        (
+            "with etcd, a read ahead of every known revision: the oracle before a probe",
+            &[Etcd, Ahead(200)],
+            Step::Oracle,
+        ),
+        (
+            "with etcd, a read ahead at a revision the upstream reached: the oracle before waiting or forwarding",
+            &[Etcd, Behind, Ahead(110), Busy],
+            Step::Oracle,
+        ),
+        (
+            "ahead, the oracle proved the store at etcd's revision past it (the store moved there): served",
+            &[Etcd, OracleAsked, Ahead(110), ProbedAt(120), StoreAt(120)],
+            Step::Serve(Source::Store),
+        ),
+        (
+            "ahead, etcd's revision short of it (the oracle's answer counts as the probe): wait the block timeout",
+            &[Etcd, OracleAsked, Ahead(200), ProbedAt(150)],
+            wait(3_000),
+        ),
+        (
+            "ahead of etcd's revision after the wait: a second ask, a probe",
+            &[Etcd, OracleAsked, Ahead(200), ProbedAt(150), Waited],
+            Step::Probe,
+        ),
+        (
+            "ahead of etcd's revision and of the probe after the wait: 504",
+            &[Etcd, OracleAsked, Ahead(200), ProbedAt(150), Waited, Probes(2)],
+            Step::TooLarge { current: 150 },
+        ),
+        (
+            "ahead, the oracle proved nothing: the apiserver's way (a probe)",
+            &[Etcd, OracleAsked, Ahead(200)],
+            Step::Probe,
+        ),
         // --- consistent reads, before the probe ---
         (
             "a get: a probe costs the upstream what the get does (it serves gets from etcd)",
@@ -252,10 +289,43 @@ fn decisions() {
             Step::Census(Cover::Whole),
         ),
         (
-            "a consistent watch of a namespace, latency preferred: a watch offloads, and a census of its namespace \
-             (1 request, 5 KB) is cheaper than a proof",
+            "a consistent watch of a namespace, latency preferred: a census of its namespace (~3 ms) is faster \
+             than a proof",
             &[Behind, Latency, Watch, Bytes(50_000), namespace],
             Step::Census(Cover::Part),
+        ),
+        (
+            "a kubelet's WatchList (every namespace, a node's selector: the whole resource's census), offload: a \
+             proof (2 requests) is cheaper than a census of the whole (1 request + 200 KB)",
+            &[Behind, Watch],
+            Step::Prove,
+        ),
+        (
+            "the same, latency: the census (~7 ms) is faster than a proof (~1.5 s), and forwarding would pin the \
+             upstream",
+            &[Behind, Watch, Latency],
+            Step::Census(Cover::Whole),
+        ),
+        (
+            "the same after the probe found the store behind, latency: the census",
+            &[ProbedAt(110), Watch, Latency],
+            Step::Census(Cover::Whole),
+        ),
+        (
+            "the same, latency, a census measured at 1.8 s: the proof (~1.5 s) is faster",
+            &[Behind, Watch, Latency, CensusTook(1_800)],
+            Step::Prove,
+        ),
+        (
+            "a consistent watch, latency, a census measured at 1 s: slower than forwarding, but a watch keeps the \
+             bound (2 s) as its deadline: the census",
+            &[Behind, Watch, Latency, CensusTook(1_000), NoProve],
+            Step::Census(Cover::Whole),
+        ),
+        (
+            "a consistent watch, latency, proofs measured at 3 s, censuses off: past the bound, forwarded",
+            &[Behind, Watch, Latency, ProofTook(3_000), NoCensus],
+            caught_up(Reason::Quiet),
         ),
         (
             "a consistent watch without censuses: a proof (forwarding would pin the upstream)",

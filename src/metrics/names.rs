@@ -333,7 +333,7 @@ pub const ALL: &[MetricDef] = &[
     gauge(
         FRESHNESS_CENSUS_BYTES,
         &[],
-        "Bytes the censuses in flight hold to read their answers: a protobuf census is compared as it arrives and holds at most one object's metadata (3 MiB at most, the apiserver's request body limit); a JSON census holds its whole answer.",
+        "Bytes the censuses in flight hold to read their answers: a protobuf census is compared as it arrives and holds at most one object's metadata (3 MiB at most, the apiserver's request body limit).",
     ),
     counter(
         FRESHNESS_AHEAD_READS_TOTAL,

@@ -14,7 +14,9 @@
 //!   the store up, so that once the foreign writes pause consistent lists are served from memory again; one
 //!   client listing again and again is not made to wait for proofs;
 //! - WatchList (client-go 1.35+ informers) of the quiet resource is served from memory once a short upstream
-//!   watch's bookmark proves it fresh, one proof shared by concurrent informers;
+//!   watch's bookmark proves it fresh, one proof shared by concurrent informers; with client latency
+//!   preferred, a kubelet's (every namespace, its node's pods) is decided by a census of the whole resource,
+//!   not a proof;
 //! - a relist storm of consistent lists of the quiet resource costs the upstream a handful of requests;
 //! - big consistent lists of the quiet resource, whose objects carry their bytes in their spec, are served
 //!   from memory after a census (a metadata-only consistent list compared with the store), and still reflect
@@ -788,6 +790,39 @@ async fn watch_lists_of_a_quiet_resource_start_from_the_snapshot_a_census_matche
     assert_eq!(f.proofs.load(Relaxed), 0, "no proof watch, the census decided: {f:?}");
     // Of the watch's namespace, not of every pod.
     assert_eq!(f.censuses.load(Relaxed), f.census_parts.load(Relaxed), "censuses of the namespace: {f:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelets_watch_list_is_decided_by_a_census_not_a_proof_when_latency_is_preferred() {
+    // A kubelet's WatchList: every namespace, its node's pods. Requests are made cheap against the test's
+    // small pods (as against a real cluster's), so a proof (a probe and a watch) costs the upstream less than
+    // a census of every pod and offload would wait ~1-1.5 s for the proof; with client latency preferred the
+    // census, one round trip, decides. The selection's initial events come from the state it proved.
+    let sim = quiet_sim().await;
+    common::seed_pods(&sim, &NAMESPACES, PODS_PER_NAMESPACE);
+    sim.create("pods", Some("n0"), pod("n0", "elsewhere", &[], "node-2")).expect("pod");
+    let want: Vec<String> = all_pods(&sim).into_iter().filter(|n| n != "n0/elsewhere").collect();
+    let kache = start_kache(&sim.url(), |c| {
+        pods_only(c);
+        c.freshness.probe_small_reads = false;
+        c.freshness.request_bytes = 1_000;
+        c.freshness.prefer = kache::fresh::Prefer::Latency;
+    })
+    .await;
+    sim.set_foreign_writes(FOREIGN_RATE);
+    foreign_write(&sim, 0);
+    let before = sim.revision();
+    let path = "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
+                &allowWatchBookmarks=true&fieldSelector=spec.nodeName%3Dnode-1&timeoutSeconds=2";
+    let list = WatchList::of(&get(&kache.url(), path).await);
+    assert_eq!(list.names(), want, "the initial events are node-1's pods");
+    let rv = list.end_rv;
+    assert!(rv >= before, "bookmark at {rv}, upstream at {before} before the watch");
+    let f = &kache.freshness().stats;
+    assert_eq!(kache.stats().forwarded(), 0, "the watch was not forwarded; freshness {f:?}");
+    assert!(f.census_same.load(Relaxed) >= 1, "served after a census: {f:?}");
+    assert_eq!(f.census_parts.load(Relaxed), 0, "a census of the whole resource: {f:?}");
+    assert_eq!(f.proofs.load(Relaxed), 0, "no proof watch, the census decided: {f:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,8 @@
 //! apiserver acknowledged before a read began is in the read — under a writer loop and the cluster's own
 //! foreign writes (the nodes' leases), across an etcd restart, an apiserver restart and a compaction; with
 //! the oracle the reads are served from memory (gets included, which kache otherwise forwards), and with etcd
-//! unreachable they go the apiserver's way without an error. etcd's revision is the apiserver's
+//! unreachable they go the apiserver's way without an error; reads at a revision ahead of kache's store
+//! (NotOlderThan, a get at a revision) are proven by etcd too. etcd's revision is the apiserver's
 //! resourceVersion.
 
 use crate::common;
@@ -20,6 +21,7 @@ use common::eventually;
 use common::real::{Endpoint, create, rv_of, write_kubeconfig};
 use kache::app::Kache;
 use kache::fresh::etcd::{EtcdConfig, EtcdCounters};
+use kache::upstream::discovery::{Selection, parse_resource_specs};
 
 const NS: &str = "etcd-oracle";
 const NODES: usize = 3;
@@ -310,6 +312,64 @@ async fn consistent_reads_proven_by_etcd_are_linearizable_through_restarts_and_c
 
     stop.store(true, SeqCst);
     writing.await.expect("writer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_at_a_revision_ahead_of_the_store_are_proven_by_etcd() {
+    // kache caches configmaps only: a write to a secret moves the revision past the configmaps' store, which
+    // reaches it only by a bookmark (once a minute) or a proof. A read at that revision, NotOlderThan, is then
+    // ahead of the store and reached upstream: without the oracle it waits or is forwarded; with it etcd's
+    // revision proves the store at a revision past it, and it is served from memory.
+    let _one = common::cluster::one_at_a_time().await;
+    let Some((cluster, api)) = cluster_with_namespace("etcd-ahead").await else { return };
+    let etcd_url = cluster.var("ETCD_URL").to_owned();
+    let kache = cluster
+        .start_kache(|c| {
+            c.selection = Selection {
+                include: Some(parse_resource_specs("configmaps").expect("specs")),
+                exclude: Vec::new(),
+            };
+            c.lazy = false;
+            c.freshness.etcd = Some(etcd(&etcd_url));
+        })
+        .await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let via = kubeconfig_endpoint("kache", &kache, &dir).await;
+    let configmaps = format!("/api/v1/namespaces/{NS}/configmaps");
+    let cm =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "written"}, "data": {"n": "1"}});
+    create(&api, &configmaps, &cm).await;
+    let secret =
+        |n: usize| json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("s{n}")}});
+    let secrets = format!("/api/v1/namespaces/{NS}/secrets");
+    let counters = |k: &Kache| (oracle(k).proven, k.stats().forwarded());
+
+    let rv = create(&api, &secrets, &secret(1)).await;
+    let before = counters(&kache);
+    let path = format!("{configmaps}?resourceVersion={rv}&resourceVersionMatch=NotOlderThan");
+    let r = via.get(&path).await;
+    assert_eq!(r.status, StatusCode::OK, "{path}: {}", String::from_utf8_lossy(&r.body));
+    let list = r.json();
+    assert!(rv_of(&list) >= rv, "{path}: the list at {} is at least at {rv}", rv_of(&list));
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    assert!(items.iter().any(|i| i["metadata"]["name"] == "written"), "{path}: the write is listed: {list}");
+    let after = counters(&kache);
+    assert_eq!(after.1, before.1, "{path}: not forwarded: {:?}", kache.freshness().stats);
+    assert!(after.0 > before.0, "{path}: proven by etcd: {:?}", oracle(&kache));
+
+    // A get at a revision ahead of the store.
+    let rv = create(&api, &secrets, &secret(2)).await;
+    let before = counters(&kache);
+    let path = format!("{configmaps}/written?resourceVersion={rv}");
+    let r = via.get(&path).await;
+    assert_eq!(r.status, StatusCode::OK, "{path}: {}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["data"]["n"], "1", "{path}");
+    let after = counters(&kache);
+    assert_eq!(after.1, before.1, "{path}: not forwarded: {:?}", kache.freshness().stats);
+    assert!(after.0 > before.0, "{path}: proven by etcd: {:?}", oracle(&kache));
+    let f = &kache.freshness().stats;
+    assert_eq!(f.ahead_forwarded.load(SeqCst), 0, "{f:?}");
+    assert!(f.ahead_reached.load(SeqCst) >= 2, "{f:?}");
 }
 
 /// The time of `read`, run `n` times one after the other: (median, p99) in ms.

@@ -58,10 +58,6 @@ pub(crate) struct ListMeta {
 }
 
 impl ListMeta {
-    pub(crate) fn new(rv: Option<&str>, more: bool, remaining: Option<u64>) -> Self {
-        Self { seen: true, resource_version: rv.map(Into::into), more, remaining }
-    }
-
     /// The list's `resourceVersion`, which must be a number.
     pub(crate) fn rv(&self) -> Result<u64, String> {
         number(self.resource_version.as_deref().unwrap_or(""))

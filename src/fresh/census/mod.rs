@@ -3,8 +3,8 @@
 //! Under foreign writes (leases, events) the upstream's revision moves all the time while a resource stays
 //! quiet, so its store lags the upstream's revision though it holds exactly what the upstream holds. The
 //! pre-deadline bookmark of a proof watch ([`super::proof`]) shows that only after 1–2 s. A census shows it
-//! in one round trip: the upstream's consistent `PartialObjectMetadataList` (protobuf where the upstream
-//! offers it) names every object with its `resourceVersion` at a revision R at or past the upstream's
+//! in one round trip: the upstream's consistent `PartialObjectMetadataList` (in protobuf)
+//! names every object with its `resourceVersion` at a revision R at or past the upstream's
 //! revision when the census started. An object's `resourceVersion` is the revision of its last write, so a
 //! snapshot holding exactly the same (key, resourceVersion) pairs holds exactly the objects the upstream held
 //! at R: serving *that snapshot* reflects every write acknowledged before the census started. The answer
@@ -18,12 +18,12 @@
 //! A census is compared as it arrives, holding one list entry at a time whatever the size of the list
 //! (docs/decisions/0022-streaming-census.md): [`decode`] reads the protobuf answer chunk by chunk, [`walk`]
 //! compares each item with the snapshot's next object and ends at the first difference, unless the store
-//! catches up with it (its events are on their way) within [`CENSUS_CATCH_UP`]. A JSON answer, which only
-//! upstreams without protobuf send, is parsed whole ([`whole`]) and walked the same way; the whole-body
-//! protobuf parse and comparison stay as the streamed ones' oracle in tests.
+//! catches up with it (its events are on their way) within [`CENSUS_CATCH_UP`]. The whole-body protobuf
+//! parse and comparison ([`whole`]) are the streamed ones' oracle in tests.
 
 mod decode;
 mod walk;
+#[cfg(test)]
 mod whole;
 
 use std::sync::Arc;
@@ -41,11 +41,13 @@ use crate::upstream::Upstream;
 use decode::Proto;
 use walk::Walk;
 #[cfg(test)]
-pub(crate) use whole::{Census, Compared, Item, checked, compare, parse_json, parse_protobuf};
+pub(crate) use whole::{Census, Compared, Item, checked, compare, parse_protobuf};
 
-/// The census's `Accept`: the metadata view in protobuf (about half the bytes of JSON), JSON otherwise.
-pub(super) const ACCEPT: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, \
-     application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+/// The census's `Accept`: the metadata view in protobuf (about half the bytes of JSON), which every apiserver
+/// built on k8s.io/apiserver offers for every resource, custom ones included (the sim too). An upstream
+/// without it answers 406 at once, and its reads go the other ways, rather than encode a JSON census.
+pub(super) const ACCEPT: &str =
+    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 
 /// How long a census showing writes the store lacks waits, in all, for their events (they are on their way:
 /// the upstream's cache had them when it answered) before the difference stands.
@@ -152,18 +154,16 @@ pub(super) async fn take(
     if status != StatusCode::OK {
         return Err(format!("census answered {status}"));
     }
-    let protobuf = resp
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/vnd.kubernetes.protobuf"));
-    read(resp.into_body(), protobuf, scope, (store, max_bytes), held).await
+    let content_type = resp.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    if !content_type.is_some_and(|v| v.starts_with("application/vnd.kubernetes.protobuf")) {
+        return Err(format!("census answered {content_type:?}, not protobuf"));
+    }
+    read(resp.into_body(), scope, (store, max_bytes), held).await
 }
 
-/// Reads a census's answer `body` (protobuf or JSON) and compares it with `store` as it arrives ([`take`]).
+/// Reads a census's protobuf answer `body` and compares it with `store` as it arrives ([`take`]).
 pub(super) async fn read<B>(
     mut body: B,
-    protobuf: bool,
     scope: &Scope,
     (store, max_bytes): (&Store, usize),
     held: &AtomicU64,
@@ -175,7 +175,7 @@ where
     let mut walk = Walk::new(store.load(), scope);
     let mut catch_up = CatchUp::default();
     let mut held = Held { counter: held, now: 0 };
-    let (meta, bytes, complete) = if protobuf {
+    let (meta, bytes, complete) = {
         let mut decoder = Proto::default();
         let (mut read, mut complete) = (0usize, true);
         'body: while let Some(frame) = body.frame().await {
@@ -204,26 +204,6 @@ where
         }
         let length = decoder.length();
         (decoder.meta, length, complete)
-    } else {
-        // A JSON census is parsed whole: every apiserver built on k8s.io/apiserver answers the metadata view
-        // in protobuf, so JSON comes only from upstreams that offer no protobuf.
-        let bytes = http_body_util::Limited::new(body, max_bytes)
-            .collect()
-            .await
-            .map_err(|e| format!("reading census: {e}"))?
-            .to_bytes();
-        held.set(bytes.len());
-        let census = whole::parse_json(&bytes)?;
-        for item in &census.items {
-            if walk.item(&item.as_ref()).is_break() {
-                catch_up.run(store, &mut walk, Some(census.rv)).await;
-            }
-            if walk.decided() {
-                break;
-            }
-        }
-        let meta = decode::ListMeta::new(Some(&census.rv.to_string()), census.more, census.remaining);
-        (meta, bytes.len(), true)
     };
     held.set(0);
     let rv = meta.rv()?;

@@ -294,7 +294,7 @@ fn body_of(chunks: Vec<Vec<u8>>) -> impl http_body::Body<Data = Bytes, Error = I
 
 async fn read_all(body: Vec<u8>, chunk: usize, store: &Store, scope: &Scope, held: &AtomicU64) -> Taken {
     let chunks = body.chunks(chunk).map(<[u8]>::to_vec).collect();
-    read(body_of(chunks), true, scope, (store, usize::MAX), held).await.expect("a census")
+    read(body_of(chunks), scope, (store, usize::MAX), held).await.expect("a census")
 }
 
 #[tokio::test(start_paused = true)]
@@ -342,10 +342,9 @@ async fn a_streamed_census_holds_one_entry_and_counts_it() {
         Ok::<_, Infallible>(Frame::data(Bytes::from(c)))
     });
     let body_len = body.len();
-    let taken =
-        read(http_body_util::StreamBody::new(frames), true, &Scope::default(), (&store, usize::MAX), &held)
-            .await
-            .expect("a census");
+    let taken = read(http_body_util::StreamBody::new(frames), &Scope::default(), (&store, usize::MAX), &held)
+        .await
+        .expect("a census");
     assert!(taken.matched.is_some());
     assert_eq!((taken.compared, taken.bytes), (2_000, body_len));
     let most = seen.load(Relaxed);
@@ -418,26 +417,4 @@ async fn a_store_past_the_censuss_revision_is_not_waited_for() {
     assert!(taken.matched.is_none());
     assert_eq!((taken.rv, taken.complete), (40, false));
     assert_eq!(started.elapsed(), Duration::ZERO);
-}
-
-#[tokio::test]
-async fn a_json_census_is_walked_the_same_with_its_metadata_before_or_after_its_items() {
-    let held = AtomicU64::new(0);
-    let (store, _w) = store_of(10, &[("a", "x", 5), ("a", "y", 6)]);
-    let items = r#"[{"metadata":{"name":"x","namespace":"a","resourceVersion":"5"}},{"metadata":{"name":"y","namespace":"a","resourceVersion":"6"}}]"#;
-    for body in [
-        format!(
-            r#"{{"kind":"PartialObjectMetadataList","metadata":{{"resourceVersion":"20"}},"items":{items}}}"#
-        ),
-        format!(
-            r#"{{"items":{items},"metadata":{{"resourceVersion":"20"}},"kind":"PartialObjectMetadataList"}}"#
-        ),
-    ] {
-        let chunks = body.as_bytes().chunks(9).map(<[u8]>::to_vec).collect();
-        let taken = read(body_of(chunks), false, &Scope::default(), (&store, usize::MAX), &held)
-            .await
-            .expect("a census");
-        assert_eq!((taken.rv, taken.compared, taken.matched.is_some()), (20, 2, true), "{body}");
-    }
-    assert_eq!(held.load(Relaxed), 0);
 }

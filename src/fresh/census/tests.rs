@@ -10,9 +10,8 @@ use crate::resource::ResourceInfo;
 use crate::store::{Key, Object, Snapshot};
 
 /// A census of namespace `fx` (objects `a` at 6463 and `b` at 6464, list at 6466) as the real 1.36 sample
-/// apiserver answered it, in protobuf and in JSON.
+/// apiserver answered it.
 const FX_PB: &[u8] = include_bytes!("../testdata/census-fx.pb");
-const FX_JSON: &[u8] = include_bytes!("../testdata/census-fx.json");
 
 pub(super) fn flunders() -> ResourceInfo {
     ResourceInfo::flunders()
@@ -74,25 +73,8 @@ fn parses_the_real_apiservers_protobuf_census() {
 }
 
 #[test]
-fn parses_the_real_apiservers_json_census() {
-    let c = parse_json(&Bytes::from_static(FX_JSON)).expect("parses");
-    assert_eq!(c.rv, 6466);
-    assert_eq!(c.items, fx());
-}
-
-#[test]
-fn cluster_scoped_items_have_no_namespace() {
-    let json = br#"{"metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"n1","namespace":"","resourceVersion":"3"}},{"metadata":{"name":"n2","resourceVersion":"4"}}]}"#;
-    let c = parse_json(&Bytes::from_static(json)).expect("parses");
-    assert_eq!(c.items.iter().map(|i| i.namespace.clone()).collect::<Vec<_>>(), [None, None]);
-    assert_eq!(c.items.iter().map(|i| i.rv).collect::<Vec<_>>(), [3, 4]);
-}
-
-#[test]
 fn refuses_pages_of_the_whole_resource_and_revisions_that_are_not_numbers() {
-    let page = br#"{"metadata":{"resourceVersion":"9","continue":"abc","remainingItemCount":7},"items":[]}"#;
-    let c = parse_json(&Bytes::from_static(page)).expect("a page parses");
-    assert_eq!((c.more, c.remaining), (true, Some(7)));
+    let c = page(9, &[], 7);
     assert!(checked(c.clone(), &whole()).is_err(), "a page is not the whole resource");
     assert!(checked(c.clone(), &namespace("a", 0)).is_err(), "nor a whole namespace");
     assert_eq!(
@@ -100,11 +82,7 @@ fn refuses_pages_of_the_whole_resource_and_revisions_that_are_not_numbers() {
         Ok(c),
         "it is a first page"
     );
-    let bad_item =
-        br#"{"metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"a","resourceVersion":"x"}}]}"#;
-    assert!(parse_json(&Bytes::from_static(bad_item)).is_err());
-    let no_rv = br#"{"metadata":{},"items":[]}"#;
-    assert!(parse_json(&Bytes::from_static(no_rv)).is_err());
+    assert!(parse_protobuf(&Bytes::from(encode("x", &[]))).is_err(), "a revision that is not a number");
     let mut pb = FX_PB.to_vec();
     assert!(parse_protobuf(&Bytes::from(pb.clone())).is_ok());
     pb.truncate(pb.len() - 1);
@@ -319,8 +297,7 @@ proptest! {
         let mut enveloped = b"k8s\0".to_vec();
         enveloped.extend_from_slice(&bytes);
         let _ = parse_protobuf(&Bytes::from(enveloped));
-        let _ = parse_protobuf(&Bytes::from(bytes.clone()));
-        let _ = parse_json(&Bytes::from(bytes));
+        let _ = parse_protobuf(&Bytes::from(bytes));
     }
 
     /// A census read back from its encoding lists what was encoded, and compares as the same with a

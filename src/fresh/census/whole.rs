@@ -1,17 +1,13 @@
-//! The census as a whole: a list parsed into memory, and its comparison with a snapshot. A JSON census is
-//! read this way (see [`super::take`]); a protobuf census is streamed, and these are its oracle in tests.
+//! The census as a whole: a list parsed into memory, and its comparison with a snapshot, the oracle of the
+//! streamed ones in tests.
 
-#[cfg(test)]
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-#[cfg(test)]
 use super::Scope;
-#[cfg(test)]
+use super::decode::ItemRef;
 use super::decode::malformed;
-use super::decode::{ItemRef, number};
-#[cfg(test)]
 use crate::store::Snapshot;
 
 /// The upstream's objects at one revision: each object's key (`namespace/name` or `name`) and
@@ -36,7 +32,6 @@ pub(crate) struct Item {
     pub(crate) rv: u64,
 }
 
-#[cfg(test)]
 /// How a snapshot compares with a census.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Compared {
@@ -47,7 +42,6 @@ pub(crate) enum Compared {
     Behind { upto: u64 },
 }
 
-#[cfg(test)]
 /// `census` as an answer for `scope`: one page where the scope asked for every object is not one.
 pub(crate) fn checked(census: Census, scope: &Scope) -> Result<Census, String> {
     if census.more && scope.limit == 0 {
@@ -56,60 +50,8 @@ pub(crate) fn checked(census: Census, scope: &Scope) -> Result<Census, String> {
     Ok(census)
 }
 
-/// Parses a JSON `PartialObjectMetadataList` (any list works: only metadata is read).
-pub(crate) fn parse_json(bytes: &Bytes) -> Result<Census, String> {
-    use std::borrow::Cow;
-    #[derive(serde::Deserialize)]
-    struct List<'a> {
-        #[serde(borrow)]
-        metadata: ListMeta<'a>,
-        #[serde(borrow, default)]
-        items: Vec<Entry<'a>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct ListMeta<'a> {
-        #[serde(rename = "resourceVersion", borrow)]
-        resource_version: Option<Cow<'a, str>>,
-        #[serde(rename = "continue", borrow)]
-        continue_: Option<Cow<'a, str>>,
-        #[serde(rename = "remainingItemCount")]
-        remaining: Option<u64>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Entry<'a> {
-        #[serde(borrow)]
-        metadata: Meta<'a>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Meta<'a> {
-        #[serde(borrow)]
-        name: Cow<'a, str>,
-        #[serde(borrow)]
-        namespace: Option<Cow<'a, str>>,
-        #[serde(rename = "resourceVersion", borrow)]
-        resource_version: Cow<'a, str>,
-    }
-    let list: List<'_> = serde_json::from_slice(bytes).map_err(|e| format!("census: {e}"))?;
-    let more = list.metadata.continue_.as_deref().is_some_and(|c| !c.is_empty());
-    let remaining = list.metadata.remaining;
-    let rv = number(list.metadata.resource_version.as_deref().unwrap_or(""))?;
-    let items = list
-        .items
-        .into_iter()
-        .map(|e| {
-            Ok(Item {
-                namespace: e.metadata.namespace.filter(|ns| !ns.is_empty()).map(|ns| ns.as_ref().into()),
-                name: e.metadata.name.as_ref().into(),
-                rv: number(&e.metadata.resource_version)?,
-            })
-        })
-        .collect::<Result<_, String>>()?;
-    Ok(Census { rv, items, bytes: bytes.len(), more, remaining })
-}
-
 /// Parses a protobuf `PartialObjectMetadataList` in its `k8s\0` envelope, whole (the streamed decoder's
 /// oracle in tests).
-#[cfg(test)]
 pub(crate) fn parse_protobuf(bytes: &Bytes) -> Result<Census, String> {
     use super::decode::{LIST_ITEMS, LIST_METADATA, PROTOBUF_MAGIC, UNKNOWN_RAW, bad, protobuf_item};
     use crate::codec::proto::{last_len_field, len_fields};
@@ -132,7 +74,6 @@ pub(crate) fn parse_protobuf(bytes: &Bytes) -> Result<Census, String> {
 /// object up, counting each stored object once (an object listed twice cannot stand in for one missing). A
 /// census of one page (more objects follow) matches the snapshot's first objects of the scope, and its
 /// `remainingItemCount` the number of the others: the page the snapshot answers is then the upstream's.
-#[cfg(test)]
 pub(crate) fn compare(snapshot: &Snapshot, census: &Census, scope: &Scope) -> Compared {
     let start = scope.continued.as_ref().map(|c| &*c.start_key);
     let in_scope = || -> Box<dyn Iterator<Item = &Arc<crate::store::Object>> + '_> {
@@ -195,7 +136,6 @@ pub(crate) fn compare(snapshot: &Snapshot, census: &Census, scope: &Scope) -> Co
     }
 }
 
-#[cfg(test)]
 fn lookup<'a>(snapshot: &'a Snapshot, item: &Item) -> Option<&'a Arc<crate::store::Object>> {
     match &item.namespace {
         Some(ns) => snapshot.get(&format!("{ns}/{}", item.name)),
@@ -206,15 +146,5 @@ fn lookup<'a>(snapshot: &'a Snapshot, item: &Item) -> Option<&'a Arc<crate::stor
 impl From<ItemRef<'_>> for Item {
     fn from(i: ItemRef<'_>) -> Self {
         Self { namespace: i.namespace.map(|ns| ns.as_ref().into()), name: i.name.as_ref().into(), rv: i.rv }
-    }
-}
-
-impl Item {
-    pub(crate) fn as_ref(&self) -> ItemRef<'_> {
-        ItemRef {
-            namespace: self.namespace.as_deref().map(Into::into),
-            name: (&*self.name).into(),
-            rv: self.rv,
-        }
     }
 }
