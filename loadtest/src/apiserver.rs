@@ -122,6 +122,10 @@ pub struct Args {
     /// kache binary (default: $CARGO_TARGET_DIR/release/kache; debug builds are refused).
     #[arg(long)]
     pub kache_bin: Option<PathBuf>,
+    /// Run only these cases (comma-separated; all by default), e.g. `--cases get` for the forwarded get
+    /// directly, through kache and through the relay in about a minute.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub cases: Vec<CaseKey>,
     /// Do not measure gets through a TLS byte relay (`kache-loadtest relay`, started here as a third target:
     /// the transport floor of a forwarded read).
     #[arg(long)]
@@ -134,9 +138,34 @@ pub struct Args {
     pub out: PathBuf,
 }
 
+/// What `--cases` selects: a request shape of the phases, or the storm or the fan-out.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaseKey {
+    Get,
+    NamespaceList,
+    Page,
+    NextPage,
+    FullList,
+    FullListRv0,
+    Selector,
+    SelectorRv0,
+    GzipCached,
+    GzipUncached,
+    Storm,
+    Fanout,
+}
+
+impl Args {
+    /// Whether `--cases` lets `key` run.
+    fn runs(&self, key: CaseKey) -> bool {
+        self.cases.is_empty() || self.cases.contains(&key)
+    }
+}
+
 /// One request shape.
 #[derive(Debug, Clone)]
 struct Case {
+    key: CaseKey,
     name: &'static str,
     path: String,
     query: String,
@@ -341,7 +370,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             continue;
         }
         let cases = phase_cases(&res, &args, rate);
-        let cases: Vec<Case> = cases.into_iter().filter(|c| !c.touch || args.allow_writes).collect();
+        let cases: Vec<Case> =
+            cases.into_iter().filter(|c| (!c.touch || args.allow_writes) && args.runs(c.key)).collect();
+        if cases.is_empty() {
+            continue;
+        }
         writer.set_rate(rate);
         // Let the writer and kache settle into the phase's steady state.
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -354,7 +387,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             report.error(format!("foreign writer: {} failed writes so far", writer.errors()));
         }
     }
-    if args.storm_readers > 0 {
+    if args.storm_readers > 0 && args.runs(CaseKey::Storm) {
         let rate = if args.allow_writes { args.storm_foreign_rate } else { 0.0 };
         writer.set_rate(rate);
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -372,7 +405,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         report.tables.push(table);
     }
     writer.set_rate(0.0);
-    if args.fanout_watchers > 0 && args.allow_writes {
+    if args.fanout_watchers > 0 && args.allow_writes && args.runs(CaseKey::Fanout) {
         let collection = res.namespaced(&args.namespace);
         let spec = fanout::Spec {
             collection: &collection,
@@ -422,7 +455,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
 /// The cases of one phase: everything when quiet, the five consistent reads under foreign writes.
 fn phase_cases(res: &ResourcePath, args: &Args, rate: f64) -> Vec<Case> {
-    let c = |name, path: String, query: &str, gzip, touch| Case {
+    let c = |key, name, path: String, query: &str, gzip, touch| Case {
+        key,
         name,
         path,
         query: query.into(),
@@ -438,17 +472,32 @@ fn phase_cases(res: &ResourcePath, args: &Args, rate: f64) -> Vec<Case> {
     let mut v = vec![
         // Forwarded (a consistent get costs one upstream round trip however it is proven): measured through the
         // relay too, and with more samples (a get takes about a millisecond).
-        Case { relay: true, weight: GET_WEIGHT, ..c("get (consistent)", get, "", false, false) },
-        c("namespace list (consistent)", ns, "", false, false),
-        c("page of 500 (consistent)", all.clone(), "limit=500", false, false),
-        Case { continued: true, ..c("next page of 500 (continued)", all.clone(), "limit=500", false, false) },
-        c("full list (consistent)", all.clone(), "", false, false),
+        Case {
+            relay: true,
+            weight: GET_WEIGHT,
+            ..c(CaseKey::Get, "get (consistent)", get, "", false, false)
+        },
+        c(CaseKey::NamespaceList, "namespace list (consistent)", ns, "", false, false),
+        c(CaseKey::Page, "page of 500 (consistent)", all.clone(), "limit=500", false, false),
+        Case {
+            continued: true,
+            ..c(CaseKey::NextPage, "next page of 500 (continued)", all.clone(), "limit=500", false, false)
+        },
+        c(CaseKey::FullList, "full list (consistent)", all.clone(), "", false, false),
     ];
     if rate == 0.0 {
         v.extend([
-            c("full list rv=0", all.clone(), "resourceVersion=0", false, false),
-            c("selector matching nothing (consistent)", all.clone(), SELECTOR_NOTHING, false, false),
+            c(CaseKey::FullListRv0, "full list rv=0", all.clone(), "resourceVersion=0", false, false),
             c(
+                CaseKey::Selector,
+                "selector matching nothing (consistent)",
+                all.clone(),
+                SELECTOR_NOTHING,
+                false,
+                false,
+            ),
+            c(
+                CaseKey::SelectorRv0,
                 "selector matching nothing rv=0",
                 all.clone(),
                 &format!("{SELECTOR_NOTHING}&resourceVersion=0"),
@@ -456,6 +505,7 @@ fn phase_cases(res: &ResourcePath, args: &Args, rate: f64) -> Vec<Case> {
                 false,
             ),
             c(
+                CaseKey::GzipCached,
                 "gzip full list rv=0, cached (repeated, nothing changed)",
                 all.clone(),
                 "resourceVersion=0",
@@ -463,6 +513,7 @@ fn phase_cases(res: &ResourcePath, args: &Args, rate: f64) -> Vec<Case> {
                 false,
             ),
             c(
+                CaseKey::GzipUncached,
                 "gzip full list rv=0, uncached (one object patched before each)",
                 all,
                 "resourceVersion=0",
