@@ -26,6 +26,7 @@ use crate::upstream::reach::{DEFAULT_UNREACHABLE_GRACE, Reach};
 use crate::upstream::{Upstream, UpstreamError};
 
 mod huge_pages;
+pub mod idle_collect;
 pub use huge_pages::HugePages;
 
 /// How often histogram samples are folded into their buckets when nobody scrapes. Bounds the memory of
@@ -629,6 +630,7 @@ impl StatsSource for KacheStats {
         let (table_row_hits, table_row_misses) = self.tables.rows.lookups();
         let (heavy_bodies_waiting, heavy_bodies_producing) = self.producers.heavy_bodies();
         let (heavy_body_threads_lowered, heavy_body_threads_normal) = self.producers.heavy_body_threads();
+        let (heap_collects, heap_collect_nanos) = idle_collect::totals();
         SharedCounters {
             table_row_hits,
             table_row_misses,
@@ -638,6 +640,8 @@ impl StatsSource for KacheStats {
             heavy_bodies_producing,
             heavy_body_threads_lowered,
             heavy_body_threads_normal,
+            heap_collects,
+            heap_collect_nanos,
         }
     }
 }

@@ -21,6 +21,23 @@ use kache::upstream::discovery::{Selection, parse_resource_specs};
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
 
+#[allow(unsafe_code)]
+mod mimalloc_collect {
+    unsafe extern "C" {
+        /// mimalloc's collection of the calling thread's heap (`force`: every page, and purge now).
+        pub(super) fn mi_collect(force: bool);
+    }
+}
+
+/// Collects the calling thread's mimalloc heap: its free pages are released and their memory returned to
+/// the OS (`kache::app::idle_collect`).
+#[allow(unsafe_code)]
+fn collect_heap() {
+    // SAFETY: `mi_collect` takes no pointer and only touches the calling thread's heap and the arenas,
+    // under mimalloc's own synchronisation; the binary's global allocator is that mimalloc.
+    unsafe { mimalloc_collect::mi_collect(true) }
+}
+
 #[cfg(feature = "demo")]
 mod demo;
 
@@ -244,6 +261,10 @@ pub(crate) struct CommonArgs {
     /// touched would be resident); `on` leaves the allocator's choice (always); `off` never.
     #[arg(long, value_enum, default_value = "auto")]
     huge_pages: HugePages,
+    /// How often at most each thread returns the heap it freed to the OS as it goes idle (the allocator
+    /// keeps a burst's freed pages otherwise); `0s` never does.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    heap_collect_interval: Duration,
     #[command(flatten)]
     limits: LimitFlags,
 }
@@ -317,9 +338,13 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => &args.common,
     };
     common.huge_pages.apply_at_start();
+    kache::app::idle_collect::install(collect_heap, common.heap_collect_interval);
     init_logging(&cli.log_format, &cli.log_level);
     kache::upstream::install_crypto_provider();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_park(kache::app::idle_collect::on_idle)
+        .build()?;
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => serve(args).await,

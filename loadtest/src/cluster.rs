@@ -754,6 +754,17 @@ struct Measured {
     memory: Option<(u64, u64)>,
     /// What kache said it held at the phase's end (its `*_bytes` gauges of stores and caches).
     held: Vec<(String, f64)>,
+    /// The parts of the RSS at the end (anonymous, file-backed, shared).
+    rss_parts: Vec<(&'static str, u64)>,
+    /// The RSS and its parts [`SETTLE`] after the end, the mix stopped.
+    settled: Option<(u64, Vec<(&'static str, u64)>)>,
+}
+
+/// How long after a kache phase's end its RSS is read again.
+const SETTLE: Duration = Duration::from_secs(5);
+
+fn fmt_rss_parts(parts: &[(&'static str, u64)]) -> String {
+    parts.iter().map(|(n, b)| format!("{n} {}", fmt_bytes(*b as f64))).collect::<Vec<_>>().join(", ")
 }
 
 /// kache's gauges of the bytes its stores and caches hold, summed per metric.
@@ -801,6 +812,8 @@ async fn idle_window(client: &Client, env: &ClusterEnv, secs: f64, next: &str) -
         classes: BTreeMap::new(),
         memory: None,
         held: Vec::new(),
+        rss_parts: Vec::new(),
+        settled: None,
     }
 }
 
@@ -899,7 +912,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let before = meter(&client, &env, None).await;
         let classes = run_mix(&client, target.clone(), &args, &nodes).await;
         let cost = meter(&client, &env, None).await.since(&before);
-        phases.push(Measured { name: "direct".into(), cost, classes, memory: None, held: Vec::new() });
+        phases.push(Measured {
+            name: "direct".into(),
+            cost,
+            classes,
+            memory: None,
+            held: Vec::new(),
+            rss_parts: Vec::new(),
+            settled: None,
+        });
         sweeps.extend(sweep(&client, &target, None, &args, &nodes, "direct").await);
     }
 
@@ -944,8 +965,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let classes = run_mix(&client, target.clone(), &args, &nodes).await;
         let cost = meter(&client, &env, Some(&kache)).await.since(&before);
         let memory = kache.rss().ok().map(|rss| (rss, json));
+        let rss_parts = kache.rss_parts();
         let held = kache_bytes_held(&client, kache.metrics_url.as_deref()).await;
-        phases.push(Measured { name: format!("kache {name}"), cost, classes, memory, held });
+        // What stays once the mix's transient buffers are gone (the figure is the RSS at the end itself).
+        tokio::time::sleep(SETTLE).await;
+        let settled = kache.rss().ok().map(|rss| (rss, kache.rss_parts()));
+        phases.push(Measured {
+            name: format!("kache {name}"),
+            cost,
+            classes,
+            memory,
+            held,
+            rss_parts,
+            settled,
+        });
         if flags.iter().any(|f| f == "--etcd-endpoints") {
             let label = format!("kache {name}");
             sweeps.extend(sweep(&client, &target, kache.metrics_url.as_deref(), &args, &nodes, &label).await);
@@ -1085,8 +1118,15 @@ fn tables(report: &mut RunReport, phases: &[Measured], json: u64) {
                 "×",
                 Some(1.5),
                 format!(
-                    "RSS {} at the phase's end, {} of JSON cached; kache's gauges then: {}",
+                    "RSS {} ({}) at the phase's end{}, {} of JSON cached; kache's gauges then: {}",
                     fmt_bytes(rss as f64),
+                    fmt_rss_parts(&p.rss_parts),
+                    p.settled.as_ref().map_or(String::new(), |(rss, parts)| format!(
+                        " ({} s later {}: {})",
+                        SETTLE.as_secs(),
+                        fmt_bytes(*rss as f64),
+                        fmt_rss_parts(parts)
+                    )),
                     fmt_bytes(json as f64),
                     p.held
                         .iter()

@@ -246,6 +246,11 @@ impl KacheProc {
         rss_bytes(self.pid)
     }
 
+    /// [`rss_parts`] of this kache.
+    pub fn rss_parts(&self) -> Vec<(&'static str, u64)> {
+        rss_parts(self.pid)
+    }
+
     pub fn cpu(&self) -> anyhow::Result<Duration> {
         cpu_time(self.pid)
     }
@@ -311,9 +316,22 @@ pub fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
 }
 
 fn parse_vmrss(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    status_kib(status, "VmRSS:").map(|kib| kib * 1024)
+}
+
+/// The parts of `pid`'s resident set (`RssAnon`: heap and stacks; `RssFile`: code and libraries mapped from
+/// their files; `RssShmem`), in bytes, as /proc/PID/status gives them.
+pub fn rss_parts(pid: u32) -> Vec<(&'static str, u64)> {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return Vec::new() };
+    ["RssAnon", "RssFile", "RssShmem"]
+        .into_iter()
+        .filter_map(|name| Some((name, status_kib(&status, &format!("{name}:"))? * 1024)))
+        .collect()
+}
+
+fn status_kib(status: &str, field: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// User plus system CPU time of `pid` (/proc/PID/stat utime + stime).

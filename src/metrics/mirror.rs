@@ -119,6 +119,9 @@ pub struct SharedCounters {
     /// Heavy-body producer threads, at lowered and at normal OS priority.
     pub heavy_body_threads_lowered: u64,
     pub heavy_body_threads_normal: u64,
+    /// Idle collections of the threads' heaps, and the nanoseconds they took (process-wide).
+    pub heap_collects: u64,
+    pub heap_collect_nanos: u64,
 }
 
 // === impl Metrics (mirrors) ===
@@ -156,6 +159,8 @@ impl Metrics {
         for (priority, n) in threads {
             self.gauge(HEAVY_BODY_THREADS, vec![label("priority", priority)]).set(n as f64);
         }
+        self.counter(HEAP_COLLECTS_TOTAL, vec![]).absolute(s.heap_collects);
+        self.gauge(HEAP_COLLECT_SECONDS, vec![]).set(s.heap_collect_nanos as f64 / 1e9);
     }
 
     /// Mirrors the consistent-read freshness counters (`None`: this kache has no freshness prober).

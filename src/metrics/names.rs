@@ -128,6 +128,8 @@ pub(crate) const PROTOBUF_BYTES: &str = "kache_protobuf_bytes";
 pub(crate) const PROTOBUF_TRANSCODE_FAILURES_TOTAL: &str = "kache_protobuf_transcode_failures_total";
 // --- the process (kache) ---
 pub(crate) const HUGE_PAGES: &str = "kache_huge_pages";
+pub(crate) const HEAP_COLLECTS_TOTAL: &str = "kache_heap_collects_total";
+pub(crate) const HEAP_COLLECT_SECONDS: &str = "kache_heap_collect_seconds";
 
 /// `apiserver_request_duration_seconds` buckets, as the apiserver's (SLO-oriented, 5 ms to 60 s), with three
 /// sub-5 ms buckets in front because memory-served reads are that fast and would otherwise all land in one.
@@ -528,6 +530,16 @@ pub const ALL: &[MetricDef] = &[
         HUGE_PAGES,
         &[],
         "1 while the kernel may back kache's heap with transparent huge pages, else 0 (--huge-pages: auto allows them once the stores and protobuf messages hold 256 MiB, and forbids them again below 128 MiB).",
+    ),
+    counter(
+        HEAP_COLLECTS_TOTAL,
+        &[],
+        "Collections of a thread's heap as it went idle, returning the pages its freed blocks left empty to the OS (at most one per thread per --heap-collect-interval; process-wide).",
+    ),
+    gauge(
+        HEAP_COLLECT_SECONDS,
+        &[],
+        "Seconds spent in those collections since the process started (cumulative; process-wide).",
     ),
 ];
 

@@ -144,6 +144,8 @@ impl Metrics {
         self.gauge(TABLE_ROW_CACHE_BYTES, Vec::new()).increment(0.0);
         self.gauge(PROTOBUF_BYTES, Vec::new()).increment(0.0);
         self.gauge(HUGE_PAGES, Vec::new()).increment(0.0);
+        self.counter(HEAP_COLLECTS_TOTAL, Vec::new()).increment(0);
+        self.gauge(HEAP_COLLECT_SECONDS, Vec::new()).increment(0.0);
         self.register_serving_series();
         for r in UpstreamErrorReason::ALL {
             self.counter(UPSTREAM_ERRORS_TOTAL, vec![label("reason", r.as_str())]).increment(0);

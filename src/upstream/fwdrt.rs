@@ -42,6 +42,7 @@ impl ForwardThread {
         let name = format!("kache-fwd-{port}");
         let runtime = match tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            .on_thread_park(crate::app::idle_collect::on_idle)
             .thread_name(&name)
             .build()
         {

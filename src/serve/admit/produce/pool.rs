@@ -16,8 +16,8 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 /// How much the producers' nice value is raised above the process's (0 → 10): CFS weighs a nice-10 thread
@@ -101,14 +101,36 @@ fn run(jobs: &Mutex<Receiver<Job>>, counts: &Counts) {
     counter.fetch_add(1, Ordering::Relaxed);
     loop {
         // The lock is held only to receive; the job runs without it.
-        let job = match jobs.lock() {
-            Ok(rx) => rx.recv(),
-            Err(poisoned) => poisoned.into_inner().recv(),
-        };
-        let Ok(job) = job else { break };
+        let Some(job) = next(jobs) else { break };
         let _ = catch_unwind(AssertUnwindSafe(job));
     }
     counter.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// The next job, `None` once the pool is dropped. When none is queued the thread goes idle: its heap is
+/// collected (at most once per interval, [`crate::app::idle_collect`]), and once more if it is still idle an
+/// interval later, so the last burst's pages are returned even when the first collection came too soon
+/// after the one before. Collections run without the lock.
+fn next(jobs: &Mutex<Receiver<Job>>) -> Option<Job> {
+    match lock(jobs).try_recv() {
+        Ok(job) => return Some(job),
+        Err(TryRecvError::Disconnected) => return None,
+        Err(TryRecvError::Empty) => {}
+    }
+    crate::app::idle_collect::on_idle();
+    if let Some(every) = crate::app::idle_collect::interval() {
+        match lock(jobs).recv_timeout(every) {
+            Ok(job) => return Some(job),
+            Err(RecvTimeoutError::Disconnected) => return None,
+            Err(RecvTimeoutError::Timeout) => crate::app::idle_collect::on_idle(),
+        }
+    }
+    lock(jobs).recv().ok()
+}
+
+/// The queue's receiver (a job that panicked never holds it, but a poisoned lock is still usable).
+fn lock(jobs: &Mutex<Receiver<Job>>) -> MutexGuard<'_, Receiver<Job>> {
+    jobs.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Raises the calling thread's nice value by [`NICE`]; false where that is not possible.
