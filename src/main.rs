@@ -21,21 +21,13 @@ use kache::upstream::discovery::{Selection, parse_resource_specs};
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
 
-#[allow(unsafe_code)]
-mod mimalloc_collect {
-    unsafe extern "C" {
-        /// mimalloc's collection of the calling thread's heap (`force`: every page, and purge now).
-        pub(super) fn mi_collect(force: bool);
-    }
-}
-
 /// Collects the calling thread's mimalloc heap: its free pages are released and their memory returned to
 /// the OS (`kache::app::idle_collect`).
 #[allow(unsafe_code)]
 fn collect_heap() {
     // SAFETY: `mi_collect` takes no pointer and only touches the calling thread's heap and the arenas,
     // under mimalloc's own synchronisation; the binary's global allocator is that mimalloc.
-    unsafe { mimalloc_collect::mi_collect(true) }
+    unsafe { libmimalloc_sys::mi_collect(true) }
 }
 
 #[cfg(feature = "demo")]
