@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use crate::plot::{self, BarChart};
-use crate::results::{RunReport, Series, Table, fmt_num};
+use crate::results::{RunReport, Series, Table, fmt_num, render_table};
 
 /// Where the charts go, relative to the repository root (and to BENCHMARKS.md, which lives there).
 pub const CHARTS_DIR: &str = "docs/bench";
@@ -144,6 +144,13 @@ pub fn generate(input: &ReportInput) -> anyhow::Result<(String, Vec<Chart>)> {
             let with_unit = |v: f64| format!("{} {}", fmt_num(v), f.unit).trim_end().to_string();
             let goal = f.goal_max.map_or(String::new(), |g| format!("≤ {}", with_unit(g)));
             out.push_str(&format!("| {} | {} | {} | {goal} |\n", r.scenario, f.label, with_unit(f.value)));
+        }
+    }
+    // The real cluster's runs in full: a figure per phase and read would not fit the table above.
+    for (_, r) in runs.iter().filter(|(_, r)| !r.tables.is_empty() && r.scenario.starts_with("cluster")) {
+        out.push_str(&format!("\n## The `{}` run's tables\n\n", r.scenario));
+        for t in &r.tables {
+            out.push_str(&render_table(t));
         }
     }
     Ok((out, charts))

@@ -132,7 +132,8 @@ fn benchmarks_md_is_generated_from_the_committed_runs() {
         committed == md,
         "BENCHMARKS.md is not what `kache-loadtest report --json {RUNS_DIR}/*.json` generates; run it"
     );
-    assert!(md.lines().count() <= 150, "BENCHMARKS.md has {} lines", md.lines().count());
+    // The figures, and the real cluster's per-phase tables (each read's p50 and p99, the upstream's cost).
+    assert!(md.lines().count() <= 250, "BENCHMARKS.md has {} lines", md.lines().count());
     for c in &charts {
         let svg = root().join(CHARTS_DIR).join(format!("{}.svg", c.name()));
         assert!(svg.exists(), "{} is missing; run the report", svg.display());
@@ -167,5 +168,29 @@ fn publishing_kept_runs_with_new_ones_keeps_them_all() {
     kept.sort();
     assert_eq!(kept, ["kept.json", "machine.md", "new.json"]);
     assert_eq!(std::fs::read_to_string(runs_dir.join("kept.json")).expect("kept"), run);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_cluster_runs_tables_are_on_the_page_and_other_runs_tables_are_not() {
+    let dir = std::env::temp_dir().join(format!("kache-loadtest-report-tables-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mut cluster =
+        RunReport { scenario: "cluster".into(), started_unix: 1_795_825_228, ..Default::default() };
+    let mut t = Table::new("Coalescing sweep", &["phase", "readers", "etcd requests per proven read"]);
+    t.row(["kache etcd", "64", "0.05"].map(String::from).to_vec());
+    cluster.tables.push(t);
+    let (a, c) = (dir.join("apiserver.json"), dir.join("cluster.json"));
+    std::fs::write(&a, serde_json::to_string(&apiserver_run()).expect("json")).expect("write");
+    std::fs::write(&c, serde_json::to_string(&cluster).expect("json")).expect("write");
+    let (md, _) = generate(&ReportInput {
+        runs: vec![a, c],
+        machine: "- CPU: test\n".into(),
+        charts_rel: "docs/bench".into(),
+    })
+    .expect("report");
+    assert!(md.contains("## The `cluster` run's tables\n\n**Coalescing sweep**\n"), "{md}");
+    assert!(md.contains("| kache etcd | 64 | 0.05 |"), "{md}");
+    assert!(!md.contains("**Every case and target (latency)**"), "only the cluster's tables: {md}");
     let _ = std::fs::remove_dir_all(&dir);
 }
