@@ -18,6 +18,15 @@ use kache::metrics::names::{self, MetricKind};
 /// the test that proves it moves.
 const COVERED_ELSEWHERE: &[(&str, &str)] = &[
     (
+        "kache_heap_collects_total",
+        "app::idle_collect::tests (a thread collects once per interval as it goes idle); only the binary installs \
+         the allocator's collection, so a library kache never collects",
+    ),
+    (
+        "kache_heap_collect_seconds",
+        "app::idle_collect::tests (the time collections took, beside their count); 0 in a library kache",
+    ),
+    (
         "kache_freshness_census_bytes",
         "fresh::census::tests::a_streamed_census_holds_one_entry_and_counts_it (bytes held while a census is read; 0 at scrape time once it ends)",
     ),

@@ -567,6 +567,23 @@ mod differential {
             .collect()
     }
 
+    /// A CustomResourceDefinition whose schema's `enum` holds `"<&>"` and U+2028 in a literal form: Go's
+    /// marshalling of apiextensions' `JSON` escapes them (found by the property below).
+    #[test]
+    fn differential_a_crd_with_html_characters_in_its_json_encodes_as_the_sims_encoder() {
+        let (seed, pick) = (17_557_685_310_013_163_353_u64, 14_929_746_969_585_764_622_usize);
+        let kinds = kinds();
+        let (av, kind, m) = kinds[pick % kinds.len()];
+        assert_eq!(kind, "CustomResourceDefinition");
+        let mut v = message(&mut StdRng::seed_from_u64(seed), m, 5);
+        v["kind"] = json!(kind);
+        v["apiVersion"] = json!(av);
+        let (g, ver) = av.split_once('/').unwrap_or(("", av));
+        let mine = proto::proto_kind(g, ver, kind).expect("kind").encode_object(v.to_string().as_bytes());
+        let sims = kache_sim::proto::envelope::encode_item(av, kind, &v).expect("the sim encodes");
+        assert_eq!(mine.as_deref(), Ok(&sims[..]), "{v}");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 

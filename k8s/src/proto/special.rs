@@ -11,7 +11,7 @@
 //! | FieldsV1 | any JSON but HTML escapes (`\u003c`...) | `raw`=1, the source bytes as they are |
 //! | RawExtension | compact JSON as stored (its source text), without HTML escapes | `raw`=1, those bytes |
 //! | StringList (`ExtraValue`) | an array of strings | `items`=1, repeated |
-//! | JSON (apiextensions) | compact JSON as stored (its source text), without HTML escapes | `raw`=1, those bytes |
+//! | JSON (apiextensions) | compact JSON as stored (its source text), without HTML escapes | `raw`=1, those bytes, `<>&` and U+2028/9 escaped as Go's `Marshal` writes them |
 //!
 //! apiextensions' unions of JSONSchemaProps (a bool or a schema, ...) are written by `encode.rs`, which
 //! has the schema's message encoder.
@@ -97,7 +97,7 @@ pub(super) fn encode(
             if !is_compact(text) {
                 return Err(bad("raw JSON with whitespace".into()));
             }
-            put_bytes(out, 1, text.as_bytes());
+            put_bytes(out, 1, &html_escaped(text));
         }
         Special::RawExtension | Special::FieldsV1 => {
             let mut raw = Vec::new();
@@ -164,6 +164,30 @@ fn ambiguous_escapes(text: &str) -> bool {
                 matches!(&h[..], b"003c" | b"003e" | b"0026" | b"2028" | b"2029")
             })
     })
+}
+
+/// `text` as Go's `json.Marshal` writes it: `<`, `>`, `&`, U+2028 and U+2029 (which only strings hold) as
+/// `\u003c`-style escapes. The apiserver holds apiextensions' `JSON` as that marshalling of the decoded value,
+/// so a literal one in the text (never in the apiserver's own output, which escapes them too) is escaped.
+fn html_escaped(text: &str) -> std::borrow::Cow<'_, [u8]> {
+    let b = text.as_bytes();
+    let needs = |c: char| matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}');
+    if !text.chars().any(needs) {
+        return std::borrow::Cow::Borrowed(b);
+    }
+    let mut out = Vec::with_capacity(b.len() + 16);
+    let mut buf = [0u8; 4];
+    for c in text.chars() {
+        match c {
+            '<' => out.extend_from_slice(b"\\u003c"),
+            '>' => out.extend_from_slice(b"\\u003e"),
+            '&' => out.extend_from_slice(b"\\u0026"),
+            '\u{2028}' => out.extend_from_slice(b"\\u2028"),
+            '\u{2029}' => out.extend_from_slice(b"\\u2029"),
+            c => out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes()),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Whether `text` has no whitespace outside its strings (Go's JSON output is compact).
@@ -409,6 +433,14 @@ pub(super) fn canonical_quantity(q: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn apiextensions_json_is_html_escaped_as_go_marshals_it() {
+        let escaped = html_escaped("[\"<&>\",\"é\u{2028}\u{2029}x\",1]");
+        assert_eq!(std::str::from_utf8(&escaped), Ok(r#"["\u003c\u0026\u003e","é\u2028\u2029x",1]"#));
+        let plain = html_escaped(r#"{"a":"b"}"#);
+        assert!(matches!(plain, std::borrow::Cow::Borrowed(_)), "nothing to escape: no copy");
+    }
 
     #[test]
     fn canonical_quantities_are_recognised() {

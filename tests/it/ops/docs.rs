@@ -23,7 +23,8 @@ fn readme_starts_with_the_two_commands_and_is_short() {
     let lines = text.lines().count();
     assert!(lines <= 250, "README.md has {lines} lines (at most 250)");
     let bench = read(&root().join("BENCHMARKS.md")).lines().count();
-    assert!(bench <= 150, "BENCHMARKS.md has {bench} lines (at most 150)");
+    // Its figures, and the real cluster's per-phase tables.
+    assert!(bench <= 250, "BENCHMARKS.md has {bench} lines (at most 250)");
 }
 
 /// A heading's GitHub anchor: lower case, punctuation dropped, spaces as dashes.
