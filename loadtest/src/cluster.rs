@@ -527,6 +527,9 @@ async fn run_mix(
 
 // === the coalescing sweep ===
 
+/// The sweep's reads: consistent gets of a node, a different one each time.
+const SWEEP_READ: &str = "consistent get";
+
 /// One level of the sweep: `readers` closed loops of consistent node gets against one target.
 struct SweepLevel {
     phase: String,
@@ -555,42 +558,30 @@ async fn sweep(
         eprintln!("sweep {phase}: {readers} concurrent consistent gets for {} s", args.sweep_secs);
         let before = kmetrics::scrape(client, metrics_url).await;
         let started = Instant::now();
-        let deadline = started + Duration::from_secs_f64(args.sweep_secs);
-        let nodes = Arc::new(nodes.to_vec());
+        // The mix's own reads, in closed loops instead of open ones.
+        let run = Arc::new(Phase {
+            client: client.clone(),
+            target: target.clone(),
+            deadline: started + Duration::from_secs_f64(args.sweep_secs),
+            stop: AtomicBool::new(false),
+            classes: Mutex::new(BTreeMap::new()),
+        });
         let mut loops = tokio::task::JoinSet::new();
         for r in 0..readers {
-            let (client, target, nodes) = (client.clone(), target.clone(), nodes.clone());
+            let (run, nodes) = (run.clone(), nodes.to_vec());
             loops.spawn(async move {
-                let mut class = Class::default();
-                let s = http::Send { bearer: target.bearer.as_deref(), ..Default::default() };
-                let mut i = r;
-                while Instant::now() < deadline {
-                    let url =
-                        http::url(&target.base, &format!("/api/v1/nodes/{}", nodes[i % nodes.len()]), "");
-                    i += readers;
-                    let t = Instant::now();
-                    match http::request(&client, http::Method::GET, &url, &s).await {
-                        Ok(f) => class.ok(t.elapsed(), f.bytes),
-                        Err(e) => class.error(&error_kind(&e)),
+                for node in nodes.iter().cycle().skip(r).step_by(readers) {
+                    if run.over() {
+                        break;
                     }
+                    read(run.clone(), SWEEP_READ, format!("/api/v1/nodes/{node}")).await;
                 }
-                class
             });
         }
-        let mut class = Class::default();
-        while let Some(done) = loops.join_next().await {
-            let Ok(c) = done else { continue };
-            if let Some(h) = c.hist {
-                let _ = class.hist.get_or_insert_with(histogram).add(h);
-            }
-            class.ok += c.ok;
-            class.bytes += c.bytes;
-            for (e, n) in c.errors {
-                *class.errors.entry(e).or_default() += n;
-            }
-        }
+        while loops.join_next().await.is_some() {}
         let secs = started.elapsed().as_secs_f64();
         let kache = kmetrics::scrape(client, metrics_url).await.minus(&before);
+        let class = run.classes.lock().await.remove(SWEEP_READ).unwrap_or_default();
         levels.push(SweepLevel { phase: phase.to_string(), readers, secs, class, kache });
     }
     levels
@@ -964,12 +955,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let before = meter(&client, &env, Some(&kache)).await;
         let classes = run_mix(&client, target.clone(), &args, &nodes).await;
         let cost = meter(&client, &env, Some(&kache)).await.since(&before);
-        let memory = kache.rss().ok().map(|rss| (rss, json));
-        let rss_parts = kache.rss_parts();
+        let (memory, rss_parts) = match kache.rss_with_parts() {
+            Ok((rss, parts)) => (Some((rss, json)), parts),
+            Err(_) => (None, Vec::new()),
+        };
         let held = kache_bytes_held(&client, kache.metrics_url.as_deref()).await;
         // What stays once the mix's transient buffers are gone (the figure is the RSS at the end itself).
         tokio::time::sleep(SETTLE).await;
-        let settled = kache.rss().ok().map(|rss| (rss, kache.rss_parts()));
+        let settled = kache.rss_with_parts().ok();
         phases.push(Measured {
             name: format!("kache {name}"),
             cost,

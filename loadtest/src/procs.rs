@@ -246,9 +246,11 @@ impl KacheProc {
         rss_bytes(self.pid)
     }
 
-    /// [`rss_parts`] of this kache.
-    pub fn rss_parts(&self) -> Vec<(&'static str, u64)> {
-        rss_parts(self.pid)
+    /// This kache's RSS and its [`rss_parts`], from one read of /proc/PID/status.
+    pub fn rss_with_parts(&self) -> anyhow::Result<(u64, Vec<(&'static str, u64)>)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
+        let rss = parse_vmrss(&status).ok_or_else(|| anyhow::anyhow!("no VmRSS for pid {}", self.pid))?;
+        Ok((rss, rss_parts(&status)))
     }
 
     pub fn cpu(&self) -> anyhow::Result<Duration> {
@@ -319,13 +321,12 @@ fn parse_vmrss(status: &str) -> Option<u64> {
     status_kib(status, "VmRSS:").map(|kib| kib * 1024)
 }
 
-/// The parts of `pid`'s resident set (`RssAnon`: heap and stacks; `RssFile`: code and libraries mapped from
-/// their files; `RssShmem`), in bytes, as /proc/PID/status gives them.
-pub fn rss_parts(pid: u32) -> Vec<(&'static str, u64)> {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return Vec::new() };
+/// The parts of a resident set (`RssAnon`: heap and stacks; `RssFile`: code and libraries mapped from
+/// their files; `RssShmem`), in bytes, from a /proc/PID/status.
+fn rss_parts(status: &str) -> Vec<(&'static str, u64)> {
     ["RssAnon", "RssFile", "RssShmem"]
         .into_iter()
-        .filter_map(|name| Some((name, status_kib(&status, &format!("{name}:"))? * 1024)))
+        .filter_map(|name| Some((name, status_kib(status, &format!("{name}:"))? * 1024)))
         .collect()
 }
 

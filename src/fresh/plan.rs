@@ -310,7 +310,7 @@ impl Observation {
     fn consistent(&self) -> Step {
         // etcd proves any consistent read, a get as well as a watch, in a few of its round trips without a
         // request to the apiserver: asked first, once; whatever it cannot prove goes the apiserver's way.
-        if self.upstream.etcd && !self.done.oracle && self.upstream.probe == Probed::No {
+        if self.oracle_first() {
             return Step::Oracle;
         }
         let required = match self.upstream.probe {
@@ -357,7 +357,7 @@ impl Observation {
         }
         // etcd's revision R, read after the read arrived, is the upstream's: R ≥ n proves the store at R at no
         // cost to the apiserver; R < n answers as a probe would (the upstream has not reached n either).
-        if self.upstream.etcd && !self.done.oracle && self.upstream.probe == Probed::No {
+        if self.oracle_first() {
             return Step::Oracle;
         }
         let probed = match self.upstream.probe {
@@ -381,6 +381,11 @@ impl Observation {
             Some(_) if self.done.probes < 2 => Step::Probe,
             Some(current) => Step::TooLarge { current },
         }
+    }
+
+    /// Whether to ask the etcd oracle now: configured, not asked yet, and nothing probed (it is asked first).
+    fn oracle_first(&self) -> bool {
+        self.upstream.etcd && !self.done.oracle && self.upstream.probe == Probed::No
     }
 
     /// A census or a proof in place of forwarding, when one pays and fits ([`Prefer`]).
