@@ -4,6 +4,9 @@ failed tests by name, and every test that skipped for a missing tool with its re
 
     test-summary.py CARGO_TEST_LOG SKIP_LOG
 
+Each failed test is followed by the first lines of its panic (from the `---- NAME stdout ----` section), so
+that the summary alone says why it failed.
+
 SKIP_LOG holds `<test name>\t<reason>` lines (tests/common/tools.rs writes them). The last line is
 `summary: N passed, N failed, N skipped` (a skipped test also counts as passed in cargo's own figures: it
 returned without checking). Exits 1 when a suite failed or a suite's result is missing (a crash or a build
@@ -14,16 +17,31 @@ import re
 import sys
 from collections import defaultdict
 
+# How many lines of a failed test's panic the summary repeats.
+PANIC_LINES = 12
+
 
 def main() -> int:
     log_path, skip_path = sys.argv[1], sys.argv[2]
     suites = []  # (name, passed, failed, ignored)
     failed_tests = []
+    panics = {}  # test name -> the first lines of its panic message
     current = None
+    section = None  # the test whose `---- NAME stdout ----` section is being read
     result = re.compile(r"test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored")
     with open(log_path, encoding="utf-8", errors="replace") as log:
         for line in log:
             line = line.rstrip("\n")
+            m = re.match(r"---- (\S+) stdout ----", line)
+            if m:
+                section = m.group(1)
+                continue
+            if section and (line.startswith("failures:") or line.startswith("test result:")):
+                section = None
+            if section:
+                lines = panics.setdefault(section, [])
+                if "panicked at" in line or (lines and len(lines) < PANIC_LINES and line.strip()):
+                    lines.append(line)
             m = re.match(r"\s*Running (\S+)(?: \((.*)\))?", line)
             if m:
                 current = m.group(1)
@@ -69,6 +87,8 @@ def main() -> int:
         print("\nfailed:")
         for t in failed_tests:
             print(f"  {t}")
+            for line in panics.get(t.rsplit(": ", 1)[-1], []):
+                print(f"      {line[:300]}")
     if skips:
         print(f"\nskipped (a tool is missing; KACHE_REQUIRE_TOOLS=1 makes these failures): {len(skips)}")
         for name in sorted(skips):

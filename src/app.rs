@@ -610,6 +610,7 @@ impl StatsSource for KacheStats {
             probe_errors: s.probe_errors.load(Relaxed),
             quiet: s.quiet.load(Relaxed),
             small: s.small.load(Relaxed),
+            slow: s.slow.load(Relaxed),
             waited: s.waited.load(Relaxed),
             waits_expired: s.waits_expired.load(Relaxed),
             ahead_reached: s.ahead_reached.load(Relaxed),

@@ -118,3 +118,44 @@ async fn a_read_ahead_of_the_upstream_too_waits_the_block_timeout_before_its_504
         "asked again after the wait"
     );
 }
+
+/// An upstream that accepts connections and never answers: every step that asks it hangs.
+async fn silent_upstream() -> Upstream {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    Upstream::plain(&url).expect("url")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_read_whose_upstream_answers_too_slowly_is_forwarded_at_its_cutoff() {
+    let f = Freshness::new(silent_upstream().await, FreshnessConfig::default());
+    let (store, _writer) = store();
+    let t0 = Instant::now();
+    let outcome = f.ensure(&store, t0, 0, BIG, false, None).await;
+    assert_eq!(outcome.err(), Some(NotFresh::Slow));
+    // Paused time: the instant the read gave up is the executor's decision, not this machine's speed. The
+    // probe's own timeout would have failed it only later.
+    let took = t0.elapsed();
+    let bound = FreshnessConfig::default().latency_bound;
+    assert!(took >= 2 * bound && took < slot::PROBE_TIMEOUT, "cut short after {took:?}");
+    assert_eq!((f.stats.probes.load(Relaxed), f.stats.slow.load(Relaxed)), (1, 1));
+    assert_eq!(f.stats.probe_errors.load(Relaxed), 0, "a slow answer is not a failed probe");
+
+    // A read ahead of the store and of what the upstream is known to have reached: forwarded at its cutoff
+    // (the apiserver decides), not after the probe's timeout.
+    let t0 = Instant::now();
+    let outcome = f.ahead(&store, 50, t0, BIG, BLOCK, None).await;
+    assert!(matches!(outcome, Ahead::Forward), "{outcome:?}");
+    assert!(
+        t0.elapsed() >= BLOCK && t0.elapsed() < slot::PROBE_TIMEOUT,
+        "cut short after {:?}",
+        t0.elapsed()
+    );
+    assert_eq!((f.stats.slow.load(Relaxed), f.stats.ahead_forwarded.load(Relaxed)), (2, 1));
+}

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use tokio::time::Instant;
+use tokio::time::{Instant, timeout_at};
 
 use crate::resource::Gvr;
 use crate::store::{Snapshot, Store};
@@ -113,6 +113,9 @@ pub enum NotFresh {
     /// The store did not reach the probed revision, and nothing cheaper than forwarding fits.
     #[error("store at {current} did not reach upstream revision {required} in time")]
     Lagging { required: u64, current: u64 },
+    /// The upstream answered the probe, census or proof too slowly: cut short at the read's cutoff.
+    #[error("the upstream answered the freshness check too slowly: forwarded")]
+    Slow,
 }
 
 /// How a consistent read is served from memory ([`Freshness::ensure`]).
@@ -153,6 +156,9 @@ pub struct FreshnessStats {
     /// Consistent reads forwarded at once without a probe because a probe would cost about as much as
     /// forwarding them (gets, small lists).
     pub small: AtomicU64,
+    /// Reads (consistent or ahead) whose steps the upstream answered too slowly: cut short at the read's
+    /// cutoff ([`plan::Observation::cutoff`]) and forwarded.
+    pub slow: AtomicU64,
     /// 504 "Too large resource version" answers kache gave itself (not the upstream's, relayed): only when
     /// a probe showed the upstream had not reached the revision either.
     pub too_large: AtomicU64,
@@ -335,6 +341,7 @@ impl Freshness {
                         NotFresh::Small { bytes }
                     }
                     Reason::ProbeFailed => NotFresh::ProbeFailed,
+                    Reason::Slow => NotFresh::Slow,
                     Reason::Quiet => {
                         self.stats.quiet.fetch_add(1, Relaxed);
                         NotFresh::Quiet { known: required, current }
@@ -400,6 +407,7 @@ impl Freshness {
         loop {
             let o = self.observation(store, &slot, &read, &p);
             let step = plan::plan(&o);
+            let cutoff = o.cutoff();
             tracing::trace!(resource = %store.info().gvr, ?step, "freshness step");
             // The revision the read needs: the probe's (or census's) answer, else the one it asked for.
             let required = match (read.want, p.probe) {
@@ -415,9 +423,12 @@ impl Freshness {
                 Step::Oracle => {
                     p.done.oracle = true;
                     let filtered = self.selection_of(&store.info().gvr).is_some();
-                    if let Some(oracle) = self.etcd.get()
-                        && let Ok(rv) = oracle.prove(store, read.arrived, filtered).await
-                    {
+                    let Some(oracle) = self.etcd.get() else { continue };
+                    let Ok(proven) = timeout_at(cutoff, oracle.prove(store, read.arrived, filtered)).await
+                    else {
+                        return self.cut_short(read, required);
+                    };
+                    if let Ok(rv) = proven {
                         // etcd's revision is the upstream's: it answers as the read's first probe would (for a
                         // read ahead of it, the upstream has not reached the read's revision either).
                         self.observe(rv);
@@ -428,7 +439,11 @@ impl Freshness {
                 Step::Probe => {
                     let after = if p.done.probes == 0 { read.arrived } else { Instant::now() };
                     p.done.probes += 1;
-                    p.probe = match self.probe_after(store.info(), &slot, after).await {
+                    let Ok(probed) = timeout_at(cutoff, self.probe_after(store.info(), &slot, after)).await
+                    else {
+                        return self.cut_short(read, required);
+                    };
+                    p.probe = match probed {
                         Ok(rv) => Probed::At(rv.max(min_rv)),
                         Err(e) => {
                             tracing::debug!(resource = %store.info().gvr, error = %e, "freshness probe failed");
@@ -448,7 +463,10 @@ impl Freshness {
                 Step::Census(_) => {
                     p.done.census = true;
                     let scope = scope.expect("a census is planned only for a read that names its scope");
-                    if let Some(rv) = self.census_step(store, &slot, read.arrived, scope, &mut p).await {
+                    let taken =
+                        timeout_at(cutoff, self.census_step(store, &slot, read.arrived, scope, &mut p));
+                    let Ok(taken) = taken.await else { return self.cut_short(read, required) };
+                    if let Some(rv) = taken {
                         p.probe = Probed::At(match p.probe {
                             Probed::At(probed) => probed.max(rv),
                             _ => rv.max(min_rv),
@@ -457,7 +475,9 @@ impl Freshness {
                 }
                 Step::Prove => {
                     p.done.proved = true;
-                    p.probe = self.prove(store, &slot, read.arrived, p.probe, min_rv).await;
+                    let proved = timeout_at(cutoff, self.prove(store, &slot, read.arrived, p.probe, min_rv));
+                    let Ok(proved) = proved.await else { return self.cut_short(read, required) };
+                    p.probe = proved;
                     if let Probed::At(rv) = p.probe
                         && store.resource_version() >= rv
                     {
@@ -474,6 +494,18 @@ impl Freshness {
                 Step::TooLarge { current } => return Outcome::TooLarge { current },
             }
         }
+    }
+
+    /// A read whose step the upstream answered too slowly, at its cutoff: forwarded (a read ahead too: the
+    /// upstream decides), counted.
+    fn cut_short(&self, read: Read, required: u64) -> Outcome {
+        self.stats.slow.fetch_add(1, Relaxed);
+        tracing::debug!(?read, "freshness steps cut short: the upstream answered too slowly");
+        let reason = match read.want {
+            plan::Want::Consistent => Reason::Slow,
+            plan::Want::At { .. } => Reason::Ahead,
+        };
+        Outcome::Forward { reason, required }
     }
 
     /// What the read sees now.

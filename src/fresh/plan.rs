@@ -230,6 +230,8 @@ pub(crate) enum Reason {
     /// The probe showed the store behind, and nothing cheaper fits.
     Lagging,
     ProbeFailed,
+    /// The upstream answered a step too slowly: the read reached its cutoff ([`Observation::cutoff`]).
+    Slow,
     /// At a revision the upstream reached and the store has not.
     Ahead,
 }
@@ -430,6 +432,19 @@ impl Observation {
             (Prefer::Latency, Kind::Read) => Duration::ZERO,
         };
         self.read.arrived + self.transfer(self.read.bytes) + allowance
+    }
+
+    /// When a step still running is abandoned and the read forwarded, however slowly the upstream answers:
+    /// the deadline plus the latency bound once more (a step planned to fit overruns it only when the
+    /// upstream is slow), and a read ahead's block timeout plus the bound. Each step's own timeout (a probe's
+    /// or a census's 10 s, a proof's 5 s) bounds it alone; this bounds the read, whatever steps it took.
+    pub(crate) fn cutoff(&self) -> Instant {
+        let bound = self.policy.latency_bound;
+        let cutoff = self.deadline() + bound;
+        match self.read.want {
+            Want::Consistent => cutoff,
+            Want::At { block, .. } => cutoff.max(self.read.arrived + block + bound),
+        }
     }
 
     /// How long to wait for the store's next advance, when it is expected before the deadline less

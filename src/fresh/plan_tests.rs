@@ -474,3 +474,17 @@ fn activity_from_times() {
     // A resource that went quiet is not expected within its old gap.
     assert_eq!(Activity { gap: Some(ms(10)), since_last: ms(500) }.expected_next(), Some(ms(500)));
 }
+
+#[test]
+fn a_reads_cutoff_is_its_deadline_and_the_bound_once_more() {
+    let now = Instant::now();
+    let mut o = base(now);
+    // 2 MB at 40 MB/s after a 2 ms round trip: forwarding takes 52 ms; offloading allows the bound past it.
+    let deadline = now + ms(52) + DEFAULT_LATENCY_BOUND;
+    assert_eq!(o.cutoff(), deadline + DEFAULT_LATENCY_BOUND);
+    apply(&mut o, Latency);
+    assert_eq!(o.cutoff(), now + ms(52) + DEFAULT_LATENCY_BOUND, "a read preferring latency: the bound once");
+    // A read ahead waits up to its block timeout for a revision the upstream has not reached: the bound after.
+    apply(&mut o, Ahead(150));
+    assert_eq!(o.cutoff(), now + Duration::from_secs(3) + DEFAULT_LATENCY_BOUND);
+}

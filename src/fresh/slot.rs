@@ -16,7 +16,7 @@ use crate::resource::{Gvr, ResourceInfo};
 use crate::store::Store;
 
 /// A probe that takes longer than this fails (and the read is forwarded).
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A census that takes longer than this fails (and its readers are forwarded).
 const CENSUS_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes a census's answer may exceed the store's own by (list and metadata framing, an empty store).

@@ -65,6 +65,8 @@ pub enum FreshnessOutcome {
     Quiet,
     /// Too small for a probe to pay off (a get, a small list): forwarded without a probe.
     Small,
+    /// The upstream answered the freshness steps too slowly: cut short at the read's cutoff and forwarded.
+    Slow,
 }
 
 /// Why kache refused a request itself (a 429 or 504 of its own, not the upstream's relayed).
@@ -189,7 +191,7 @@ label_values!(UpstreamErrorReason {
 });
 label_values!(FreshnessOutcome {
     Fresh => "fresh", Lagging => "lagging", ProbeError => "probe_error", Quiet => "quiet",
-    Small => "small",
+    Small => "small", Slow => "slow",
 });
 label_values!(Refusal {
     TooLargeResourceVersion => "too_large_resource_version", ConsistentReadFallback => "consistent_read_fallback",

@@ -84,6 +84,8 @@ pub struct FreshnessCounters {
     pub probe_errors: u64,
     pub quiet: u64,
     pub small: u64,
+    /// Reads whose freshness steps the upstream answered too slowly: forwarded at their cutoff.
+    pub slow: u64,
     /// Reads that waited for the store, and of those the waits that ran out.
     pub waited: u64,
     pub waits_expired: u64,
@@ -197,6 +199,7 @@ impl Metrics {
             (FreshnessOutcome::Lagging, s.lagging),
             (FreshnessOutcome::ProbeError, s.probe_errors),
             (FreshnessOutcome::Quiet, s.quiet),
+            (FreshnessOutcome::Slow, s.slow),
             (FreshnessOutcome::Small, s.small),
         ] {
             self.counter(FRESHNESS_PROBES_TOTAL, vec![label("outcome", outcome.as_str())]).absolute(value);

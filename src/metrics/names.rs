@@ -305,7 +305,7 @@ pub const ALL: &[MetricDef] = &[
     counter(
         FRESHNESS_PROBES_TOTAL,
         &["outcome"],
-        "Consistent-read freshness checks by outcome: fresh (served from memory), lagging (probed; the store did not catch up, forwarded at once or after a wait), quiet (store behind the upstream's known revision with no advance expected soon: forwarded at once without a probe), small (a get or small list, for which a probe costs about what forwarding costs: forwarded at once without a probe) or probe_error.",
+        "Consistent-read freshness checks by outcome: fresh (served from memory), lagging (probed; the store did not catch up, forwarded at once or after a wait), quiet (store behind the upstream's known revision with no advance expected soon: forwarded at once without a probe), small (a get or small list, for which a probe costs about what forwarding costs: forwarded at once without a probe), slow (the upstream answered a probe, census or proof so slowly that the read reached its cutoff, its deadline plus the latency bound: forwarded then) or probe_error.",
     ),
     counter(
         TOO_LARGE_RESOURCE_VERSION_TOTAL,
